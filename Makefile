@@ -1,0 +1,53 @@
+# Two commands a newcomer needs: `make test` and `make serve`.
+# Everything lives in .venv/ at the repo root, created from requirements.lock.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+DEPS   := $(VENV)/.deps-installed
+BUILT  := $(VENV)/.ds4-built
+NATIVE := $(wildcard native/*/*.c native/*/*.h native/build/*.py)
+
+.PHONY: all env build lint typecheck unit test test-all lock clean
+
+all: build
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
+
+# Pinned, hash-checked dependencies (regenerate with `make lock`).
+$(DEPS): requirements.lock | $(BIN)/python
+	$(BIN)/pip install --quiet --require-hashes -r requirements.lock
+	touch $@
+
+# The package build compiles the cffi extensions (no lazy compilation at import).
+$(BUILT): $(DEPS) pyproject.toml $(NATIVE)
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation --editable .
+	touch $@
+
+env: $(DEPS)
+build: $(BUILT)
+
+lint: $(BUILT)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(BUILT)
+	$(BIN)/mypy
+
+unit: $(BUILT)
+	$(BIN)/pytest tests/unit -q
+
+test: lint typecheck
+	$(BIN)/pytest -q
+
+# Includes tests marked slow.
+test-all: lint typecheck
+	$(BIN)/pytest -q -m ''
+
+lock:
+	uv pip compile pyproject.toml build-requirements.in --extra dev --generate-hashes \
+	    --python-version 3.11 --no-header -o requirements.lock
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info src/ds4/_native_*.so

@@ -1,0 +1,214 @@
+#include "ds4_quant.h"
+
+#include <string.h>
+
+/* ---- scalar conversions ------------------------------------------------ */
+
+static float f32_from_bits(uint32_t bits) {
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+float ds4_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t man = h & 0x3ffu;
+    if (exp == 0x1fu) { /* inf / nan, payload kept */
+        return f32_from_bits(sign | 0x7f800000u | (man << 13));
+    }
+    if (exp == 0) {
+        if (man == 0) return f32_from_bits(sign);
+        /* subnormal half: normalise into a binary32 normal */
+        int e = -1;
+        do {
+            man <<= 1;
+            e++;
+        } while ((man & 0x400u) == 0);
+        man &= 0x3ffu;
+        return f32_from_bits(sign | ((uint32_t)(112 - e) << 23) | (man << 13));
+    }
+    return f32_from_bits(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+static uint16_t rd_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+static uint32_t rd_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+
+static float rd_f16(const uint8_t *p) { return ds4_f16_to_f32(rd_u16(p)); }
+
+/* ---- IQ2_XXS tables ---------------------------------------------------- */
+
+/* Level table: bit pair 2i..2i+1 of entry idx is the level (0,1,2) of grid
+ * position i; level -> value is {8, 25, 43}. */
+static const uint16_t IQ2XXS_LEVELS[256] = {
+    0, 2, 5, 8, 10, 17, 20, 32, 34, 40, 42, 65, 68, 80, 88, 97,
+    100, 128, 130, 138, 162, 257, 260, 272, 277, 320, 388, 408, 512, 514, 546, 642,
+    1025, 1028, 1040, 1057, 1060, 1088, 1090, 1096, 1120, 1153, 1156, 1168, 1188, 1280, 1282, 1288,
+    1312, 1350, 1385, 1408, 1425, 1545, 1552, 1600, 1668, 1700, 2048, 2053, 2056, 2068, 2088, 2113,
+    2116, 2128, 2130, 2184, 2308, 2368, 2562, 2580, 4097, 4100, 4112, 4129, 4160, 4192, 4228, 4240,
+    4245, 4352, 4360, 4384, 4432, 4442, 4480, 4644, 4677, 5120, 5128, 5152, 5157, 5193, 5248, 5400,
+    5474, 5632, 5654, 6145, 6148, 6160, 6208, 6273, 6400, 6405, 6560, 6737, 8192, 8194, 8202, 8260,
+    8289, 8320, 8322, 8489, 8520, 8704, 8706, 9217, 9220, 9232, 9280, 9302, 9472, 9537, 9572, 9872,
+    10248, 10272, 10388, 10820, 16385, 16388, 16400, 16408, 16417, 16420, 16448, 16456, 16470, 16480, 16513, 16516,
+    16528, 16640, 16672, 16737, 16768, 16773, 16897, 16912, 16968, 16982, 17000, 17408, 17416, 17440, 17536, 17561,
+    17682, 17700, 17920, 18433, 18436, 18448, 18496, 18501, 18688, 18776, 18785, 18818, 19013, 19088, 20480, 20488,
+    20497, 20505, 20512, 20608, 20616, 20740, 20802, 20900, 21137, 21648, 21650, 21770, 22017, 22100, 22528, 22545,
+    22553, 22628, 22848, 23048, 24580, 24592, 24640, 24680, 24832, 24917, 25112, 25184, 25600, 25605, 25872, 25874,
+    25988, 26690, 32768, 32770, 32778, 32833, 32898, 33028, 33048, 33088, 33297, 33793, 33796, 33808, 33813, 33856,
+    33888, 34048, 34118, 34196, 34313, 34368, 34400, 34818, 35076, 35345, 36868, 36880, 36900, 36928, 37025, 37142,
+    37248, 37445, 37888, 37922, 37956, 38225, 39041, 39200, 40962, 41040, 41093, 41225, 41472, 42008, 43088, 43268,
+};
+
+static int iq2xxs_grid_value(unsigned idx, unsigned pos) {
+    static const int level_value[4] = {8, 25, 43, 0};
+    return level_value[(IQ2XXS_LEVELS[idx] >> (2 * pos)) & 3u];
+}
+
+static int parity7(unsigned s) {
+    s ^= s >> 4;
+    s ^= s >> 2;
+    s ^= s >> 1;
+    return (int)(s & 1u);
+}
+
+/* ---- block dequantizers ------------------------------------------------ */
+
+static void dq_q8_0(const uint8_t *b, float *y) {
+    float d = rd_f16(b);
+    for (int i = 0; i < 32; i++) y[i] = d * (float)(int8_t)b[2 + i];
+}
+
+static void dq_q2_k(const uint8_t *b, float *y) {
+    const uint8_t *scales = b;
+    const uint8_t *qs = b + 16;
+    float d = rd_f16(b + 80);
+    float dmin = rd_f16(b + 82);
+    for (int v = 0; v < 256; v++) {
+        int h = v / 128, lane = (v % 128) / 32, l = v % 32;
+        int q = (qs[32 * h + l] >> (2 * lane)) & 3;
+        uint8_t s = scales[v / 16];
+        float dl = d * (float)(s & 15);
+        float ml = dmin * (float)(s >> 4);
+        y[v] = dl * (float)q - ml;
+    }
+}
+
+static void q4k_scale_min(int j, const uint8_t *sc, int *s, int *m) {
+    if (j < 4) {
+        *s = sc[j] & 63;
+        *m = sc[j + 4] & 63;
+    } else {
+        *s = (sc[j + 4] & 15) | ((sc[j - 4] >> 6) << 4);
+        *m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+    }
+}
+
+static void dq_q4_k(const uint8_t *b, float *y) {
+    float d = rd_f16(b);
+    float dmin = rd_f16(b + 2);
+    const uint8_t *sc = b + 4;
+    const uint8_t *qs = b + 16;
+    for (int j = 0; j < 8; j++) {
+        int s, m;
+        q4k_scale_min(j, sc, &s, &m);
+        float dl = d * (float)s;
+        float ml = dmin * (float)m;
+        for (int l = 0; l < 32; l++) {
+            uint8_t byte = qs[32 * (j / 2) + l];
+            int q = (j % 2) ? (byte >> 4) : (byte & 15);
+            y[32 * j + l] = dl * (float)q - ml;
+        }
+    }
+}
+
+static void dq_iq2_xxs(const uint8_t *b, float *y) {
+    float d = rd_f16(b);
+    for (int g = 0; g < 8; g++) {
+        uint32_t a = rd_u32(b + 2 + 8 * g);
+        uint32_t s = rd_u32(b + 6 + 8 * g);
+        float db = d * (0.5f + (float)(s >> 28)) * 0.25f;
+        for (int k = 0; k < 4; k++) {
+            unsigned idx = (a >> (8 * k)) & 255u;
+            unsigned sidx = (s >> (7 * k)) & 127u;
+            unsigned signs = sidx | ((unsigned)parity7(sidx) << 7);
+            for (int i = 0; i < 8; i++) {
+                float v = db * (float)iq2xxs_grid_value(idx, (unsigned)i);
+                y[32 * g + 8 * k + i] = ((signs >> i) & 1u) ? -v : v;
+            }
+        }
+    }
+}
+
+/* ---- dispatch ---------------------------------------------------------- */
+
+size_t ds4_block_bytes(int type) {
+    switch (type) {
+    case DS4_TYPE_F32: return 4;
+    case DS4_TYPE_F16: return 2;
+    case DS4_TYPE_BF16: return 2;
+    case DS4_TYPE_Q8_0: return 34;
+    case DS4_TYPE_Q2_K: return 84;
+    case DS4_TYPE_Q4_K: return 144;
+    case DS4_TYPE_IQ2_XXS: return 66;
+    default: return 0;
+    }
+}
+
+size_t ds4_block_elements(int type) {
+    switch (type) {
+    case DS4_TYPE_F32:
+    case DS4_TYPE_F16:
+    case DS4_TYPE_BF16: return 1;
+    case DS4_TYPE_Q8_0: return 32;
+    case DS4_TYPE_Q2_K:
+    case DS4_TYPE_Q4_K:
+    case DS4_TYPE_IQ2_XXS: return 256;
+    default: return 0;
+    }
+}
+
+int ds4_dequantize(int type, const uint8_t *src, size_t n, float *dst) {
+    size_t be = ds4_block_elements(type);
+    size_t bb = ds4_block_bytes(type);
+    if (be == 0) return DS4_QUANT_UNSUPPORTED_TYPE;
+    if (n % be != 0) return DS4_QUANT_BAD_LENGTH;
+    size_t nb = n / be;
+    switch (type) {
+    case DS4_TYPE_F32:
+        memcpy(dst, src, n * 4);
+        return DS4_QUANT_OK;
+    case DS4_TYPE_F16:
+        for (size_t i = 0; i < n; i++) dst[i] = rd_f16(src + 2 * i);
+        return DS4_QUANT_OK;
+    case DS4_TYPE_BF16:
+        for (size_t i = 0; i < n; i++) dst[i] = f32_from_bits((uint32_t)rd_u16(src + 2 * i) << 16);
+        return DS4_QUANT_OK;
+    default: break;
+    }
+    for (size_t ib = 0; ib < nb; ib++) {
+        const uint8_t *b = src + ib * bb;
+        float *y = dst + ib * be;
+        switch (type) {
+        case DS4_TYPE_Q8_0: dq_q8_0(b, y); break;
+        case DS4_TYPE_Q2_K: dq_q2_k(b, y); break;
+        case DS4_TYPE_Q4_K: dq_q4_k(b, y); break;
+        case DS4_TYPE_IQ2_XXS: dq_iq2_xxs(b, y); break;
+        default: return DS4_QUANT_UNSUPPORTED_TYPE;
+        }
+    }
+    return DS4_QUANT_OK;
+}
+
+int ds4_dequantize_rows(int type, const uint8_t *src, size_t row_elements, size_t row_begin,
+                        size_t row_end, float *dst) {
+    size_t be = ds4_block_elements(type);
+    if (be == 0) return DS4_QUANT_UNSUPPORTED_TYPE;
+    if (row_elements % be != 0 || row_end < row_begin) return DS4_QUANT_BAD_LENGTH;
+    size_t row_bytes = row_elements / be * ds4_block_bytes(type);
+    return ds4_dequantize(type, src + row_begin * row_bytes, (row_end - row_begin) * row_elements,
+                          dst);
+}

@@ -1,0 +1,3 @@
+from ds4.apps.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Implementations of the ports, one technology each."""

@@ -1,0 +1,1 @@
+"""Thin entry points: parse flags, ask the composition root for objects, run."""

@@ -1,0 +1,14 @@
+"""The list of implemented subcommands; only what is listed here appears in `ds4 --help`."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from ds4.apps import gguf_command
+
+Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
+
+REGISTRARS: list[Registrar] = [
+    gguf_command.register,
+]

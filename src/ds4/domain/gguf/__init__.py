@@ -1,0 +1,1 @@
+"""GGUF container facts as plain values: type tables and metadata/tensor records."""

@@ -1,0 +1,94 @@
+"""Typed GGUF metadata values and tensor directory records (formats.md §1.2-1.3)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import IntEnum
+
+from ds4.domain.gguf.ggml_types import GGMLType
+
+
+class ValueType(IntEnum):
+    UINT8 = 0
+    INT8 = 1
+    UINT16 = 2
+    INT16 = 3
+    UINT32 = 4
+    INT32 = 5
+    FLOAT32 = 6
+    BOOL = 7
+    STRING = 8
+    ARRAY = 9
+    UINT64 = 10
+    INT64 = 11
+    FLOAT64 = 12
+
+
+SCALAR_SIZES: dict[ValueType, int] = {
+    ValueType.UINT8: 1,
+    ValueType.INT8: 1,
+    ValueType.UINT16: 2,
+    ValueType.INT16: 2,
+    ValueType.UINT32: 4,
+    ValueType.INT32: 4,
+    ValueType.FLOAT32: 4,
+    ValueType.BOOL: 1,
+    ValueType.UINT64: 8,
+    ValueType.INT64: 8,
+    ValueType.FLOAT64: 8,
+}
+
+INTEGER_TYPES = frozenset(
+    {
+        ValueType.UINT8,
+        ValueType.INT8,
+        ValueType.UINT16,
+        ValueType.INT16,
+        ValueType.UINT32,
+        ValueType.INT32,
+        ValueType.UINT64,
+        ValueType.INT64,
+    }
+)
+FLOAT_TYPES = frozenset({ValueType.FLOAT32, ValueType.FLOAT64})
+
+Scalar = int | float | bool | str
+Value = Scalar | list["Value"]
+
+
+@dataclass(frozen=True)
+class MetaValue:
+    """One metadata value with the type it was stored as.
+
+    `item_type` is set for arrays (the element type); nested arrays hold lists.
+    """
+
+    vtype: ValueType
+    value: Value
+    item_type: ValueType | None = None
+
+    def describe_type(self) -> str:
+        if self.vtype is ValueType.ARRAY and self.item_type is not None:
+            return f"array[{self.item_type.name.lower()}]"
+        return self.vtype.name.lower()
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor directory entry. dims are GGUF order: dims[0] varies fastest."""
+
+    name: str
+    dims: tuple[int, ...]
+    ggml_type: GGMLType
+    offset: int  # absolute byte offset in the file
+    nbytes: int
+
+    @property
+    def n_elements(self) -> int:
+        return math.prod(self.dims)
+
+    @property
+    def numpy_shape(self) -> tuple[int, ...]:
+        """Shape in numpy (row-major) orientation: reversed GGUF dims."""
+        return tuple(reversed(self.dims))

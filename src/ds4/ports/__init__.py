@@ -1,0 +1,1 @@
+"""Interfaces (typing.Protocol) the core needs, plus small value types."""
