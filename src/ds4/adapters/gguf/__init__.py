@@ -1,0 +1,1 @@
+"""GGUF container: bounds-checked mmap reader and streaming writer."""

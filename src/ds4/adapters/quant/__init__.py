@@ -1,0 +1,1 @@
+"""Quant formats: dequantizers (numpy reference, native C) and quantizers."""
