@@ -136,8 +136,9 @@ static void dq_iq2_xxs(const uint8_t *b, float *y) {
             unsigned sidx = (s >> (7 * k)) & 127u;
             unsigned signs = sidx | ((unsigned)parity7(sidx) << 7);
             for (int i = 0; i < 8; i++) {
-                float v = db * (float)iq2xxs_grid_value(idx, (unsigned)i);
-                y[32 * g + 8 * k + i] = ((signs >> i) & 1u) ? -v : v;
+                /* multiply by -1 rather than negate: same bits as numpy, NaN included */
+                float sign = ((signs >> i) & 1u) ? -1.0f : 1.0f;
+                y[32 * g + 8 * k + i] = db * (float)iq2xxs_grid_value(idx, (unsigned)i) * sign;
             }
         }
     }

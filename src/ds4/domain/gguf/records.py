@@ -92,3 +92,27 @@ class TensorInfo:
     def numpy_shape(self) -> tuple[int, ...]:
         """Shape in numpy (row-major) orientation: reversed GGUF dims."""
         return tuple(reversed(self.dims))
+
+
+def meta_u32(value: int) -> MetaValue:
+    return MetaValue(ValueType.UINT32, value)
+
+
+def meta_u64(value: int) -> MetaValue:
+    return MetaValue(ValueType.UINT64, value)
+
+
+def meta_f32(value: float) -> MetaValue:
+    return MetaValue(ValueType.FLOAT32, value)
+
+
+def meta_bool(value: bool) -> MetaValue:
+    return MetaValue(ValueType.BOOL, value)
+
+
+def meta_str(value: str) -> MetaValue:
+    return MetaValue(ValueType.STRING, value)
+
+
+def meta_array(item_type: ValueType, values: list[Value]) -> MetaValue:
+    return MetaValue(ValueType.ARRAY, values, item_type)

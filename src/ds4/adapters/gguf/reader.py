@@ -1,0 +1,107 @@
+"""GGUFFile: the ModelFile port over a read-only mmap of a GGUF file."""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType, TracebackType
+
+import numpy as np
+import numpy.typing as npt
+
+from ds4.adapters.gguf.parser import GGUFFormatError, parse_gguf
+from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY
+from ds4.domain.gguf.records import MetaValue, TensorInfo
+
+
+class GGUFFile:
+    """A GGUF file mapped read-only; tensors are zero-copy views into the mapping."""
+
+    def __init__(self, path: str | os.PathLike[str], *, prefetch: bool = False) -> None:
+        self._path = str(path)
+        if Path(self._path).is_dir():
+            raise GGUFFormatError(f"{self._path} is a directory, not a GGUF file")
+        try:
+            fd = os.open(self._path, os.O_RDONLY)
+        except OSError as exc:
+            raise GGUFFormatError(f"cannot open {self._path}: {exc.strerror}") from None
+        try:
+            size = os.fstat(fd).st_size
+            if size == 0:
+                raise GGUFFormatError(f"{self._path}: file is empty")
+            self._map = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+        self._size = size
+        try:
+            parsed = parse_gguf(memoryview(self._map), size)
+        except GGUFFormatError as exc:
+            self._map.close()
+            raise GGUFFormatError(f"{self._path}: {exc}") from None
+        self._version = parsed.version
+        self._alignment = parsed.alignment
+        self._metadata = MappingProxyType(parsed.metadata)
+        self._tensors = MappingProxyType(parsed.tensors)
+        if prefetch and hasattr(self._map, "madvise"):
+            self._map.madvise(mmap.MADV_WILLNEED)
+
+    # ---- ModelFile port -------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def alignment(self) -> int:
+        return self._alignment
+
+    @property
+    def file_size(self) -> int:
+        return self._size
+
+    @property
+    def metadata(self) -> Mapping[str, MetaValue]:
+        return self._metadata
+
+    @property
+    def tensors(self) -> Mapping[str, TensorInfo]:
+        return self._tensors
+
+    def raw(self, name: str) -> npt.NDArray[np.uint8]:
+        info = self._tensor(name)
+        flat = np.frombuffer(self._map, dtype=np.uint8, count=info.nbytes, offset=info.offset)
+        geo = BLOCK_GEOMETRY[info.ggml_type]
+        row_bytes = info.dims[0] // geo.elements * geo.nbytes
+        return flat.reshape((*info.numpy_shape[:-1], row_bytes))
+
+    def close(self) -> None:
+        try:
+            self._map.close()
+        except BufferError:
+            # Tensor views are still alive; the mapping goes when they do.
+            pass
+
+    # ---- helpers ----------------------------------------------------------
+
+    def _tensor(self, name: str) -> TensorInfo:
+        try:
+            return self._tensors[name]
+        except KeyError:
+            raise GGUFFormatError(f"{self._path}: no tensor named {name!r}") from None
+
+    def __enter__(self) -> GGUFFile:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,184 @@
+"""Streaming GGUF v3 writer: metadata and directory first, then tensor by tensor.
+
+Memory stays bounded by the largest single tensor the caller hands in. The file is
+written to a temporary name and renamed into place only when every tensor has been
+written, so a crash or a bad tensor never leaves a half-written model behind.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO
+
+import numpy as np
+import numpy.typing as npt
+
+from ds4.adapters.gguf.parser import DEFAULT_ALIGNMENT, GGUF_MAGIC, SUPPORTED_VERSION
+from ds4.domain.errors import Ds4Error
+from ds4.domain.gguf.ggml_types import GGMLType, tensor_nbytes, type_name
+from ds4.domain.gguf.records import MetaValue, Value, ValueType
+
+_SCALAR_FORMATS: dict[ValueType, str] = {
+    ValueType.UINT8: "<B",
+    ValueType.INT8: "<b",
+    ValueType.UINT16: "<H",
+    ValueType.INT16: "<h",
+    ValueType.UINT32: "<I",
+    ValueType.INT32: "<i",
+    ValueType.FLOAT32: "<f",
+    ValueType.BOOL: "<?",
+    ValueType.UINT64: "<Q",
+    ValueType.INT64: "<q",
+    ValueType.FLOAT64: "<d",
+}
+
+
+class GGUFWriteError(Ds4Error):
+    """The caller asked the writer for something that would make a bad file."""
+
+
+def _encode_string(text: str) -> bytes:
+    raw = text.encode("utf-8", errors="surrogateescape")
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def _encode_value(vtype: ValueType, value: Value, item_type: ValueType | None) -> bytes:
+    if vtype is ValueType.STRING:
+        assert isinstance(value, str)
+        return _encode_string(value)
+    if vtype is ValueType.ARRAY:
+        assert isinstance(value, list) and item_type is not None
+        head = struct.pack("<IQ", item_type, len(value))
+        if item_type in _SCALAR_FORMATS:
+            return head + struct.pack("<" + str(len(value)) + _SCALAR_FORMATS[item_type][1], *value)
+        if item_type is ValueType.STRING:
+            return head + b"".join(_encode_string(str(v)) for v in value)
+        raise GGUFWriteError("nested metadata arrays are not written by ds4")
+    return struct.pack(_SCALAR_FORMATS[vtype], value)
+
+
+def encode_metadata(key: str, meta: MetaValue) -> bytes:
+    return (
+        _encode_string(key)
+        + struct.pack("<I", meta.vtype)
+        + _encode_value(meta.vtype, meta.value, meta.item_type)
+    )
+
+
+class GGUFWriter:
+    """Write a GGUF file: add metadata and tensor records, then stream tensor data."""
+
+    def __init__(self, path: str | os.PathLike[str], *, alignment: int = DEFAULT_ALIGNMENT):
+        if alignment <= 0 or alignment & (alignment - 1):
+            raise GGUFWriteError(f"alignment {alignment} is not a power of two")
+        self.path = Path(path)
+        self.alignment = alignment
+        self._metadata: dict[str, MetaValue] = {}
+        self._tensors: list[tuple[str, tuple[int, ...], GGMLType, int, int]] = []
+        self._next_offset = 0
+        self._next_tensor = 0
+        self._tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        self._file: BinaryIO | None = None
+        if alignment != DEFAULT_ALIGNMENT:
+            self.add_metadata("general.alignment", MetaValue(ValueType.UINT32, alignment))
+
+    # ---- planning ---------------------------------------------------------
+
+    def add_metadata(self, key: str, value: MetaValue) -> None:
+        if self._file is not None:
+            raise GGUFWriteError("metadata must be added before the data is written")
+        if key in self._metadata:
+            raise GGUFWriteError(f"metadata key {key!r} added twice")
+        self._metadata[key] = value
+
+    def add_tensor(self, name: str, dims: tuple[int, ...], ggml_type: GGMLType) -> None:
+        if self._file is not None:
+            raise GGUFWriteError("tensors must be declared before the data is written")
+        if any(t[0] == name for t in self._tensors):
+            raise GGUFWriteError(f"tensor {name!r} added twice")
+        n_elements = int(np.prod(dims, dtype=np.int64)) if dims else 1
+        nbytes = tensor_nbytes(ggml_type, n_elements)
+        self._tensors.append((name, tuple(dims), ggml_type, self._next_offset, nbytes))
+        self._next_offset += -(-nbytes // self.alignment) * self.alignment
+
+    # ---- writing ----------------------------------------------------------
+
+    def _header_bytes(self) -> bytes:
+        parts = [GGUF_MAGIC, struct.pack("<IQQ", SUPPORTED_VERSION, len(self._tensors),
+                                         len(self._metadata))]
+        parts += [encode_metadata(k, v) for k, v in self._metadata.items()]
+        for name, dims, ggml_type, offset, _ in self._tensors:
+            parts.append(_encode_string(name))
+            parts.append(struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims))
+            parts.append(struct.pack("<IQ", ggml_type, offset))
+        header = b"".join(parts)
+        return header + b"\0" * (-len(header) % self.alignment)
+
+    def begin_data(self) -> None:
+        """Write the header, metadata and directory; tensor data follows in order."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self._tmp.open("wb")
+        self._file.write(self._header_bytes())
+
+    def write_tensor(self, name: str, data: npt.NDArray[np.generic] | bytes) -> None:
+        """Write the next tensor's bytes (numpy array of any dtype, or raw bytes)."""
+        if self._file is None:
+            self.begin_data()
+        assert self._file is not None
+        if self._next_tensor >= len(self._tensors):
+            raise GGUFWriteError(f"tensor {name!r} was never declared")
+        want, _, ggml_type, _, nbytes = self._tensors[self._next_tensor]
+        if name != want:
+            raise GGUFWriteError(f"tensor {name!r} written out of order (expected {want!r})")
+        raw = data if isinstance(data, bytes) else np.ascontiguousarray(data).tobytes()
+        if len(raw) != nbytes:
+            raise GGUFWriteError(
+                f"tensor {name!r}: got {len(raw)} bytes, {type_name(ggml_type)} "
+                f"of this shape needs {nbytes}"
+            )
+        self._file.write(raw)
+        self._file.write(b"\0" * (-nbytes % self.alignment))
+        self._next_tensor += 1
+
+    def finish(self, *, sparse: bool = False) -> Path:
+        """Make the file complete and move it into place.
+
+        sparse=True skips any unwritten tensor data by extending the file with a
+        hole (for full-shape layout tests: the directory is real, the data is not).
+        """
+        if self._file is None:
+            self.begin_data()
+        assert self._file is not None
+        if self._next_tensor != len(self._tensors):
+            if not sparse:
+                missing = self._tensors[self._next_tensor][0]
+                raise GGUFWriteError(f"tensor {missing!r} and later ones were never written")
+            header = len(self._header_bytes())
+            self._file.truncate(header + self._next_offset)
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        self._file = None
+        self._tmp.replace(self.path)
+        return self.path
+
+    def abort(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> GGUFWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None or self._file is not None:
+            self.abort()
