@@ -1,0 +1,104 @@
+"""`ds4 gguf ...`: inspect and dump GGUF model files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ds4.adapters.files import atomic_write
+from ds4.apps import wiring
+from ds4.apps.gguf_report import build_report, render_text
+from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.domain.errors import Ds4Error
+from ds4.domain.gguf.ggml_types import DEQUANTIZABLE, GGMLType
+from ds4.domain.model.presets import PRESETS
+from ds4.domain.model.validation import validate
+
+EXIT_INVALID = 1
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    gguf = sub.add_parser(
+        "gguf",
+        help="inspect and dump DeepSeek V4 GGUF model files",
+        description="Tools for DeepSeek V4 GGUF model files.",
+    )
+    tools = gguf.add_subparsers(dest="gguf_command", metavar="TOOL", required=True)
+    fmt = DefaultsHelpFormatter
+
+    inspect = tools.add_parser(
+        "inspect",
+        formatter_class=fmt,
+        help="show metadata, hyperparameters, tensors and the validation verdict",
+        description="Show a GGUF's architecture, hyperparameters, tokenizer summary, tensors "
+        "grouped by layer and the validation verdict. Exit status: 0 valid, 1 invalid model, "
+        "2 unreadable file.",
+    )
+    inspect.add_argument("file", help="the GGUF file (main model or MTP)")
+    inspect.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    inspect.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default=None,
+        help="also require the shape of this named preset (default: any valid shape passes)",
+    )
+    inspect.set_defaults(run=run_inspect)
+
+    dump = tools.add_parser(
+        "dump",
+        formatter_class=fmt,
+        help="write one tensor, dequantized to float32, as a .npy file",
+        description="Write one tensor as a .npy file in numpy orientation (reversed GGUF "
+        "dims). Float and quantized types become float32; I32 tensors stay int32.",
+    )
+    dump.add_argument("file", help="the GGUF file")
+    dump.add_argument("tensor", help="tensor name, e.g. blk.0.attn_q_a.weight")
+    dump.add_argument("--out", required=True, help="output .npy path (written atomically)")
+    dump.add_argument(
+        "--dequant",
+        choices=["native", "numpy"],
+        default="native",
+        help="dequantizer implementation (both are bit-identical)",
+    )
+    dump.set_defaults(run=run_dump)
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    model = wiring.open_model_file(args.file)
+    try:
+        report = validate(model.metadata, model.tensors, require_preset=args.preset)
+        data = build_report(model, report)
+    finally:
+        model.close()
+    if args.json:
+        json.dump(data, sys.stdout, ensure_ascii=False, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(render_text(data))
+    return 0 if report.ok else EXIT_INVALID
+
+
+def run_dump(args: argparse.Namespace) -> int:
+    model = wiring.open_model_file(args.file)
+    try:
+        info = model.tensors.get(args.tensor)
+        if info is None:
+            raise Ds4Error(f"{args.file}: no tensor named {args.tensor!r}")
+        raw = model.raw(args.tensor)
+        if info.ggml_type is GGMLType.I32:
+            values = raw.view("<i4").astype(np.int32)
+        elif info.ggml_type in DEQUANTIZABLE:
+            values = wiring.dequantizer(args.dequant).dequantize(raw, info.ggml_type)
+        else:
+            raise Ds4Error(f"{args.tensor}: dumping {info.ggml_type.name} is not supported")
+        values = values.reshape(info.numpy_shape)
+        with atomic_write(Path(args.out)) as handle:
+            np.save(handle, values, allow_pickle=False)
+    finally:
+        model.close()
+    print(f"{args.tensor}: {values.dtype} {list(values.shape)} -> {args.out}")
+    return 0

@@ -1,0 +1,1 @@
+"""DeepSeek's DSML tool-call markup: render, parse, stream-track, recover (server.md §4)."""

@@ -1,0 +1,216 @@
+"""Generated text to tool calls: locate a DSML block and walk it (server.md §4.4).
+
+The walk reports one of three outcomes so recovery can decide what to do:
+complete (the block closed), truncated (the text ended inside the block) or
+malformed (the block breaks the grammar).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.json_text import is_json, json_string, minify_json
+from ds4.domain.dsml.syntax import SPELLINGS, Spelling, decode_entities, unescape_param_text
+
+_ATTRIBUTE = re.compile(r'\s+([A-Za-z_][\w-]*)\s*=\s*"([^"]*)"')
+_WS = " \t\n\r"
+
+
+class BlockStatus(Enum):
+    COMPLETE = "complete"
+    TRUNCATED = "truncated"
+    MALFORMED = "malformed"
+
+
+@dataclass(frozen=True)
+class BlockStart:
+    start: int  # includes a preceding "\n\n" when there is one
+    tag_end: int  # just past the tool_calls open tag
+    spelling: Spelling
+
+
+@dataclass(frozen=True)
+class BlockParse:
+    status: BlockStatus
+    calls: tuple[ToolCall, ...]
+    end: int = 0  # COMPLETE: just past the block close tag
+    # TRUNCATED: where the last whole structural element ends, whether the cut fell
+    # inside a parameter value, and the close tags that would finish the block.
+    cut: int = 0
+    in_value: bool = False
+    missing_closers: str = ""
+    open_invoke_has_params: bool = True
+
+
+class _Malformed(Exception):
+    pass
+
+
+class _Truncated(Exception):
+    def __init__(self, cut: int, *, in_value: bool, in_invoke: bool, has_params: bool) -> None:
+        super().__init__()
+        self.cut = cut
+        self.in_value = in_value
+        self.in_invoke = in_invoke
+        self.has_params = has_params
+
+
+def find_block_start(text: str, search_from: int = 0) -> BlockStart | None:
+    """First spelling found wins (full, short, plain); within it the earliest tag."""
+    for spelling in SPELLINGS:
+        pos = text.find(spelling.block_open, search_from)
+        if pos >= 0:
+            start = pos - 2 if pos - 2 >= search_from and text[pos - 2 : pos] == "\n\n" else pos
+            return BlockStart(start, pos + len(spelling.block_open), spelling)
+    return None
+
+
+def parse_attributes(header: str) -> dict[str, str] | None:
+    """`name="x" string="true"` (entity-decoded values); None if it is not attributes."""
+    attributes: dict[str, str] = {}
+    pos = 0
+    for match in _ATTRIBUTE.finditer(header):
+        if match.start() != pos:
+            return None
+        attributes.setdefault(match.group(1), decode_entities(match.group(2)))
+        pos = match.end()
+    if header[pos:].strip(_WS + "/"):
+        return None
+    return attributes
+
+
+class _Walker:
+    def __init__(self, text: str, spelling: Spelling) -> None:
+        self.text = text
+        self.s = spelling
+
+    def skip_ws(self, pos: int) -> int:
+        while pos < len(self.text) and self.text[pos] in _WS:
+            pos += 1
+        return pos
+
+    def at(self, pos: int, tag: str) -> bool:
+        return self.text.startswith(tag, pos)
+
+    def partial(self, pos: int, *tags: str) -> bool:
+        """The text ends at pos with a proper prefix of one of tags."""
+        rest = self.text[pos:]
+        return any(len(rest) < len(tag) and tag.startswith(rest) for tag in tags)
+
+    def header(self, pos: int, tag: str) -> tuple[dict[str, str], int] | None:
+        """Attributes of the tag at pos and the index after its '>' (None: not yet closed)."""
+        close = self.text.find(">", pos)
+        if close < 0:
+            return None
+        attributes = parse_attributes(self.text[pos + len(tag) : close])
+        if attributes is None or not attributes.get("name"):
+            raise _Malformed
+        return attributes, close + 1
+
+    def walk(self, pos: int) -> tuple[list[ToolCall], int]:
+        s = self.s
+        calls: list[ToolCall] = []
+        while True:
+            pos = self.skip_ws(pos)
+            if pos == len(self.text) or self.partial(pos, s.block_close, s.invoke_open):
+                raise _Truncated(pos, in_value=False, in_invoke=False, has_params=True)
+            if self.at(pos, s.block_close):
+                return calls, pos + len(s.block_close)
+            if not self.at(pos, s.invoke_open):
+                raise _Malformed
+            head = self.header(pos, s.invoke_open)
+            if head is None:
+                raise _Truncated(pos, in_value=False, in_invoke=False, has_params=True)
+            attributes, pos = head
+            members, pos, closed_block = self.walk_invoke(pos)
+            arguments = "{" + ",".join(f"{json_string(k)}:{v}" for k, v in members) + "}"
+            calls.append(ToolCall(attributes["name"], arguments))
+            if closed_block:
+                return calls, pos
+
+    def walk_invoke(self, pos: int) -> tuple[list[tuple[str, str]], int, bool]:
+        s = self.s
+        members: list[tuple[str, str]] = []
+        while True:
+            pos = self.skip_ws(pos)
+            if pos == len(self.text) or self.partial(
+                pos, s.invoke_close, s.param_open, s.block_close
+            ):
+                raise _Truncated(pos, in_value=False, in_invoke=True, has_params=bool(members))
+            if self.at(pos, s.invoke_close):
+                return members, pos + len(s.invoke_close), False
+            if self.at(pos, s.block_close):  # tolerated: the invoke close was left out
+                return members, pos + len(s.block_close), True
+            if not self.at(pos, s.param_open):
+                raise _Malformed
+            head = self.header(pos, s.param_open)
+            if head is None:
+                raise _Truncated(pos, in_value=False, in_invoke=True, has_params=bool(members))
+            attributes, pos = head
+            key = attributes["name"]
+            if "string" not in attributes and self.at(self.skip_ws(pos), s.param_open):
+                value, pos = self.walk_loose_object(pos)
+            else:
+                close = self.text.find(s.param_close, pos)
+                if close < 0:
+                    raise _Truncated(pos, in_value=True, in_invoke=True, has_params=True)
+                raw = self.text[pos:close]
+                value = self.value_json(raw, is_string=attributes.get("string", "true") == "true")
+                pos = close + len(s.param_close)
+            members.append((key, value))
+
+    def walk_loose_object(self, pos: int) -> tuple[str, int]:
+        """Nested <parameter> tags without a string attribute become one JSON object."""
+        s = self.s
+        members: list[str] = []
+        while True:
+            pos = self.skip_ws(pos)
+            if not self.at(pos, s.param_open):
+                break
+            head = self.header(pos, s.param_open)
+            close = -1 if head is None else self.text.find(s.param_close, head[1])
+            if head is None or close < 0:
+                raise _Truncated(pos, in_value=True, in_invoke=True, has_params=True)
+            attributes, start = head
+            is_string = attributes.get("string", "true") == "true"
+            value = self.value_json(self.text[start:close], is_string=is_string)
+            members.append(f"{json_string(attributes['name'])}:{value}")
+            pos = close + len(s.param_close)
+        if pos == len(self.text) or self.partial(pos, s.param_close):
+            raise _Truncated(pos, in_value=True, in_invoke=True, has_params=True)
+        if self.at(pos, s.param_close):
+            pos += len(s.param_close)
+        return "{" + ",".join(members) + "}", pos
+
+    def value_json(self, raw: str, *, is_string: bool) -> str:
+        if is_string:
+            return json_string(unescape_param_text(raw, self.s.param_close))
+        literal = raw.strip(_WS)
+        if not literal:
+            return "null"
+        if is_json(literal):
+            return minify_json(literal)
+        return json_string(raw)  # not JSON after all: keep the text rather than lose the call
+
+
+def parse_block(text: str, block: BlockStart) -> BlockParse:
+    walker = _Walker(text, block.spelling)
+    try:
+        calls, end = walker.walk(block.tag_end)
+    except _Malformed:
+        return BlockParse(BlockStatus.MALFORMED, ())
+    except _Truncated as cut:
+        s = block.spelling
+        closers = (s.invoke_close if cut.in_invoke else "") + s.block_close
+        return BlockParse(
+            BlockStatus.TRUNCATED,
+            (),
+            cut=cut.cut,
+            in_value=cut.in_value,
+            missing_closers=closers,
+            open_invoke_has_params=cut.has_params,
+        )
+    return BlockParse(BlockStatus.COMPLETE, tuple(calls), end=end)

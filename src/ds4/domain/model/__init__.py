@@ -1,0 +1,1 @@
+"""DeepSeek V4 model description: hyperparameters, presets, tensor catalog, validation."""

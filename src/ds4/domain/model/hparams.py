@@ -1,0 +1,275 @@
+"""DeepSeek V4 hyperparameters read from the `deepseek4.*` GGUF keys (model.md §1.4).
+
+Reading never stops at the first bad key: every problem is collected, so a user
+sees everything wrong with a file at once. Integer keys are type-exact (a u32 key
+stored as i32 counts as wrong), as in the reference engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+from ds4.domain.gguf.records import FLOAT_TYPES, MetaValue, ValueType
+from ds4.domain.model.problems import Problem
+
+ARCH = "deepseek4"
+
+_FLOATISH = FLOAT_TYPES | {ValueType.UINT32, ValueType.INT32}
+
+
+@dataclass(frozen=True)
+class DeepSeekV4HParams:
+    n_layer: int
+    n_embd: int
+    n_vocab: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int  # attention.key_length (K and V share it)
+    value_dim: int
+    n_rot: int
+    q_lora_rank: int
+    o_lora_rank: int
+    n_out_group: int
+    n_expert: int
+    n_expert_used: int
+    n_ff_exp: int
+    n_expert_shared: int
+    n_hash_layer: int
+    n_swa: int
+    n_indexer_head: int
+    indexer_head_dim: int
+    indexer_top_k: int
+    n_hc: int
+    sinkhorn_iters: int
+    expert_group_count: int
+    expert_group_used_count: int
+    rope_orig_ctx: int
+    rope_freq_base: float
+    rope_scaling_factor: float
+    yarn_beta_fast: float
+    yarn_beta_slow: float
+    compress_rope_freq_base: float
+    expert_weights_scale: float
+    rms_eps: float
+    hc_eps: float
+    expert_weights_norm: bool
+    compress_ratios: tuple[int, ...]  # one per layer (extra file entries dropped)
+    swiglu_clamp: tuple[float, ...]  # one per layer
+
+    # ---- derived sizes ----------------------------------------------------
+
+    @property
+    def hc_dim(self) -> int:
+        return self.n_hc * self.n_embd
+
+    @property
+    def hc_mix(self) -> int:
+        return 2 * self.n_hc + self.n_hc * self.n_hc
+
+    @property
+    def q_dim(self) -> int:
+        return self.n_head * self.head_dim
+
+    @property
+    def group_in_dim(self) -> int:
+        """Head values one output group consumes: (H/G) * Dh."""
+        return self.n_head // self.n_out_group * self.head_dim
+
+    @property
+    def n_rope_free(self) -> int:
+        return self.head_dim - self.n_rot
+
+    def compressor_width(self, layer: int) -> int:
+        """Rows of the attention compressor: 2*Dh for overlapping ratio-4 layers."""
+        ratio = self.compress_ratios[layer]
+        return (2 if ratio == 4 else 1) * self.head_dim
+
+    def has_indexer(self, layer: int) -> bool:
+        return self.compress_ratios[layer] == 4
+
+    def is_hash_layer(self, layer: int) -> bool:
+        return layer < self.n_hash_layer
+
+
+# key suffix -> field, for the type-exact u32 keys
+_U32_KEYS: dict[str, str] = {
+    "block_count": "n_layer",
+    "embedding_length": "n_embd",
+    "vocab_size": "n_vocab",
+    "attention.head_count": "n_head",
+    "attention.head_count_kv": "n_head_kv",
+    "attention.key_length": "head_dim",
+    "attention.value_length": "value_dim",
+    "rope.dimension_count": "n_rot",
+    "attention.q_lora_rank": "q_lora_rank",
+    "attention.output_lora_rank": "o_lora_rank",
+    "attention.output_group_count": "n_out_group",
+    "expert_count": "n_expert",
+    "expert_used_count": "n_expert_used",
+    "expert_feed_forward_length": "n_ff_exp",
+    "expert_shared_count": "n_expert_shared",
+    "hash_layer_count": "n_hash_layer",
+    "attention.sliding_window": "n_swa",
+    "attention.indexer.head_count": "n_indexer_head",
+    "attention.indexer.key_length": "indexer_head_dim",
+    "attention.indexer.top_k": "indexer_top_k",
+    "hyper_connection.count": "n_hc",
+    "hyper_connection.sinkhorn_iterations": "sinkhorn_iters",
+}
+_OPTIONAL_U32_KEYS: dict[str, str] = {
+    "expert_group_count": "expert_group_count",
+    "expert_group_used_count": "expert_group_used_count",
+}
+_FLOAT_KEYS: dict[str, str] = {
+    "rope.freq_base": "rope_freq_base",
+    "rope.scaling.factor": "rope_scaling_factor",
+    "rope.scaling.yarn_beta_fast": "yarn_beta_fast",
+    "rope.scaling.yarn_beta_slow": "yarn_beta_slow",
+    "attention.compress_rope_freq_base": "compress_rope_freq_base",
+    "expert_weights_scale": "expert_weights_scale",
+    "attention.layer_norm_rms_epsilon": "rms_eps",
+    "hyper_connection.epsilon": "hc_eps",
+}
+
+# The keys a writer must emit, with the storage type the reader insists on.
+KEY_TYPES: dict[str, ValueType] = {
+    **{f"{ARCH}.{k}": ValueType.UINT32 for k in _U32_KEYS},
+    **{f"{ARCH}.{k}": ValueType.UINT32 for k in _OPTIONAL_U32_KEYS},
+    **{f"{ARCH}.{k}": ValueType.FLOAT32 for k in _FLOAT_KEYS},
+    f"{ARCH}.rope.scaling.original_context_length": ValueType.UINT64,
+    f"{ARCH}.expert_weights_norm": ValueType.BOOL,
+}
+FIELD_TO_KEY: dict[str, str] = {
+    **{f: f"{ARCH}.{k}" for k, f in {**_U32_KEYS, **_OPTIONAL_U32_KEYS, **_FLOAT_KEYS}.items()},
+    "rope_orig_ctx": f"{ARCH}.rope.scaling.original_context_length",
+    "expert_weights_norm": f"{ARCH}.expert_weights_norm",
+    "compress_ratios": f"{ARCH}.attention.compress_ratios",
+    "swiglu_clamp": f"{ARCH}.swiglu_clamp_exp",
+}
+
+
+class _Reader:
+    def __init__(self, metadata: Mapping[str, MetaValue]) -> None:
+        self.metadata = metadata
+        self.problems: list[Problem] = []
+        self.values: dict[str, object] = {}
+
+    def fail(self, key: str, message: str) -> None:
+        self.problems.append(Problem(key, message))
+
+    def get(self, key: str, accepted: frozenset[ValueType], optional: bool = False) -> object:
+        entry = self.metadata.get(key)
+        if entry is None:
+            if not optional:
+                self.fail(key, "missing")
+            return None
+        if entry.vtype not in accepted:
+            names = "/".join(sorted(t.name.lower() for t in accepted))
+            self.fail(key, f"stored as {entry.describe_type()}, expected {names}")
+            return None
+        return entry.value
+
+    def array(self, key: str, items: frozenset[ValueType], n_layer: int | None) -> list[object]:
+        entry = self.metadata.get(key)
+        if entry is None:
+            self.fail(key, "missing")
+            return []
+        if entry.vtype is not ValueType.ARRAY or entry.item_type not in items:
+            names = "/".join(sorted(t.name.lower() for t in items))
+            self.fail(key, f"stored as {entry.describe_type()}, expected array[{names}]")
+            return []
+        assert isinstance(entry.value, list)
+        if n_layer is not None and len(entry.value) < n_layer:
+            self.fail(key, f"has {len(entry.value)} entries, need one per layer ({n_layer})")
+            return []
+        return list(entry.value[:n_layer] if n_layer is not None else entry.value)
+
+
+def read_hparams(
+    metadata: Mapping[str, MetaValue],
+) -> tuple[DeepSeekV4HParams | None, list[Problem]]:
+    """Read every `deepseek4.*` key; return the hyperparameters (if complete) and problems."""
+    r = _Reader(metadata)
+    arch = metadata.get("general.architecture")
+    if arch is not None and arch.value != ARCH:
+        r.fail("general.architecture", f"is {arch.value!r}, expected {ARCH!r}")
+    for suffix, name in _U32_KEYS.items():
+        r.values[name] = r.get(f"{ARCH}.{suffix}", frozenset({ValueType.UINT32}))
+    for suffix, name in _OPTIONAL_U32_KEYS.items():
+        value = r.get(f"{ARCH}.{suffix}", frozenset({ValueType.UINT32}), optional=True)
+        r.values[name] = 0 if value is None else value
+    for suffix, name in _FLOAT_KEYS.items():
+        value = r.get(f"{ARCH}.{suffix}", _FLOATISH)
+        r.values[name] = None if value is None else float(value)  # type: ignore[arg-type]
+    r.values["rope_orig_ctx"] = r.get(
+        f"{ARCH}.rope.scaling.original_context_length",
+        frozenset({ValueType.UINT64, ValueType.UINT32}),
+    )
+    r.values["expert_weights_norm"] = r.get(
+        f"{ARCH}.expert_weights_norm", frozenset({ValueType.BOOL})
+    )
+    n_layer = r.values["n_layer"]
+    count = n_layer if isinstance(n_layer, int) else None
+    ratios = r.array(
+        f"{ARCH}.attention.compress_ratios",
+        frozenset({ValueType.UINT32, ValueType.INT32}),
+        count,
+    )
+    clamps = r.array(f"{ARCH}.swiglu_clamp_exp", FLOAT_TYPES, count)
+    for layer, ratio in enumerate(ratios):
+        if int(ratio) < 0:  # type: ignore[call-overload]
+            r.fail(f"{ARCH}.attention.compress_ratios", f"layer {layer} has ratio {ratio} < 0")
+    r.values["compress_ratios"] = tuple(int(x) for x in ratios)  # type: ignore[call-overload]
+    r.values["swiglu_clamp"] = tuple(float(x) for x in clamps)  # type: ignore[arg-type]
+
+    if r.problems or count is None or not ratios or not clamps:
+        return None, r.problems
+    hparams = DeepSeekV4HParams(**r.values)  # type: ignore[arg-type]
+    return hparams, r.problems + check_architecture(hparams)
+
+
+def check_architecture(hp: DeepSeekV4HParams) -> list[Problem]:
+    """Shape rules any DeepSeek V4 model obeys, whatever its size."""
+    out: list[Problem] = []
+
+    def need(cond: bool, field: str, message: str) -> None:
+        if not cond:
+            out.append(Problem(FIELD_TO_KEY.get(field, field), message))
+
+    for name in _U32_KEYS.values():
+        value = getattr(hp, name)
+        if name != "n_hash_layer":  # zero hash layers is a valid (if unusual) model
+            need(value > 0, name, f"must be positive, got {value}")
+    need(hp.n_head_kv == 1, "n_head_kv", f"must be 1 (shared K=V head), got {hp.n_head_kv}")
+    need(hp.value_dim == hp.head_dim, "value_dim", "must equal key_length (K and V are shared)")
+    need(0 < hp.n_rot < hp.head_dim and hp.n_rot % 2 == 0, "n_rot",
+         f"must be even and below key_length {hp.head_dim}, got {hp.n_rot}")  # fmt: skip
+    need(hp.n_out_group > 0 and hp.n_head % max(hp.n_out_group, 1) == 0, "n_out_group",
+         f"must divide head_count {hp.n_head}, got {hp.n_out_group}")  # fmt: skip
+    need(hp.n_expert_used <= hp.n_expert, "n_expert_used",
+         f"{hp.n_expert_used} exceeds expert_count {hp.n_expert}")  # fmt: skip
+    need(hp.n_expert_shared == 1, "n_expert_shared", f"must be 1, got {hp.n_expert_shared}")
+    need(hp.n_hash_layer <= hp.n_layer, "n_hash_layer", "exceeds block_count")
+    need(hp.expert_group_count == 0 and hp.expert_group_used_count == 0, "expert_group_count",
+         "group-limited routing is not part of DeepSeek V4 (must be 0)")  # fmt: skip
+    need(hp.indexer_head_dim > hp.n_rot, "indexer_head_dim",
+         f"must exceed rope.dimension_count {hp.n_rot}")  # fmt: skip
+    need(all(c > 0 for c in hp.swiglu_clamp), "swiglu_clamp", "clamp values must be positive")
+    need(hp.rms_eps > 0 and hp.hc_eps > 0, "rms_eps", "epsilons must be positive")
+    return out
+
+
+def hparams_metadata(hp: DeepSeekV4HParams) -> dict[str, MetaValue]:
+    """The `deepseek4.*` records that describe hp, in the storage types the reader wants."""
+    out: dict[str, MetaValue] = {"general.architecture": MetaValue(ValueType.STRING, ARCH)}
+    for f in fields(hp):
+        key = FIELD_TO_KEY[f.name]
+        value = getattr(hp, f.name)
+        if f.name == "compress_ratios":
+            out[key] = MetaValue(ValueType.ARRAY, list(value), ValueType.UINT32)
+        elif f.name == "swiglu_clamp":
+            out[key] = MetaValue(ValueType.ARRAY, list(value), ValueType.FLOAT32)
+        else:
+            out[key] = MetaValue(KEY_TYPES[key], value)
+    return out

@@ -1,0 +1,1 @@
+"""Tool-call ids and exact-DSML replay memory (server.md §5)."""
