@@ -45,11 +45,11 @@ class BlockParse:
     open_invoke_has_params: bool = True
 
 
-class _Malformed(Exception):
+class _MalformedError(Exception):
     pass
 
 
-class _Truncated(Exception):
+class _TruncatedError(Exception):
     def __init__(self, cut: int, *, in_value: bool, in_invoke: bool, has_params: bool) -> None:
         super().__init__()
         self.cut = cut
@@ -107,7 +107,7 @@ class _Walker:
             return None
         attributes = parse_attributes(self.text[pos + len(tag) : close])
         if attributes is None or not attributes.get("name"):
-            raise _Malformed
+            raise _MalformedError
         return attributes, close + 1
 
     def walk(self, pos: int) -> tuple[list[ToolCall], int]:
@@ -116,14 +116,14 @@ class _Walker:
         while True:
             pos = self.skip_ws(pos)
             if pos == len(self.text) or self.partial(pos, s.block_close, s.invoke_open):
-                raise _Truncated(pos, in_value=False, in_invoke=False, has_params=True)
+                raise _TruncatedError(pos, in_value=False, in_invoke=False, has_params=True)
             if self.at(pos, s.block_close):
                 return calls, pos + len(s.block_close)
             if not self.at(pos, s.invoke_open):
-                raise _Malformed
+                raise _MalformedError
             head = self.header(pos, s.invoke_open)
             if head is None:
-                raise _Truncated(pos, in_value=False, in_invoke=False, has_params=True)
+                raise _TruncatedError(pos, in_value=False, in_invoke=False, has_params=True)
             attributes, pos = head
             members, pos, closed_block = self.walk_invoke(pos)
             arguments = "{" + ",".join(f"{json_string(k)}:{v}" for k, v in members) + "}"
@@ -139,16 +139,16 @@ class _Walker:
             if pos == len(self.text) or self.partial(
                 pos, s.invoke_close, s.param_open, s.block_close
             ):
-                raise _Truncated(pos, in_value=False, in_invoke=True, has_params=bool(members))
+                raise _TruncatedError(pos, in_value=False, in_invoke=True, has_params=bool(members))
             if self.at(pos, s.invoke_close):
                 return members, pos + len(s.invoke_close), False
             if self.at(pos, s.block_close):  # tolerated: the invoke close was left out
                 return members, pos + len(s.block_close), True
             if not self.at(pos, s.param_open):
-                raise _Malformed
+                raise _MalformedError
             head = self.header(pos, s.param_open)
             if head is None:
-                raise _Truncated(pos, in_value=False, in_invoke=True, has_params=bool(members))
+                raise _TruncatedError(pos, in_value=False, in_invoke=True, has_params=bool(members))
             attributes, pos = head
             key = attributes["name"]
             if "string" not in attributes and self.at(self.skip_ws(pos), s.param_open):
@@ -156,7 +156,7 @@ class _Walker:
             else:
                 close = self.text.find(s.param_close, pos)
                 if close < 0:
-                    raise _Truncated(pos, in_value=True, in_invoke=True, has_params=True)
+                    raise _TruncatedError(pos, in_value=True, in_invoke=True, has_params=True)
                 raw = self.text[pos:close]
                 value = self.value_json(raw, is_string=attributes.get("string", "true") == "true")
                 pos = close + len(s.param_close)
@@ -173,14 +173,14 @@ class _Walker:
             head = self.header(pos, s.param_open)
             close = -1 if head is None else self.text.find(s.param_close, head[1])
             if head is None or close < 0:
-                raise _Truncated(pos, in_value=True, in_invoke=True, has_params=True)
+                raise _TruncatedError(pos, in_value=True, in_invoke=True, has_params=True)
             attributes, start = head
             is_string = attributes.get("string", "true") == "true"
             value = self.value_json(self.text[start:close], is_string=is_string)
             members.append(f"{json_string(attributes['name'])}:{value}")
             pos = close + len(s.param_close)
         if pos == len(self.text) or self.partial(pos, s.param_close):
-            raise _Truncated(pos, in_value=True, in_invoke=True, has_params=True)
+            raise _TruncatedError(pos, in_value=True, in_invoke=True, has_params=True)
         if self.at(pos, s.param_close):
             pos += len(s.param_close)
         return "{" + ",".join(members) + "}", pos
@@ -200,9 +200,9 @@ def parse_block(text: str, block: BlockStart) -> BlockParse:
     walker = _Walker(text, block.spelling)
     try:
         calls, end = walker.walk(block.tag_end)
-    except _Malformed:
+    except _MalformedError:
         return BlockParse(BlockStatus.MALFORMED, ())
-    except _Truncated as cut:
+    except _TruncatedError as cut:
         s = block.spelling
         closers = (s.invoke_close if cut.in_invoke else "") + s.block_close
         return BlockParse(
