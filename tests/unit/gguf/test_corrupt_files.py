@@ -1,0 +1,141 @@
+"""Corrupt and truncated GGUF files: one GGUFFormatError naming the problem, nothing else."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ds4.adapters.gguf.parser import GGUFFormatError, parse_gguf
+from ds4.adapters.gguf.reader import GGUFFile
+from tests.support.sample_gguf import write_sample
+
+
+def s(text: str) -> bytes:
+    raw = text.encode()
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def header(n_tensors: int, n_kv: int, version: int = 3) -> bytes:
+    return b"GGUF" + struct.pack("<IQQ", version, n_tensors, n_kv)
+
+
+def tensor(name: str, dims: list[int], ggml_type: int, offset: int) -> bytes:
+    return (
+        s(name)
+        + struct.pack("<I", len(dims))
+        + struct.pack(f"<{len(dims)}Q", *dims)
+        + struct.pack("<IQ", ggml_type, offset)
+    )
+
+
+def pad(blob: bytes, extra: int = 0) -> bytes:
+    blob += b"\0" * (-len(blob) % 32)
+    return blob + b"\0" * extra
+
+
+def parse(blob: bytes) -> None:
+    parse_gguf(memoryview(blob), len(blob))
+
+
+CASES: dict[str, tuple[bytes, str]] = {
+    "bad magic": (b"GGUX" + b"\0" * 40, "bad magic"),
+    "old version": (pad(header(0, 0, version=2), 32), "version 2"),
+    "too short": (b"GGUF\3\0\0\0", "too small"),
+    "kv count absurd": (pad(header(0, 2**60), 32), "metadata count"),
+    "tensor count absurd": (pad(header(2**40, 0), 32), "tensor count"),
+    "string runs past end": (
+        pad(header(0, 1) + struct.pack("<Q", 2**62) + b"k", 32), "truncated"
+    ),
+    "unknown value type": (pad(header(0, 1) + s("k") + struct.pack("<I", 99), 32), "type 99"),
+    "array count absurd": (
+        pad(header(0, 1) + s("k") + struct.pack("<IIQ", 9, 4, 2**61), 32), "cannot fit"
+    ),
+    "duplicate key": (
+        pad(header(0, 2) + (s("k") + struct.pack("<IB", 0, 1)) * 2, 32), "appears twice"
+    ),
+    "alignment not power of two": (
+        pad(header(0, 1) + s("general.alignment") + struct.pack("<II", 4, 48), 32),
+        "power of two",
+    ),
+    "alignment wrong type": (
+        pad(header(0, 1) + s("general.alignment") + struct.pack("<IQ", 10, 32), 32),
+        "not u32",
+    ),
+    "zero dims": (pad(header(1, 0) + s("t") + struct.pack("<I", 0) + b"\0" * 16, 32),
+                  "0 dimensions"),
+    "unknown tensor type": (pad(header(1, 0) + tensor("t", [4], 77, 0), 64), "type 77"),
+    "data past end": (pad(header(1, 0) + tensor("t", [24], 0, 0), 32), "past the end"),
+    "dims overflow": (pad(header(1, 0) + tensor("t", [2**40, 2**40, 2**40], 0, 0), 64),
+                      "exceed the file size"),
+    "misaligned offset": (pad(header(1, 0) + tensor("t", [4], 0, 4), 64), "not a multiple"),
+    "partial block": (pad(header(1, 0) + tensor("t", [40], 8, 0), 128), "block size"),
+    "duplicate tensor": (
+        pad(header(2, 0) + tensor("t", [4], 0, 0) + tensor("t", [4], 0, 32), 64),
+        "appears twice",
+    ),
+    "overlap": (
+        pad(header(2, 0) + tensor("a", [16], 0, 0) + tensor("b", [16], 0, 32), 128), "overlap"
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_corrupt_header_names_the_problem(name: str) -> None:
+    blob, fragment = CASES[name]
+    with pytest.raises(GGUFFormatError, match=fragment):
+        parse(blob)
+
+
+def test_well_formed_handmade_file_parses() -> None:
+    blob = pad(header(2, 0) + tensor("a", [8], 0, 0) + tensor("b", [8], 0, 32), 64)
+    parse(blob)
+
+
+def test_missing_and_empty_files_and_directories(tmp_path: Path) -> None:
+    with pytest.raises(GGUFFormatError, match="cannot open"):
+        GGUFFile(tmp_path / "nope.gguf")
+    (tmp_path / "empty.gguf").write_bytes(b"")
+    with pytest.raises(GGUFFormatError, match="empty"):
+        GGUFFile(tmp_path / "empty.gguf")
+    with pytest.raises(GGUFFormatError, match="directory"):
+        GGUFFile(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def valid_blob(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    path = tmp_path_factory.mktemp("fuzz") / "s.gguf"
+    write_sample(path)
+    return path.read_bytes()
+
+
+def directory_end(blob: bytes) -> int:
+    """Where tensor data starts, so flips can target the header and directory."""
+    f_size = len(blob)
+    parsed = parse_gguf(memoryview(blob), f_size)
+    return parsed.data_start
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cut=st.floats(0, 1))
+def test_any_truncation_fails_cleanly(valid_blob: bytes, cut: float) -> None:
+    n = int(cut * (len(valid_blob) - 1))
+    with pytest.raises(GGUFFormatError):
+        parse(valid_blob[:n])
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_byte_flips_in_header_or_directory_never_crash(valid_blob: bytes, data: st.DataObject) -> None:
+    limit = directory_end(valid_blob)
+    blob = bytearray(valid_blob)
+    for _ in range(data.draw(st.integers(1, 4))):
+        pos = data.draw(st.integers(0, limit - 1))
+        blob[pos] ^= data.draw(st.integers(1, 255))
+    try:
+        parse(bytes(blob))
+    except GGUFFormatError as exc:
+        assert str(exc) and "\n" not in str(exc)

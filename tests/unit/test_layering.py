@@ -1,0 +1,69 @@
+"""The house layering rule, enforced on the source tree (docs/adr/0001)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "ds4"
+
+# Modules that do I/O, threads, clocks, randomness or environment access.
+IMPURE_MODULES = {
+    "asyncio", "concurrent", "ctypes", "datetime", "http", "io", "mmap", "multiprocessing",
+    "os", "pathlib", "random", "secrets", "select", "shutil", "signal", "socket",
+    "subprocess", "sys", "tempfile", "threading", "time", "urllib", "uuid", "anyio",
+    "litestar", "uvicorn", "httpx", "cffi", "gguf", "prompt_toolkit", "tqdm",
+}  # fmt: skip
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
+            raise AssertionError(f"{path}: relative import; use absolute ds4.* imports")
+    return names
+
+
+def layer_files(layer: str) -> list[Path]:
+    return sorted((SRC / layer).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", layer_files("domain"), ids=lambda p: str(p.relative_to(SRC)))
+def test_domain_is_pure(path: Path) -> None:
+    for name in imported_modules(path):
+        top = name.split(".")[0]
+        assert not name.startswith(("ds4.adapters", "ds4.apps", "ds4.ports")), (
+            f"{path.name} imports {name}: domain/ must not depend on outer layers"
+        )
+        assert top not in IMPURE_MODULES, f"{path.name} imports {name}: domain/ must stay pure"
+
+
+@pytest.mark.parametrize("path", layer_files("ports"), ids=lambda p: str(p.relative_to(SRC)))
+def test_ports_depend_only_on_domain(path: Path) -> None:
+    for name in imported_modules(path):
+        assert not name.startswith(("ds4.adapters", "ds4.apps")), f"{path.name} imports {name}"
+
+
+@pytest.mark.parametrize("path", layer_files("adapters"), ids=lambda p: str(p.relative_to(SRC)))
+def test_adapters_never_import_apps(path: Path) -> None:
+    for name in imported_modules(path):
+        assert not name.startswith("ds4.apps"), f"{path.name} imports {name}"
+
+
+def test_rule_sees_a_violation(tmp_path: Path) -> None:
+    """The checker itself must catch what it is meant to catch."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os\nfrom ds4.adapters.gguf import reader\n", encoding="utf-8")
+    assert {"os", "ds4.adapters.gguf"} <= imported_modules(bad)
+
+
+def test_every_layer_has_code() -> None:
+    for layer in ("domain", "ports", "adapters", "apps"):
+        assert len(layer_files(layer)) > 1, layer
