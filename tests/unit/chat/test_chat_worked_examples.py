@@ -10,6 +10,7 @@ import pytest
 from ds4.domain.chat.constants import MAX_PREFIX, TOOLS_HEAD, TOOLS_TAIL
 from ds4.domain.chat.messages import (
     AssistantMessage,
+    Message,
     SystemMessage,
     ThinkMode,
     ToolResultMessage,
@@ -25,8 +26,8 @@ BASH_SCHEMA = (
     '"properties":{"command":{"type":"string"},"timeout":{"type":"integer"}},'
     '"required":["command"]}}'
 )
-E1 = [SystemMessage("You are terse."), UserMessage("Hello")]
-E4 = [
+E1: list[Message] = [SystemMessage("You are terse."), UserMessage("Hello")]
+E4: list[Message] = [
     SystemMessage("Be careful."),
     UserMessage("List files"),
     AssistantMessage(
@@ -36,7 +37,7 @@ E4 = [
     ),
     ToolResultMessage("a.txt\nb.txt"),
 ]
-E5 = [
+E5: list[Message] = [
     UserMessage("go"),
     AssistantMessage(tool_calls=(ToolCall("a", "{}"), ToolCall("b", '{"x":[1, 2]}'))),
     ToolResultMessage("A"),
@@ -64,7 +65,7 @@ def test_e1_non_thinking_system_and_user() -> None:
 
 
 def test_e2_thinking_multi_turn_drops_old_reasoning() -> None:
-    messages = [
+    messages: list[Message] = [
         UserMessage("first"),
         AssistantMessage(content="first answer", reasoning="old hidden reasoning"),
         UserMessage("second"),
@@ -145,7 +146,7 @@ def test_e5_two_calls_and_two_results_non_thinking() -> None:
 
 
 def test_e6_default_system_thinking_one_shot() -> None:
-    messages = [SystemMessage("You are a helpful assistant"), UserMessage("Hi")]
+    messages: list[Message] = [SystemMessage("You are a helpful assistant"), UserMessage("Hi")]
     assert render_chat(messages, (), ThinkMode.HIGH) == (
         "<｜begin▁of▁sentence｜>You are a helpful assistant<｜User｜>Hi<｜Assistant｜><think>"
     )
