@@ -1,0 +1,136 @@
+/* Quantizer entry points: row dispatch, float encoders and Q8_0
+ * (formats.md §2.2, §4.3); twin of numpy_quantize.py. */
+#include "ds4_quantize.h"
+
+#include "qz_internal.h"
+
+/* f32 -> f16, round to nearest even, subnormals kept, overflow -> inf,
+ * NaN -> sign | 0x7e00 (formats.md §2.2). */
+uint16_t qz_f32_to_f16(float f) {
+    uint32_t x = qz_bits(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return sign | 0x7e00u;
+    if (ax >= 0x477ff000u) return sign | 0x7c00u; /* >= 65520 rounds to inf */
+    if (ax < 0x38800000u) {                        /* below 2^-14: subnormal half */
+        if (ax <= 0x33000000u) return sign;         /* <= 2^-25 rounds to zero */
+        uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126u - e; /* 14..24: value in units of 2^-24 is m >> shift */
+        uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (q & 1u))) q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u);
+    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+
+float qz_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    if (exp == 0x1fu) return qz_from_bits(sign | 0x7f800000u | (man << 13));
+    if (exp == 0) {
+        /* zero or subnormal: man * 2^-24 is exact in f32 */
+        float v = (float)man * qz_from_bits(0x33800000u);
+        return sign ? -v : v;
+    }
+    return qz_from_bits(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+static uint16_t f32_to_bf16(float f) {
+    uint32_t b = qz_bits(f);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((b >> 16) | 0x40u);
+    return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
+static void q8_0_block(const float *x, uint8_t *out) {
+    float amax = 0;
+    for (int i = 0; i < 32; i++) {
+        float a = fabsf(x[i]);
+        if (a > amax) amax = a;
+    }
+    float d = amax / 127.0f;
+    float inv = d == 0 ? 0 : 1.0f / d;
+    qz_put_u16(out, qz_f32_to_f16(d));
+    for (int i = 0; i < 32; i++) {
+        float v = x[i] * inv;
+        /* A subnormal d makes 1/d overflow; its f16 scale is 0, so codes are moot. */
+        float q = isfinite(v) ? roundf(v) : 0;
+        if (q > 127) q = 127;
+        if (q < -127) q = -127;
+        out[2 + i] = (uint8_t)(int8_t)q;
+    }
+}
+
+static size_t block_elements(int type) {
+    switch (type) {
+    case DS4Q_TYPE_F32:
+    case DS4Q_TYPE_F16:
+    case DS4Q_TYPE_BF16: return 1;
+    case DS4Q_TYPE_Q8_0: return 32;
+    case DS4Q_TYPE_Q2_K:
+    case DS4Q_TYPE_Q4_K:
+    case DS4Q_TYPE_IQ2_XXS: return 256;
+    default: return 0;
+    }
+}
+
+static size_t block_bytes(int type) {
+    switch (type) {
+    case DS4Q_TYPE_F32: return 4;
+    case DS4Q_TYPE_F16:
+    case DS4Q_TYPE_BF16: return 2;
+    case DS4Q_TYPE_Q8_0: return 34;
+    case DS4Q_TYPE_Q2_K: return 84;
+    case DS4Q_TYPE_Q4_K: return 144;
+    case DS4Q_TYPE_IQ2_XXS: return 66;
+    default: return 0;
+    }
+}
+
+int ds4_quantize_init(void) { return qz_iq2_xxs_init() ? DS4Q_NO_MEMORY : DS4Q_OK; }
+
+size_t ds4_quantize_row_bytes(int type, size_t row_elements) {
+    size_t be = block_elements(type);
+    if (!be || row_elements % be) return 0;
+    return row_elements / be * block_bytes(type);
+}
+
+static void quantize_row(int type, const float *x, size_t n, const float *imp, uint8_t *out) {
+    switch (type) {
+    case DS4Q_TYPE_F32: memcpy(out, x, n * 4); return; /* little-endian hosts only */
+    case DS4Q_TYPE_F16:
+        for (size_t i = 0; i < n; i++) qz_put_u16(out + 2 * i, qz_f32_to_f16(x[i]));
+        return;
+    case DS4Q_TYPE_BF16:
+        for (size_t i = 0; i < n; i++) qz_put_u16(out + 2 * i, f32_to_bf16(x[i]));
+        return;
+    default: break;
+    }
+    size_t be = block_elements(type), bb = block_bytes(type);
+    for (size_t b = 0; b < n / be; b++) {
+        const float *xb = x + b * be;
+        const float *ib = imp ? imp + b * be : NULL;
+        uint8_t *ob = out + b * bb;
+        switch (type) {
+        case DS4Q_TYPE_Q8_0: q8_0_block(xb, ob); break;
+        case DS4Q_TYPE_Q2_K: qz_q2_k_block(xb, ib, ob); break;
+        case DS4Q_TYPE_Q4_K: qz_q4_k_block(xb, ib, ob); break;
+        case DS4Q_TYPE_IQ2_XXS: qz_iq2_xxs_block(xb, ib, ob); break;
+        default: break;
+        }
+    }
+}
+
+int ds4_quantize_rows(int type, const float *src, size_t n_rows, size_t row_elements,
+                      const float *importance, uint8_t *dst) {
+    if (!block_elements(type)) return DS4Q_UNSUPPORTED_TYPE;
+    size_t row_bytes = ds4_quantize_row_bytes(type, row_elements);
+    if (!row_bytes) return DS4Q_BAD_LENGTH;
+    if (type == DS4Q_TYPE_IQ2_XXS) {
+        if (!importance) return DS4Q_NEEDS_IMPORTANCE;
+        if (!qz_iq2_xxs_ready()) return DS4Q_NOT_INITIALISED;
+    }
+    for (size_t r = 0; r < n_rows; r++)
+        quantize_row(type, src + r * row_elements, row_elements, importance, dst + r * row_bytes);
+    return DS4Q_OK;
+}

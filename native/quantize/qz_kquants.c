@@ -1,0 +1,122 @@
+/* Q2_K and Q4_K block quantizers (formats.md §4.4, §4.5); twin of
+ * numpy_quantize_kquants.py. */
+#include "qz_internal.h"
+
+/* w_i = qw_i * sqrt(sigma2 + x_i^2), sigma2 = factor * sum(x^2) / 256. */
+static void block_weights(const float *x, const float *qw, float factor, float *w) {
+    float sumsq = 0;
+    for (int i = 0; i < 256; i++) sumsq = i ? sumsq + x[i] * x[i] : x[i] * x[i];
+    float sigma2 = factor * sumsq / 256.0f;
+    for (int i = 0; i < 256; i++) w[i] = qw[i] * sqrtf(sigma2 + x[i] * x[i]);
+}
+
+/* Reference path: super scale = max sub-scale / nmax, sub-scale codes by RTN. */
+static float super_scale(int n, float nmax, const float *sub, float *codes) {
+    float top = 0;
+    for (int j = 0; j < n; j++) {
+        if (sub[j] > top) top = sub[j];
+    }
+    float inv = top > 0 ? nmax / top : 0;
+    for (int j = 0; j < n; j++) codes[j] = qz_nearest(inv * sub[j], 0, nmax);
+    return top > 0 ? top / nmax : 0;
+}
+
+static float sub_sum(int n, const float *w) {
+    float s = w[0];
+    for (int i = 1; i < n; i++) s += w[i];
+    return s;
+}
+
+/* Codes from the stored (f16) super scales; the search codes stay where dd == 0. */
+static void final_codes(int n_sub, int sub_len, float nmax, const float *x, float d, float dmin,
+                        const float *sc, const float *mn, float *L) {
+    float d16 = qz_round_f16(d), m16 = qz_round_f16(dmin);
+    for (int j = 0; j < n_sub; j++) {
+        float dd = d16 * sc[j];
+        if (dd == 0) continue;
+        float m = m16 * mn[j];
+        for (int i = 0; i < sub_len; i++) {
+            int v = j * sub_len + i;
+            L[v] = qz_nearest((x[v] + m) / dd, 0, nmax);
+        }
+    }
+}
+
+void qz_q2_k_block(const float *x, const float *qw, uint8_t *out) {
+    float w[256], L[256], La[16], scale[16], mins[16], ls[16], lm[16], d, dmin;
+    if (!qw) {
+        for (int i = 0; i < 256; i++) w[i] = fabsf(x[i]);
+        for (int j = 0; j < 16; j++)
+            qz_make_qkx(16, 3, x + 16 * j, w + 16 * j, -0.5f, 0.1f, 15, 1, &scale[j], &mins[j],
+                        L + 16 * j, La);
+        d = super_scale(16, 15, scale, ls);
+        dmin = super_scale(16, 15, mins, lm);
+    } else {
+        float sw[16];
+        block_weights(x, qw, 1.0f, w);
+        for (int j = 0; j < 16; j++) {
+            qz_make_qkx(16, 3, x + 16 * j, w + 16 * j, -0.9f, 0.05f, 36, 0, &scale[j], &mins[j],
+                        L + 16 * j, La);
+            sw[j] = sub_sum(16, w + 16 * j);
+        }
+        d = qz_make_qp(16, 15, scale, sw, ls);
+        dmin = qz_make_qp(16, 15, mins, sw, lm);
+    }
+    final_codes(16, 16, 3, x, d, dmin, ls, lm, L);
+    for (int j = 0; j < 16; j++) out[j] = (uint8_t)((int)ls[j] | ((int)lm[j] << 4));
+    for (int h = 0; h < 2; h++) {
+        for (int l = 0; l < 32; l++) {
+            const float *q = L + 128 * h + l;
+            out[16 + 32 * h + l] =
+                (uint8_t)((int)q[0] | ((int)q[32] << 2) | ((int)q[64] << 4) | ((int)q[96] << 6));
+        }
+    }
+    qz_put_u16(out + 80, qz_f32_to_f16(d));
+    qz_put_u16(out + 82, qz_f32_to_f16(dmin));
+}
+
+void qz_q4_k_block(const float *x, const float *qw, uint8_t *out) {
+    float w[256], L[256], La[32], scale[8], mins[8], ls[8], lm[8], d, dmin;
+    if (!qw) {
+        for (int j = 0; j < 8; j++) {
+            const float *xj = x + 32 * j;
+            float sumsq = xj[0] * xj[0];
+            for (int i = 1; i < 32; i++) sumsq += xj[i] * xj[i];
+            float av = sqrtf(sumsq / 32.0f);
+            for (int i = 0; i < 32; i++) w[32 * j + i] = av + fabsf(xj[i]);
+            qz_make_qkx(32, 15, xj, w + 32 * j, -1.0f, 0.1f, 20, 0, &scale[j], &mins[j],
+                        L + 32 * j, La);
+        }
+        d = super_scale(8, 63, scale, ls);
+        dmin = super_scale(8, 63, mins, lm);
+    } else {
+        float sw[8];
+        block_weights(x, qw, 2.0f, w);
+        for (int j = 0; j < 8; j++) {
+            qz_make_qkx(32, 15, x + 32 * j, w + 32 * j, -0.9f, 0.05f, 36, 0, &scale[j], &mins[j],
+                        L + 32 * j, La);
+            sw[j] = sub_sum(32, w + 32 * j);
+        }
+        d = qz_make_qp(8, 63, scale, sw, ls);
+        dmin = qz_make_qp(8, 63, mins, sw, lm);
+    }
+    final_codes(8, 32, 15, x, d, dmin, ls, lm, L);
+    qz_put_u16(out, qz_f32_to_f16(d));
+    qz_put_u16(out + 2, qz_f32_to_f16(dmin));
+    uint8_t *sc = out + 4;
+    for (int j = 0; j < 4; j++) {
+        sc[j] = (uint8_t)ls[j];
+        sc[j + 4] = (uint8_t)lm[j];
+    }
+    for (int j = 4; j < 8; j++) {
+        int s = (int)ls[j], m = (int)lm[j];
+        sc[j + 4] = (uint8_t)((s & 15) | ((m & 15) << 4));
+        sc[j - 4] |= (uint8_t)((s >> 4) << 6);
+        sc[j] |= (uint8_t)((m >> 4) << 6);
+    }
+    uint8_t *qs = out + 16;
+    for (int c = 0; c < 4; c++) {
+        for (int l = 0; l < 32; l++)
+            qs[32 * c + l] = (uint8_t)((int)L[64 * c + l] | ((int)L[64 * c + 32 + l] << 4));
+    }
+}

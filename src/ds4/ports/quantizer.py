@@ -1,0 +1,28 @@
+"""Quantizer: float32 rows to GGML block bytes (formats.md §2, §4)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from ds4.domain.gguf.ggml_types import GGMLType
+
+
+class Quantizer(Protocol):
+    def quantize(
+        self,
+        values: npt.NDArray[np.float32],
+        ggml_type: GGMLType,
+        importance: npt.NDArray[np.float32] | None = None,
+    ) -> npt.NDArray[np.uint8]:
+        """Encode `values` (..., row_elements) as `ggml_type` blocks (..., row_bytes).
+
+        `importance` holds one non-negative weight per column (row_elements,), e.g. an
+        imatrix entry; block b of every row uses importance[256b : 256b + 256]. Formats
+        that ignore it (F32, F16, BF16, Q8_0) accept it and do nothing with it. IQ2_XXS
+        without importance synthesizes it as the column sums of squares over all rows
+        given, so pass a whole matrix (one expert at a time for expert tensors).
+        """
+        ...
