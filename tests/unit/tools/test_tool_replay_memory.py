@@ -111,12 +111,14 @@ def test_byte_cap_evicts_and_blocks_are_shared_and_freed_with_their_last_id() ->
     memory.put("a", "sharer")
     memory.put("b", "sharer")
     assert memory.byte_size == one_block  # "shared" freed when its last id moved
-    tight = _memory(max_bytes=one_block)
+    tight = _memory(max_bytes=one_block + 60)
     tight.put("a", "shared")
     tight.put("b", "shared")
-    tight.put("c", "x" * 100)
-    assert not tight.has_id("a") and tight.has_id("c")
-    assert tight.byte_size <= one_block or len(tight) == 1
+    tight.put("c", "x" * 100)  # needs more room than "a" alone frees
+    assert [tight.has_id(i) for i in "abc"] == [False, False, True]
+    assert tight.byte_size <= one_block + 60
+    tight.put("d", "y" * 1000)  # larger than the cap on its own: nothing can hold it
+    assert len(tight) == 0 and tight.byte_size == 0
 
 
 def test_identical_put_upgrades_disk_to_ram_and_different_dsml_replaces() -> None:
