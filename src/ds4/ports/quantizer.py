@@ -21,8 +21,9 @@ class Quantizer(Protocol):
 
         `importance` holds one non-negative weight per column (row_elements,), e.g. an
         imatrix entry; block b of every row uses importance[256b : 256b + 256]. Formats
-        that ignore it (F32, F16, BF16, Q8_0) accept it and do nothing with it. IQ2_XXS
-        without importance synthesizes it as the column sums of squares over all rows
-        given, so pass a whole matrix (one expert at a time for expert tensors).
+        that ignore it (F32, F16, BF16, Q8_0) accept it and do nothing with it. Without
+        it Q2_K/Q4_K take their unweighted ("ref") paths and IQ2_XXS weighs all columns
+        equally. Rows are quantized independently: the bytes of a row never depend on
+        the other rows passed with it.
         """
         ...
