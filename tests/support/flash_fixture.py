@@ -25,7 +25,9 @@ def flash_ratio(layer: int) -> int:
     return 0 if layer < 2 else (4 if layer % 2 == 0 else 128)
 
 
-def flash_tensors(expert_types: tuple[Q, Q] = (Q.IQ2_XXS, Q.Q2_K)) -> list[tuple[str, list[int], Q]]:
+def flash_tensors(
+    expert_types: tuple[Q, Q] = (Q.IQ2_XXS, Q.Q2_K),
+) -> list[tuple[str, list[int], Q]]:
     """(name, GGUF dims, type) rows of model.md §2.2-2.3 for the q2 variant."""
     gate_up, down = expert_types
     rows: list[tuple[str, list[int], Q]] = [
@@ -155,11 +157,10 @@ def write_flash_sparse(
     tokens, merges = real_tokenizer()
     w = gguf.GGUFWriter(str(path), "deepseek4")
     add_flash_metadata(w, tokens, merges)
-    for name, dims, qtype in flash_tensors():
+    for name, spec_dims, spec_type in flash_tensors():
         if name in drop:
             continue
-        if overrides and name in overrides:
-            dims, qtype = overrides[name]
+        dims, qtype = (overrides or {}).get(name, (spec_dims, spec_type))
         per_block, block_bytes = SIZES[qtype]
         nbytes = int(np.prod(dims)) // per_block * block_bytes
         w.add_tensor_info(name, list(reversed(dims)), np.dtype(np.float32), nbytes, qtype)
@@ -169,8 +170,6 @@ def write_flash_sparse(
     w.close()
     # Data region: a hole. Size = aligned header + every tensor padded to 32.
     header = path.stat().st_size
-    data = sum(
-        -(-ti.nbytes // 32) * 32 for ti in w.tensors[0].values()
-    )
+    data = sum(-(-ti.nbytes // 32) * 32 for ti in w.tensors[0].values())
     os.truncate(path, -(-header // 32) * 32 + data)
     return path

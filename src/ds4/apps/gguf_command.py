@@ -39,7 +39,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "2 unreadable file.",
     )
     inspect.add_argument("file", help="the GGUF file (main model or MTP)")
-    inspect.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    inspect.add_argument(
+        "--json", action="store_true", help="print one JSON object instead of text"
+    )
     inspect.add_argument(
         "--preset",
         choices=sorted(PRESETS),
@@ -89,6 +91,7 @@ def run_dump(args: argparse.Namespace) -> int:
         if info is None:
             raise Ds4Error(f"{args.file}: no tensor named {args.tensor!r}")
         raw = model.raw(args.tensor)
+        values: np.ndarray[tuple[int, ...], np.dtype[np.float32 | np.int32]]
         if info.ggml_type is GGMLType.I32:
             values = raw.view("<i4").astype(np.int32)
         elif info.ggml_type in DEQUANTIZABLE:

@@ -112,7 +112,7 @@ def _size(n: int) -> str:
 
 def _tensor_lines(rows: list[dict[str, Any]]) -> list[str]:
     return [
-        f"    {t['name']:<44} {t['type']:<8} {str(t['dims']):<22} {_size(t['bytes']):>12}"
+        f"    {t['name']:<44} {t['type']:<8} {t['dims']!s:<22} {_size(t['bytes']):>12}"
         for t in rows
     ]
 

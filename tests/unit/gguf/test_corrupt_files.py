@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.support.sample_gguf import write_sample
 
 from ds4.adapters.gguf.parser import GGUFFormatError, parse_gguf
 from ds4.adapters.gguf.reader import GGUFFile
-from tests.support.sample_gguf import write_sample
 
 
 def s(text: str) -> bytes:
@@ -129,7 +129,9 @@ def test_any_truncation_fails_cleanly(valid_blob: bytes, cut: float) -> None:
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_byte_flips_in_header_or_directory_never_crash(valid_blob: bytes, data: st.DataObject) -> None:
+def test_byte_flips_in_header_or_directory_never_crash(
+    valid_blob: bytes, data: st.DataObject
+) -> None:
     limit = directory_end(valid_blob)
     blob = bytearray(valid_blob)
     for _ in range(data.draw(st.integers(1, 4))):

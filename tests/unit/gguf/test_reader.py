@@ -7,12 +7,12 @@ from pathlib import Path
 import gguf
 import numpy as np
 import pytest
+from tests.support.sample_gguf import SAMPLE_METADATA, write_sample
 
 from ds4.adapters.gguf.reader import GGUFFile
 from ds4.adapters.gguf.writer import GGUFWriteError, GGUFWriter
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.gguf.records import MetaValue, ValueType
-from tests.support.sample_gguf import SAMPLE_METADATA, write_sample
 
 
 def test_every_metadata_type_round_trips(tmp_path: Path) -> None:

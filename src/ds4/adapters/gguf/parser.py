@@ -7,6 +7,7 @@ GGUFFormatError naming the problem, never a huge allocation or a hang.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from dataclasses import dataclass
 
@@ -95,11 +96,8 @@ class _Cursor:
         self.need(length, what)
         raw = bytes(self.buf[self.pos : self.pos + length])
         self.pos += length
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            # GGUF strings are not validated as UTF-8; keep the bytes visible.
-            return raw.decode("utf-8", errors="surrogateescape")
+        # GGUF strings are not validated as UTF-8; bad bytes stay visible as \xNN.
+        return raw.decode("utf-8", errors="backslashreplace")
 
 
 def _value_type(code: int, what: str) -> ValueType:
@@ -245,6 +243,6 @@ def parse_gguf(buf: memoryview, size: int) -> ParsedGGUF:
 
 def _check_no_overlap(tensors: dict[str, TensorInfo]) -> None:
     ordered = sorted((t for t in tensors.values() if t.nbytes), key=lambda t: t.offset)
-    for before, after in zip(ordered, ordered[1:], strict=False):
+    for before, after in itertools.pairwise(ordered):
         if before.offset + before.nbytes > after.offset:
             raise GGUFFormatError(f"tensors {before.name!r} and {after.name!r} overlap")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from collections.abc import Mapping
@@ -81,11 +82,9 @@ class GGUFFile:
         return flat.reshape((*info.numpy_shape[:-1], row_bytes))
 
     def close(self) -> None:
-        try:
+        # While tensor views are alive the mapping stays; it goes when they do.
+        with contextlib.suppress(BufferError):
             self._map.close()
-        except BufferError:
-            # Tensor views are still alive; the mapping goes when they do.
-            pass
 
     # ---- helpers ----------------------------------------------------------
 

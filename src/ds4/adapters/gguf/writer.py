@@ -41,7 +41,7 @@ class GGUFWriteError(Ds4Error):
 
 
 def _encode_string(text: str) -> bytes:
-    raw = text.encode("utf-8", errors="surrogateescape")
+    raw = text.encode("utf-8")
     return struct.pack("<Q", len(raw)) + raw
 
 
@@ -107,8 +107,10 @@ class GGUFWriter:
     # ---- writing ----------------------------------------------------------
 
     def _header_bytes(self) -> bytes:
-        parts = [GGUF_MAGIC, struct.pack("<IQQ", SUPPORTED_VERSION, len(self._tensors),
-                                         len(self._metadata))]
+        parts = [
+            GGUF_MAGIC,
+            struct.pack("<IQQ", SUPPORTED_VERSION, len(self._tensors), len(self._metadata)),
+        ]
         parts += [encode_metadata(k, v) for k, v in self._metadata.items()]
         for name, dims, ggml_type, offset, _ in self._tensors:
             parts.append(_encode_string(name))

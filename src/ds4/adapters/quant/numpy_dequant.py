@@ -76,7 +76,8 @@ def _iq2_xxs(blocks: U8) -> F32:
     sign_idx = (aux[:, :, None] >> np.array([0, 7, 14, 21], dtype=np.uint32)) & 127
     signs = IQ2XXS_SIGNS[sign_idx]  # (n, 8, 4, 8) of +-1
     grid = IQ2XXS_GRID[grid_idx]  # (n, 8, 4, 8)
-    return (db[:, :, None, None] * grid * signs).reshape(-1, 256)
+    values: F32 = (db[:, :, None, None] * grid * signs).reshape(-1, 256)
+    return values
 
 
 _DECODERS: dict[GGMLType, Callable[[U8], F32]] = {

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ds4.adapters.tokenizer.byte_level import BYTE_TO_CHAR
 from ds4.adapters.tokenizer.vocabulary import AddedToken, TokenizerDataError, Vocabulary
+from ds4.domain.gguf.records import MetaValue
 
 # llama.cpp token types (GGUF tokenizer.ggml.token_type).
 TOKEN_TYPE_CONTROL = 3
@@ -84,3 +85,34 @@ def vocabulary_from_gguf_values(
             if t not in reachable
         )
     return Vocabulary(tokens=tuple(tokens), merges=merge_pairs, added=added)
+
+
+def _string_list(metadata: Mapping[str, MetaValue], key: str) -> list[str] | None:
+    meta = metadata.get(key)
+    if meta is None:
+        return None
+    if not isinstance(meta.value, list) or not all(isinstance(s, str) for s in meta.value):
+        raise TokenizerDataError(f"GGUF key {key} is {meta.describe_type()}, not array[string]")
+    return [str(s) for s in meta.value]
+
+
+def vocabulary_from_gguf_metadata(metadata: Mapping[str, MetaValue]) -> Vocabulary:
+    """Read `tokenizer.ggml.tokens`, `.merges` and optional `.token_type` from GGUF metadata."""
+    tokens = _string_list(metadata, "tokenizer.ggml.tokens")
+    merges = _string_list(metadata, "tokenizer.ggml.merges")
+    if tokens is None or merges is None:
+        missing = "tokenizer.ggml.tokens" if tokens is None else "tokenizer.ggml.merges"
+        raise TokenizerDataError(f"GGUF file has no {missing} (not a BPE tokenizer model)")
+    types_meta = metadata.get("tokenizer.ggml.token_type")
+    types: list[int] | None = None
+    if types_meta is not None:
+        value = types_meta.value
+        if not isinstance(value, list) or not all(
+            isinstance(t, int) and not isinstance(t, bool) for t in value
+        ):
+            raise TokenizerDataError(
+                f"GGUF key tokenizer.ggml.token_type is {types_meta.describe_type()}, "
+                "not an integer array"
+            )
+        types = [int(t) for t in value]  # type: ignore[arg-type]
+    return vocabulary_from_gguf_values(tokens, merges, types)

@@ -37,7 +37,8 @@ LEVEL_VALUES = (8, 25, 43)
 def _grid() -> npt.NDArray[np.float32]:
     levels = np.array(IQ2XXS_LEVELS, dtype=np.uint32)[:, None]
     pairs = (levels >> (2 * np.arange(8, dtype=np.uint32))) & 3
-    return np.array(LEVEL_VALUES, dtype=np.float32)[pairs]
+    grid: npt.NDArray[np.float32] = np.array(LEVEL_VALUES, dtype=np.float32)[pairs]
+    return grid
 
 
 def _signs() -> npt.NDArray[np.float32]:
@@ -45,7 +46,8 @@ def _signs() -> npt.NDArray[np.float32]:
     parity = np.array([bin(i).count("1") & 1 for i in range(128)], dtype=np.uint32)
     full = index | (parity << 7)
     bits = (full[:, None] >> np.arange(8, dtype=np.uint32)) & 1
-    return np.where(bits == 1, np.float32(-1.0), np.float32(1.0)).astype(np.float32)
+    signs: npt.NDArray[np.float32] = np.where(bits == 1, -1.0, 1.0).astype(np.float32)
+    return signs
 
 
 IQ2XXS_GRID: npt.NDArray[np.float32] = _grid()  # (256, 8)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 from ds4.domain.gguf.ggml_types import GGMLType
 
@@ -54,7 +55,7 @@ INTEGER_TYPES = frozenset(
 FLOAT_TYPES = frozenset({ValueType.FLOAT32, ValueType.FLOAT64})
 
 Scalar = int | float | bool | str
-Value = Scalar | list["Value"]
+Value = Scalar | list[Any]  # arrays hold scalars or nested lists
 
 
 @dataclass(frozen=True)

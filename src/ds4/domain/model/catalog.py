@@ -89,9 +89,11 @@ def _attention(prefix: str, hp: DeepSeekV4HParams, layer: int | None) -> list[Te
         TensorSpec(f"{prefix}attn_kv_a_norm.weight", (dh,), Role.VECTOR, layer),
         TensorSpec(f"{prefix}attn_sinks.weight", (hp.n_head,), Role.VECTOR, layer),
         TensorSpec(
-            f"{prefix}attn_output_a.weight", (hp.group_in_dim, hp.n_out_group * hp.o_lora_rank),
-            p, layer,
-        ),  # fmt: skip
+            f"{prefix}attn_output_a.weight",
+            (hp.group_in_dim, hp.n_out_group * hp.o_lora_rank),
+            p,
+            layer,
+        ),
         TensorSpec(f"{prefix}attn_output_b.weight", (hp.n_out_group * hp.o_lora_rank, d), p, layer),
     ]
 
@@ -113,8 +115,10 @@ def _compressor(hp: DeepSeekV4HParams, layer: int) -> list[TensorSpec]:
         out += [
             TensorSpec(
                 f"{pre}indexer.attn_q_b.weight",
-                (hp.q_lora_rank, hp.n_indexer_head * hp.indexer_head_dim), f, layer,
-            ),  # fmt: skip
+                (hp.q_lora_rank, hp.n_indexer_head * hp.indexer_head_dim),
+                f,
+                layer,
+            ),
             TensorSpec(f"{pre}indexer.proj.weight", (d, hp.n_indexer_head), f, layer),
             TensorSpec(f"{pre}indexer_compressor_ape.weight", (iw, ratio), f, layer),
             TensorSpec(f"{pre}indexer_compressor_kv.weight", (d, iw), f, layer),

@@ -75,7 +75,9 @@ def check_tensors(specs: list[TensorSpec], tensors: Mapping[str, TensorInfo]) ->
     return out
 
 
-def _check_expert_pairs(specs: list[TensorSpec], tensors: Mapping[str, TensorInfo]) -> list[Problem]:
+def _check_expert_pairs(
+    specs: list[TensorSpec], tensors: Mapping[str, TensorInfo]
+) -> list[Problem]:
     """Routed gate and up experts run as one fused kernel, so they share a type."""
     out = []
     for spec in specs:
@@ -110,7 +112,7 @@ def check_tokenizer(metadata: Mapping[str, MetaValue], n_vocab: int | None) -> l
                 f"{len(tokens.value)} tokens but the embedding has only {n_vocab} rows",
             )
         )
-    present = set(tokens.value)  # type: ignore[arg-type]
+    present = set(tokens.value)
     for special in REQUIRED_SPECIAL_TOKENS:
         if special not in present:
             out.append(Problem("tokenizer.ggml.tokens", f"special token {special!r} not found"))
@@ -139,4 +141,3 @@ def validate(
     if kind == "model":
         problems += check_tokenizer(metadata, hp.n_vocab if hp else None)
     return ValidationReport(kind, hp, preset, tuple(problems))
-
