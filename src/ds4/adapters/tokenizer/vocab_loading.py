@@ -114,5 +114,5 @@ def vocabulary_from_gguf_metadata(metadata: Mapping[str, MetaValue]) -> Vocabula
                 f"GGUF key tokenizer.ggml.token_type is {types_meta.describe_type()}, "
                 "not an integer array"
             )
-        types = [int(t) for t in value]  # type: ignore[arg-type]
+        types = [int(t) for t in value]
     return vocabulary_from_gguf_values(tokens, merges, types)
