@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from ds4.apps import gguf_command
+from ds4.apps import cli_command, gguf_command
 
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
 REGISTRARS: list[Registrar] = [
+    cli_command.register,
     gguf_command.register,
 ]
