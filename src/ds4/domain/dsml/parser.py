@@ -101,12 +101,17 @@ class _Walker:
         return any(len(rest) < len(tag) and tag.startswith(rest) for tag in tags)
 
     def header(self, pos: int, tag: str) -> tuple[dict[str, str], int] | None:
-        """Attributes of the tag at pos and the index after its '>' (None: not yet closed)."""
+        """Attributes of the tag at pos and the index after its '>' (None: not yet closed).
+
+        A tool needs a non-empty name; a parameter only a name attribute ("" is a
+        valid JSON key)."""
         close = self.text.find(">", pos)
         if close < 0:
             return None
         attributes = parse_attributes(self.text[pos + len(tag) : close])
-        if attributes is None or not attributes.get("name"):
+        if attributes is None or "name" not in attributes:
+            raise _MalformedError
+        if tag == self.s.invoke_open and not attributes["name"]:
             raise _MalformedError
         return attributes, close + 1
 

@@ -104,13 +104,15 @@ def finish_turn(
 ) -> TurnResult:
     """Split a finished turn's text and parse its tool calls.
 
-    `thinking`: the prompt opened <think>, so calls count only after the last
-    </think> (a call quoted in reasoning is never executable). `tools_active`: the
-    request declared tools; otherwise DSML is just text.
+    `thinking`: the prompt opened <think>, so calls count only after the first
+    </think>, where reasoning ends (a call quoted in reasoning is never executable).
+    The reference searches after the last </think>, which loses a call whose
+    argument mentions </think>; reasoning happens once per turn, so the first wins.
+    `tools_active`: the request declared tools; otherwise DSML is just text.
     """
     search_from = 0
     if thinking:
-        close = text.rfind(THINK_CLOSE)
+        close = text.find(THINK_CLOSE)
         if close < 0:
             return _unclosed_think(text, tools_active, finish)
         search_from = close + len(THINK_CLOSE)
