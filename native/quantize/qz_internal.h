@@ -8,8 +8,19 @@
 
 /* Round half to even, clamp to [lo, hi], NaN -> lo, and never return -0.0
  * (mirrors numpy_quantize_search.nearest_clamped). */
+static inline float qz_rint(float v) {
+    /* rintf without a libm call: adding and removing 2^23 rounds to nearest even
+     * exactly for |v| < 2^23 (the build forbids folding it away); larger values are
+     * integers already, NaN stays NaN. */
+    const float big = 8388608.0f;
+    float a = fabsf(v);
+    if (!(a < big)) return v;
+    float r = (a + big) - big;
+    return v < 0 ? -r : r;
+}
+
 static inline float qz_nearest(float v, float lo, float hi) {
-    float r = rintf(v);
+    float r = qz_rint(v);
     if (!(r >= lo)) r = lo;
     if (r > hi) r = hi;
     return r + 0.0f;
