@@ -36,7 +36,10 @@ QUANTIZABLE: frozenset[GGMLType] = frozenset(
 )
 _FLOAT_TYPES = frozenset({GGMLType.F32, GGMLType.F16, GGMLType.BF16})
 _USES_IMPORTANCE = frozenset({GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS})
-_CHUNK_BLOCKS = 2048  # bounds the reference's temporaries
+# Blocks per numpy pass; bounds the reference's temporaries (IQ2_XXS's neighbour
+# search builds (runs, up to 150 neighbours, 8) arrays, hence its smaller chunk).
+_CHUNK_BLOCKS = {GGMLType.IQ2_XXS: 256}
+_DEFAULT_CHUNK_BLOCKS = 2048
 
 
 @dataclass(frozen=True)
@@ -178,8 +181,9 @@ def _quantize_blocks(rows: F32, ggml_type: GGMLType, importance: F32 | None) -> 
     imp_blocks = None if importance is None else importance.reshape(per_row, geo.elements)
     fn = _BLOCK_QUANTIZERS[ggml_type]
     out = np.empty((blocks.shape[0], geo.nbytes), dtype=np.uint8)
-    for start in range(0, blocks.shape[0], _CHUNK_BLOCKS):
-        stop = min(start + _CHUNK_BLOCKS, blocks.shape[0])
+    chunk = _CHUNK_BLOCKS.get(ggml_type, _DEFAULT_CHUNK_BLOCKS)
+    for start in range(0, blocks.shape[0], chunk):
+        stop = min(start + chunk, blocks.shape[0])
         imp = None
         if imp_blocks is not None:
             imp = imp_blocks[np.arange(start, stop) % per_row]
