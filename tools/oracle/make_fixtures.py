@@ -5,8 +5,8 @@
 For each schedule, DIR/<schedule>/ gets ``hf/`` (save_pretrained output + tokenizer),
 ``official/`` (the same weights under DeepSeek's hub names) and ``reference_logits.npz``.
 Each schedule starts from its known-good seed (or ``--seed``) and moves upwards until every
-router and indexer top-k choice on the fixed sequences wins by at least MIN_RELATIVE_MARGIN. DIR/manifest.json lists the
-chosen seeds and margins. Output bytes depend only on the arguments.
+router and indexer top-k choice on the fixed sequences wins by at least MIN_RELATIVE_MARGIN.
+DIR/manifest.json lists the chosen seeds and margins. Output bytes depend only on the arguments.
 """
 
 from __future__ import annotations
@@ -57,7 +57,11 @@ def make_schedule(
     save_reference(
         target / "reference_logits.npz", result, config_json, schedule.name, candidate, text_source
     )
-    return {"seed": candidate, "seq_lengths": list(schedule.seq_lengths), **result.margins.summary()}
+    return {
+        "seed": candidate,
+        "seq_lengths": list(schedule.seq_lengths),
+        **result.margins.summary(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from transformers.models.deepseek_v4 import modeling_deepseek_v4 as hf
 
 # Relative gap every decision must beat. HF's own prefill, chunked-prefill and decode
@@ -61,7 +60,7 @@ def record_margins(model: torch.nn.Module) -> Iterator[MarginLog]:
 
     def on_router(module: Any, _inputs: Any, output: Any) -> None:
         logits = output[0].detach()
-        scores = torch.sqrt(F.softplus(logits)) + module.e_score_correction_bias
+        scores = torch.sqrt(torch.nn.functional.softplus(logits)) + module.e_score_correction_bias
         if scores.shape[-1] > module.top_k:
             log.router.extend(_relative_gaps(scores, module.top_k))
 

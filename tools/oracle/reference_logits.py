@@ -64,8 +64,8 @@ def token_sequences(lengths: tuple[int, ...], tokenizer_json: Path, text_path: P
     else:
         rng = np.random.default_rng(7)
         for length in lengths:
-            ids = rng.integers(100, 128000, size=length - 1)
-            seqs.append(np.concatenate([[BOS_ID], ids]).astype(np.int64))
+            drawn = rng.integers(100, 128000, size=length - 1)
+            seqs.append(np.concatenate([[BOS_ID], drawn]).astype(np.int64))
     return seqs
 
 
@@ -75,9 +75,7 @@ class RunResult:
     margins: MarginLog
 
 
-def run_sequences(
-    model: DeepseekV4ForCausalLM, seqs: list[I64], full: bool = False
-) -> RunResult:
+def run_sequences(model: DeepseekV4ForCausalLM, seqs: list[I64], full: bool = False) -> RunResult:
     """One uncached forward per sequence; logits of every position, margins recorded."""
     cols = torch.from_numpy(vocab_columns())
     arrays: dict[str, npt.NDArray[np.generic]] = {"vocab_cols": cols.numpy()}

@@ -49,17 +49,15 @@ def build_config(schedule: TinySchedule) -> DeepseekV4Config:
 def bf16_round(x: F32) -> F32:
     """Round float32 values to the nearest BF16 value (ties to even), kept as float32."""
     bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return bits.astype(np.uint32).view(np.float32)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return rounded.astype(np.uint32).view(np.float32)
 
 
 def is_bf16_tensor(name: str) -> bool:
     return name.endswith(_BF16_SUFFIXES)
 
 
-def _init_tensor(
-    name: str, shape: tuple[int, ...], cfg: DeepseekV4Config, seed: int
-) -> Array:
+def _init_tensor(name: str, shape: tuple[int, ...], cfg: DeepseekV4Config, seed: int) -> Array:
     rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
 
     def normal(std: float) -> F32:
@@ -114,7 +112,8 @@ def build_model(
     cfg = build_config(schedule)
     cfg._attn_implementation = "eager"
     torch.manual_seed(seed)  # HF's own init runs first; every value is overwritten below
-    model = DeepseekV4ForCausalLM(cfg).eval()
+    model = DeepseekV4ForCausalLM(cfg)
+    model.train(False)  # eval mode (``eval()`` is untyped in torch's stubs)
     state = random_state(model, cfg, seed)
     model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=True)
     return model, state
