@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ds4.adapters.files import atomic_write
-from ds4.apps import wiring
+from ds4.apps import gguf_tiny, wiring
 from ds4.apps.gguf_report import build_report, render_text
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.errors import Ds4Error
@@ -24,7 +24,7 @@ EXIT_INVALID = 1
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     gguf = sub.add_parser(
         "gguf",
-        help="inspect and dump DeepSeek V4 GGUF model files",
+        help="inspect, dump and make DeepSeek V4 GGUF model files",
         description="Tools for DeepSeek V4 GGUF model files.",
     )
     tools = gguf.add_subparsers(dest="gguf_command", metavar="TOOL", required=True)
@@ -67,6 +67,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="dequantizer implementation (both are bit-identical)",
     )
     dump.set_defaults(run=run_dump)
+
+    gguf_tiny.register(tools)
 
 
 def run_inspect(args: argparse.Namespace) -> int:

