@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 DEPS   := $(VENV)/.deps-installed
+ORACLE := $(VENV)/.oracle-installed
 BUILT  := $(VENV)/.ds4-built
 NATIVE := $(wildcard native/*/*.c native/*/*.h native/build/*.py)
 
@@ -20,8 +21,13 @@ $(DEPS): requirements.lock | $(BIN)/python
 	$(BIN)/pip install --quiet --require-hashes -r requirements.lock
 	touch $@
 
+# The numerical oracle (torch CPU + transformers) for the oracle tests; see the lock file.
+$(ORACLE): requirements-oracle.lock $(DEPS)
+	$(BIN)/pip install --quiet --no-deps -r requirements-oracle.lock
+	touch $@
+
 # The package build compiles the cffi extensions (no lazy compilation at import).
-$(BUILT): $(DEPS) pyproject.toml $(NATIVE)
+$(BUILT): $(DEPS) $(ORACLE) pyproject.toml $(NATIVE)
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation --editable .
 	touch $@
 

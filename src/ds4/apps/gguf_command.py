@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ds4.adapters.files import atomic_write
-from ds4.apps import gguf_tiny, wiring
+from ds4.apps import gguf_convert, gguf_tiny, wiring
 from ds4.apps.gguf_report import build_report, render_text
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.errors import Ds4Error
@@ -69,6 +69,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     dump.set_defaults(run=run_dump)
 
     gguf_tiny.register(tools)
+    gguf_convert.register(tools)
 
 
 def run_inspect(args: argparse.Namespace) -> int:

@@ -8,10 +8,11 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ds4 import __version__
-from ds4.adapters.gguf.model_writer import PlannedTensor, write_model
+from ds4.adapters.gguf.model_writer import write_model
 from ds4.adapters.tokenizer.gguf_metadata import tokenizer_metadata
 from ds4.apps import wiring
 from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.domain.convert.planned import Chunk, PlannedTensor
 from ds4.domain.convert.provenance import provenance_metadata
 from ds4.domain.convert.quant_presets import QUANT_PRESETS, check_plan_fits, quant_plan
 from ds4.domain.gguf.records import MetaValue, meta_str
@@ -91,7 +92,7 @@ def run_tiny(args: argparse.Namespace) -> int:
             Path(args.out),
             metadata,
             plans,
-            lambda p: init_tensor(by_name[p.name], hp, args.seed),
+            lambda p: [Chunk(init_tensor(by_name[p.name], hp, args.seed))],
             wiring.quantizer(),
             progress=advance,
         )

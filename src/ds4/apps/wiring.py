@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
+
+from ds4.adapters.quant.imatrix_file import Imatrix
 from ds4.adapters.tokenizer.vocabulary import Vocabulary
+from ds4.ports.checkpoint import Checkpoint
 from ds4.ports.dequantizer import Dequantizer
 from ds4.ports.model_file import ModelFile
 from ds4.ports.quantizer import Quantizer
@@ -45,3 +51,33 @@ def tokenizer_vocabulary(tokenizer_json: str | None = None) -> Vocabulary:
     from ds4.adapters.tokenizer.tokenizer_sources import load_tokenizer_json
 
     return load_tokenizer_json(tokenizer_json)
+
+
+def open_checkpoint(directory: str | os.PathLike[str]) -> Checkpoint:
+    from ds4.adapters.checkpoint.safetensors_dir import SafetensorsCheckpoint
+
+    return SafetensorsCheckpoint(directory)
+
+
+def read_imatrix(path: str) -> Imatrix:
+    from ds4.adapters.quant.imatrix_file import read_imatrix as read
+
+    return read(Path(path))
+
+
+def imatrix_entry(
+    imatrix: Imatrix,
+    gguf_name: str,
+    source_name: str,
+    expert: int | None,
+    n_experts: int,
+    ncols: int,
+) -> npt.NDArray[np.float32] | None:
+    """A tensor's (or one expert's) importance vector, by the spec's lookup rules."""
+    from ds4.adapters.quant.imatrix_file import expert_importance, tensor_importance
+
+    if expert is None:
+        return tensor_importance(imatrix, gguf_name, source_name, ncols)
+    return expert_importance(
+        imatrix, gguf_name, source_name, expert=expert, n_experts=n_experts, ncols=ncols
+    )

@@ -1,58 +1,53 @@
-"""Write a whole model GGUF tensor by tensor: produce float32 values, encode, stream out.
+"""Write a whole model GGUF tensor by tensor, each tensor in row chunks.
 
-Peak memory is one tensor's values plus its encoded bytes, whatever the model size.
+A producer yields chunks of leading-axis rows (an expert's matrix, a band of rows);
+each is encoded and written before the next is made, so peak memory is one chunk,
+whatever the model size. Quantizers work row by row, so chunking changes no byte.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 
 from ds4.adapters.gguf.writer import GGUFWriter
+from ds4.domain.convert.planned import Chunk, PlannedTensor
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.gguf.records import MetaValue
 from ds4.ports.quantizer import Quantizer
 
-
-@dataclass(frozen=True)
-class PlannedTensor:
-    name: str
-    dims: tuple[int, ...]  # GGUF order
-    ggml_type: GGMLType
-
-    @property
-    def numpy_shape(self) -> tuple[int, ...]:
-        return tuple(reversed(self.dims))
-
-
-Producer = Callable[[PlannedTensor], npt.NDArray[np.float32] | npt.NDArray[np.int32]]
+Producer = Callable[[PlannedTensor], Iterable[Chunk]]
 Progress = Callable[[PlannedTensor], None]
 
 
-def encode_tensor(
-    plan: PlannedTensor,
-    values: npt.NDArray[np.float32] | npt.NDArray[np.int32],
-    quantizer: Quantizer,
-    importance: npt.NDArray[np.float32] | None = None,
-) -> bytes:
-    if values.shape != plan.numpy_shape:
-        raise Ds4Error(f"{plan.name}: produced shape {values.shape}, expected {plan.numpy_shape}")
+def encode_chunk(plan: PlannedTensor, chunk: Chunk, quantizer: Quantizer) -> bytes:
+    values = chunk.values
     if plan.ggml_type is GGMLType.I32:
         if not np.issubdtype(values.dtype, np.integer):
             raise Ds4Error(f"{plan.name}: I32 tensor needs integer values, got {values.dtype}")
-        info = np.iinfo(np.int32)
-        if values.size and (values.min() < info.min or values.max() > info.max):
-            raise Ds4Error(f"{plan.name}: values do not fit in int32")
         return values.astype("<i4").tobytes()
     floats = np.ascontiguousarray(values, dtype=np.float32)
     if not np.isfinite(floats).all():
         raise Ds4Error(f"{plan.name}: contains NaN or infinite values")
-    return quantizer.quantize(floats, plan.ggml_type, importance).tobytes()
+    return quantizer.quantize(floats, plan.ggml_type, chunk.importance).tobytes()
+
+
+def _chunks_in_shape(plan: PlannedTensor, chunks: Iterable[Chunk]) -> Iterable[Chunk]:
+    """Check that the chunks tile the planned shape exactly, as they go by."""
+    shape = plan.numpy_shape
+    rows = 0
+    for chunk in chunks:
+        got = chunk.values.shape
+        whole = len(shape) == 1 and got == shape
+        if not whole and (len(got) != len(shape) or got[1:] != shape[1:]):
+            raise Ds4Error(f"{plan.name}: chunk of shape {got} does not fit {shape}")
+        rows += shape[0] if whole else got[0]
+        yield chunk
+    if rows != shape[0]:
+        raise Ds4Error(f"{plan.name}: produced {rows} rows, expected {shape[0]}")
 
 
 def write_model(
@@ -63,7 +58,6 @@ def write_model(
     quantizer: Quantizer,
     *,
     progress: Progress | None = None,
-    importance: Callable[[PlannedTensor], npt.NDArray[np.float32] | None] | None = None,
 ) -> Path:
     """Write `plans` in order; the file appears at `path` only when complete."""
     plans = list(plans)
@@ -75,8 +69,10 @@ def write_model(
     with writer:
         writer.begin_data()
         for plan in plans:
-            weights = importance(plan) if importance is not None else None
-            writer.write_tensor(plan.name, encode_tensor(plan, produce(plan), quantizer, weights))
+            parts = (
+                encode_chunk(plan, c, quantizer) for c in _chunks_in_shape(plan, produce(plan))
+            )
+            writer.write_tensor_parts(plan.name, parts)
             if progress is not None:
                 progress(plan)
         return writer.finish()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
@@ -127,6 +128,11 @@ class GGUFWriter:
 
     def write_tensor(self, name: str, data: npt.NDArray[np.generic] | bytes) -> None:
         """Write the next tensor's bytes (numpy array of any dtype, or raw bytes)."""
+        raw = data if isinstance(data, bytes) else np.ascontiguousarray(data).tobytes()
+        self.write_tensor_parts(name, [raw])
+
+    def write_tensor_parts(self, name: str, parts: Iterable[bytes]) -> None:
+        """Write the next tensor as consecutive byte parts (bounded memory for big ones)."""
         if self._file is None:
             self.begin_data()
         assert self._file is not None
@@ -135,13 +141,17 @@ class GGUFWriter:
         want, _, ggml_type, _, nbytes = self._tensors[self._next_tensor]
         if name != want:
             raise GGUFWriteError(f"tensor {name!r} written out of order (expected {want!r})")
-        raw = data if isinstance(data, bytes) else np.ascontiguousarray(data).tobytes()
-        if len(raw) != nbytes:
+        written = 0
+        for part in parts:
+            written += len(part)
+            if written > nbytes:
+                break
+            self._file.write(part)
+        if written != nbytes:
             raise GGUFWriteError(
-                f"tensor {name!r}: got {len(raw)} bytes, {type_name(ggml_type)} "
-                f"of this shape needs {nbytes}"
+                f"tensor {name!r}: got {'more than ' if written > nbytes else ''}{written} "
+                f"bytes, {type_name(ggml_type)} of this shape needs {nbytes}"
             )
-        self._file.write(raw)
         self._file.write(b"\0" * (-nbytes % self.alignment))
         self._next_tensor += 1
 

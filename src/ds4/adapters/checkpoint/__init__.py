@@ -1,0 +1,1 @@
+"""Source checkpoints (config.json + safetensors) for the converter."""
