@@ -1,4 +1,4 @@
-"""`ds4 cli`: the one-shot command line; today it can show how a prompt tokenizes.
+"""`ds4 cli`: the one-shot command line; today it shows how prompts render and tokenize.
 
 Modes are separate small functions chosen in `run`, so later flags (e.g.
 --render-chat) add a mode without touching the others. No mode here loads weights.
@@ -11,14 +11,10 @@ import json
 import sys
 from pathlib import Path
 
-from ds4.adapters.tokenizer.tokenizer_sources import (
-    build_tokenizer,
-    is_gguf_file,
-    load_tokenizer_json,
-)
-from ds4.adapters.tokenizer.vocab_loading import vocabulary_from_gguf_metadata
-from ds4.adapters.tokenizer.vocabulary import Vocabulary
 from ds4.apps import wiring
+from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.domain.chat.messages import ThinkMode
+from ds4.domain.chat.request_rendering import render_chat_request
 from ds4.domain.errors import Ds4Error
 from ds4.ports.tokenizer import Tokenizer
 
@@ -26,7 +22,8 @@ from ds4.ports.tokenizer import Tokenizer
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cli = sub.add_parser(
         "cli",
-        help="one-shot prompt tools (--dump-tokens)",
+        formatter_class=DefaultsHelpFormatter,
+        help="one-shot prompt tools (--dump-tokens, --render-chat)",
         description="One-shot prompt tools. --dump-tokens prints how the prompt tokenizes "
         "(index, id, piece; added/special tokens marked) and exits without loading weights. "
         "The prompt is tokenized exactly as given: nothing is stripped and no BOS is added.",
@@ -47,13 +44,56 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cli.add_argument(
         "--json", action="store_true", help="with --dump-tokens: print one JSON list instead"
     )
+    cli.add_argument(
+        "--render-chat",
+        metavar="FILE.json",
+        help="print the prompt the model would see for this OpenAI-style request body "
+        "(messages, tools); with --dump-tokens, print its tokens instead",
+    )
+    think = cli.add_mutually_exclusive_group()
+    for flag, mode in (("--think", "high"), ("--nothink", "none"), ("--think-max", "max")):
+        think.add_argument(
+            flag,
+            dest="think_mode",
+            action="store_const",
+            const=mode,
+            help=f"with --render-chat: render in {flag[2:]} mode "
+            "(default: the request body's own thinking controls)",
+        )
+    cli.add_argument(
+        "-c",
+        "--ctx",
+        type=int,
+        default=32768,
+        help="context size; --think-max needs at least 393216 and falls back to --think below",
+    )
     cli.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.render_chat is not None:
+        return render_chat(args)
     if args.dump_tokens:
         return dump_tokens(args)
-    raise Ds4Error("ds4 cli: nothing to do yet; pass --dump-tokens (generation is not built)")
+    raise Ds4Error(
+        "ds4 cli: nothing to do yet; pass --dump-tokens or --render-chat "
+        "(generation arrives with the reference engine)"
+    )
+
+
+def render_chat(args: argparse.Namespace) -> int:
+    path = Path(args.render_chat)
+    try:
+        body = path.read_bytes()
+    except OSError as exc:
+        raise Ds4Error(f"cannot read {path}: {exc.strerror}") from None
+    mode = ThinkMode(args.think_mode) if args.think_mode else None
+    text = render_chat_request(body, mode=mode, context_size=args.ctx)
+    if args.dump_tokens:
+        print_tokens(load_tokenizer(args), text, as_json=args.json)
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 def read_prompt(args: argparse.Namespace) -> str:
@@ -72,23 +112,10 @@ def read_prompt(args: argparse.Namespace) -> str:
         raise Ds4Error(f"prompt file {path} is not UTF-8 (byte {exc.start})") from None
 
 
-def load_vocabulary(args: argparse.Namespace) -> Vocabulary:
-    source = args.tokenizer if args.tokenizer is not None else args.model
-    if source is None:
-        return load_tokenizer_json()
-    if is_gguf_file(source):
-        model_file = wiring.open_model_file(source)
-        try:
-            return vocabulary_from_gguf_metadata(model_file.metadata)
-        finally:
-            model_file.close()
-    if args.tokenizer is None:
-        raise Ds4Error(f"{source} is not a GGUF model file")
-    return load_tokenizer_json(source)
-
-
 def load_tokenizer(args: argparse.Namespace) -> Tokenizer:
-    return build_tokenizer(load_vocabulary(args))
+    if args.tokenizer is None and args.model is not None:
+        return wiring.tokenizer(args.model, gguf_only=True)
+    return wiring.tokenizer(args.tokenizer)
 
 
 def display_piece(raw: bytes) -> str:
@@ -114,10 +141,13 @@ def display_piece(raw: bytes) -> str:
 
 
 def dump_tokens(args: argparse.Namespace) -> int:
-    text = read_prompt(args)
-    tokenizer = load_tokenizer(args)
+    print_tokens(load_tokenizer(args), read_prompt(args), as_json=args.json)
+    return 0
+
+
+def print_tokens(tokenizer: Tokenizer, text: str, *, as_json: bool) -> None:
     ids = tokenizer.encode(text)
-    if args.json:
+    if as_json:
         rows = [
             {
                 "id": i,
@@ -128,7 +158,7 @@ def dump_tokens(args: argparse.Namespace) -> int:
             for i in ids
         ]
         sys.stdout.write(json.dumps(rows, ensure_ascii=False) + "\n")
-        return 0
+        return
     lines = []
     for index, token_id in enumerate(ids):
         if tokenizer.is_added(token_id):
@@ -138,4 +168,3 @@ def dump_tokens(args: argparse.Namespace) -> int:
         lines.append(f"{index:6d} {token_id:7d}  {shown}")
     if lines:
         sys.stdout.write("\n".join(lines) + "\n")
-    return 0

@@ -10,11 +10,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.adapters.quant.imatrix_file import Imatrix
+from ds4.adapters.tokenizer.tokenizer_sources import TokenizerBackend
 from ds4.adapters.tokenizer.vocabulary import Vocabulary
+from ds4.domain.errors import Ds4Error
 from ds4.ports.checkpoint import Checkpoint
 from ds4.ports.dequantizer import Dequantizer
 from ds4.ports.model_file import ModelFile
 from ds4.ports.quantizer import Quantizer
+from ds4.ports.tokenizer import Tokenizer
 
 DequantBackend = Literal["native", "numpy"]
 
@@ -81,3 +84,30 @@ def imatrix_entry(
     return expert_importance(
         imatrix, gguf_name, source_name, expert=expert, n_experts=n_experts, ncols=ncols
     )
+
+
+def tokenizer(
+    source: str | None = None, backend: TokenizerBackend = "native", *, gguf_only: bool = False
+) -> Tokenizer:
+    """A tokenizer from a GGUF's metadata, a tokenizer.json, or (None) the official one.
+
+    gguf_only: `source` names a model, so anything but a GGUF file is an error.
+    """
+    from ds4.adapters.tokenizer.tokenizer_sources import (
+        build_tokenizer,
+        is_gguf_file,
+        load_tokenizer_json,
+    )
+    from ds4.adapters.tokenizer.vocab_loading import vocabulary_from_gguf_metadata
+
+    if source is not None and is_gguf_file(source):
+        model_file = open_model_file(source)
+        try:
+            vocab = vocabulary_from_gguf_metadata(model_file.metadata)
+        finally:
+            model_file.close()
+    elif gguf_only:
+        raise Ds4Error(f"{source} is not a GGUF model file")
+    else:
+        vocab = load_tokenizer_json(source)
+    return build_tokenizer(vocab, backend)
