@@ -17,7 +17,7 @@ ffibuilder.set_source(
     "ds4._native_quant",
     '#include "ds4_quant.h"',
     sources=["native/quant/ds4_quant.c"],
-    include_dirs=["native/quant"],
+    include_dirs=["native/quant", "native/common"],
     # No fused multiply-add: the dequantizers must be bit-identical to numpy.
     extra_compile_args=["-O2", "-std=c11", "-ffp-contract=off", "-fno-fast-math"],
 )

@@ -20,7 +20,7 @@ ffibuilder.set_source(
         "native/quantize/qz_kquants.c",
         "native/quantize/qz_iq2xxs.c",
     ],
-    include_dirs=["native/quantize"],
+    include_dirs=["native/quantize", "native/common"],
     # No fused multiply-add and no reassociation: byte-identical to the numpy reference.
     extra_compile_args=["-O2", "-std=c11", "-ffp-contract=off", "-fno-fast-math"],
     libraries=["m"],

@@ -1,28 +1,8 @@
 /* IQ2_XXS block quantizer (formats.md §4.6); twin of numpy_quantize_iq2xxs.py. */
 #include <stdlib.h>
 
+#include "ds4_iq2xxs_levels.h"
 #include "qz_internal.h"
-
-/* Level table (formats.md §2.6): bit pair 2i..2i+1 of entry idx is the level
- * (0, 1, 2) of grid position i; level l stands for the odd integer 2l+1. */
-static const uint16_t LEVELS[256] = {
-    0, 2, 5, 8, 10, 17, 20, 32, 34, 40, 42, 65, 68, 80, 88, 97,
-    100, 128, 130, 138, 162, 257, 260, 272, 277, 320, 388, 408, 512, 514, 546, 642,
-    1025, 1028, 1040, 1057, 1060, 1088, 1090, 1096, 1120, 1153, 1156, 1168, 1188, 1280, 1282, 1288,
-    1312, 1350, 1385, 1408, 1425, 1545, 1552, 1600, 1668, 1700, 2048, 2053, 2056, 2068, 2088, 2113,
-    2116, 2128, 2130, 2184, 2308, 2368, 2562, 2580, 4097, 4100, 4112, 4129, 4160, 4192, 4228, 4240,
-    4245, 4352, 4360, 4384, 4432, 4442, 4480, 4644, 4677, 5120, 5128, 5152, 5157, 5193, 5248, 5400,
-    5474, 5632, 5654, 6145, 6148, 6160, 6208, 6273, 6400, 6405, 6560, 6737, 8192, 8194, 8202, 8260,
-    8289, 8320, 8322, 8489, 8520, 8704, 8706, 9217, 9220, 9232, 9280, 9302, 9472, 9537, 9572, 9872,
-    10248, 10272, 10388, 10820, 16385, 16388, 16400, 16408, 16417, 16420, 16448, 16456, 16470, 16480, 16513, 16516,
-    16528, 16640, 16672, 16737, 16768, 16773, 16897, 16912, 16968, 16982, 17000, 17408, 17416, 17440, 17536, 17561,
-    17682, 17700, 17920, 18433, 18436, 18448, 18496, 18501, 18688, 18776, 18785, 18818, 19013, 19088, 20480, 20488,
-    20497, 20505, 20512, 20608, 20616, 20740, 20802, 20900, 21137, 21648, 21650, 21770, 22017, 22100, 22528, 22545,
-    22553, 22628, 22848, 23048, 24580, 24592, 24640, 24680, 24832, 24917, 25112, 25184, 25600, 25605, 25872, 25874,
-    25988, 26690, 32768, 32770, 32778, 32833, 32898, 33028, 33048, 33088, 33297, 33793, 33796, 33808, 33813, 33856,
-    33888, 34048, 34118, 34196, 34313, 34368, 34400, 34818, 35076, 35345, 36868, 36880, 36900, 36928, 37025, 37142,
-    37248, 37445, 37888, 37922, 37956, 38225, 39041, 39200, 40962, 41040, 41093, 41225, 41472, 42008, 43088, 43268,
-};
 
 #define KEY_SPACE 43692 /* every key sum(level_i << 2i) with levels 0..2 is below this */
 
@@ -38,7 +18,7 @@ static int level_at(unsigned levels, int i) { return (int)((levels >> (2 * i)) &
 static int squared_distance(unsigned key, int p) {
     int d = 0;
     for (int i = 0; i < 8; i++) {
-        int diff = 2 * (level_at(key, i) - level_at(LEVELS[p], i));
+        int diff = 2 * (level_at(key, i) - level_at(DS4_IQ2XXS_LEVELS[p], i));
         d += diff * diff;
     }
     return d;
@@ -81,8 +61,8 @@ int qz_iq2_xxs_init(void) {
     if (ready) return 0;
     for (int k = 0; k < KEY_SPACE; k++) key_to_index[k] = -1;
     for (int p = 0; p < 256; p++) {
-        key_to_index[LEVELS[p]] = (int16_t)p;
-        for (int i = 0; i < 8; i++) grid_odd[p][i] = (float)(2 * level_at(LEVELS[p], i) + 1);
+        key_to_index[DS4_IQ2XXS_LEVELS[p]] = (int16_t)p;
+        for (int i = 0; i < 8; i++) grid_odd[p][i] = (float)(2 * level_at(DS4_IQ2XXS_LEVELS[p], i) + 1);
     }
     size_t total = 0;
     for (unsigned key = 0; key < KEY_SPACE; key++) {
@@ -128,7 +108,7 @@ static void grid_codes(const float *xa, const float *wa, float inv, float scale,
                     gi = cand[j];
                 }
             }
-            for (int i = 0; i < 8; i++) l[i] = (float)level_at(LEVELS[gi], i);
+            for (int i = 0; i < 8; i++) l[i] = (float)level_at(DS4_IQ2XXS_LEVELS[gi], i);
         }
         index[k] = gi;
     }

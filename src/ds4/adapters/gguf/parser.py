@@ -13,7 +13,14 @@ from dataclasses import dataclass
 
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType, tensor_nbytes, type_name
-from ds4.domain.gguf.records import SCALAR_SIZES, MetaValue, TensorInfo, Value, ValueType
+from ds4.domain.gguf.records import (
+    SCALAR_SIZES,
+    STRUCT_CODES,
+    MetaValue,
+    TensorInfo,
+    Value,
+    ValueType,
+)
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSION = 3
@@ -26,19 +33,6 @@ MIN_FILE_SIZE = 32
 # Smallest possible encodings, used to reject absurd counts before looping.
 _MIN_KV_RECORD = 8 + 4 + 1  # empty key, type, 1-byte value
 _MIN_TENSOR_RECORD = 8 + 4 + 8 + 4 + 8  # empty name, n_dims, one dim, type, offset
-
-_SCALAR_FORMATS: dict[ValueType, str] = {
-    ValueType.UINT8: "<B",
-    ValueType.INT8: "<b",
-    ValueType.UINT16: "<H",
-    ValueType.INT16: "<h",
-    ValueType.UINT32: "<I",
-    ValueType.INT32: "<i",
-    ValueType.FLOAT32: "<f",
-    ValueType.UINT64: "<Q",
-    ValueType.INT64: "<q",
-    ValueType.FLOAT64: "<d",
-}
 
 
 class GGUFFormatError(Ds4Error):
@@ -78,7 +72,7 @@ class _Cursor:
             value = self.buf[self.pos] != 0
             self.pos += 1
             return value
-        fmt = _SCALAR_FORMATS[vtype]
+        fmt = "<" + STRUCT_CODES[vtype]
         n = SCALAR_SIZES[vtype]
         self.need(n, what)
         (result,) = struct.unpack_from(fmt, self.buf, self.pos)
@@ -123,13 +117,10 @@ def _read_value(cur: _Cursor, vtype: ValueType, what: str, depth: int) -> MetaVa
             f"{cur.remaining()} bytes left"
         )
     items: list[Value] = []
-    if item_type in _SCALAR_FORMATS:
-        fmt = "<" + str(count) + _SCALAR_FORMATS[item_type][1]
+    if item_type in STRUCT_CODES:
+        fmt = "<" + str(count) + STRUCT_CODES[item_type]
         items = list(struct.unpack_from(fmt, cur.buf, cur.pos))
         cur.pos += count * SCALAR_SIZES[item_type]
-    elif item_type is ValueType.BOOL:
-        items = [b != 0 for b in cur.buf[cur.pos : cur.pos + count]]
-        cur.pos += count
     elif item_type is ValueType.STRING:
         items = [cur.string(f"{what}[{i}]") for i in range(count)]
     else:

@@ -20,21 +20,7 @@ import numpy.typing as npt
 from ds4.adapters.gguf.parser import DEFAULT_ALIGNMENT, GGUF_MAGIC, SUPPORTED_VERSION
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType, tensor_nbytes, type_name
-from ds4.domain.gguf.records import MetaValue, Value, ValueType
-
-_SCALAR_FORMATS: dict[ValueType, str] = {
-    ValueType.UINT8: "<B",
-    ValueType.INT8: "<b",
-    ValueType.UINT16: "<H",
-    ValueType.INT16: "<h",
-    ValueType.UINT32: "<I",
-    ValueType.INT32: "<i",
-    ValueType.FLOAT32: "<f",
-    ValueType.BOOL: "<?",
-    ValueType.UINT64: "<Q",
-    ValueType.INT64: "<q",
-    ValueType.FLOAT64: "<d",
-}
+from ds4.domain.gguf.records import STRUCT_CODES, MetaValue, Value, ValueType
 
 
 class GGUFWriteError(Ds4Error):
@@ -53,12 +39,12 @@ def _encode_value(vtype: ValueType, value: Value, item_type: ValueType | None) -
     if vtype is ValueType.ARRAY:
         assert isinstance(value, list) and item_type is not None
         head = struct.pack("<IQ", item_type, len(value))
-        if item_type in _SCALAR_FORMATS:
-            return head + struct.pack("<" + str(len(value)) + _SCALAR_FORMATS[item_type][1], *value)
+        if item_type in STRUCT_CODES:
+            return head + struct.pack("<" + str(len(value)) + STRUCT_CODES[item_type], *value)
         if item_type is ValueType.STRING:
             return head + b"".join(_encode_string(str(v)) for v in value)
         raise GGUFWriteError("nested metadata arrays are not written by ds4")
-    return struct.pack(_SCALAR_FORMATS[vtype], value)
+    return struct.pack("<" + STRUCT_CODES[vtype], value)
 
 
 def encode_metadata(key: str, meta: MetaValue) -> bytes:

@@ -18,22 +18,13 @@ from ds4.adapters.quant.numpy_quantize_iq2xxs import quantize_iq2_xxs
 from ds4.adapters.quant.numpy_quantize_kquants import quantize_q2_k, quantize_q4_k
 from ds4.adapters.quant.numpy_quantize_search import f16_bits, f16_bytes
 from ds4.domain.errors import Ds4Error
-from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
+from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, DEQUANTIZABLE, GGMLType
 
 F32 = npt.NDArray[np.float32]
 U8 = npt.NDArray[np.uint8]
 
-QUANTIZABLE: frozenset[GGMLType] = frozenset(
-    {
-        GGMLType.F32,
-        GGMLType.F16,
-        GGMLType.BF16,
-        GGMLType.Q8_0,
-        GGMLType.Q2_K,
-        GGMLType.Q4_K,
-        GGMLType.IQ2_XXS,
-    }
-)
+# Every type ds4 decodes it can also encode.
+QUANTIZABLE: frozenset[GGMLType] = DEQUANTIZABLE
 _FLOAT_TYPES = frozenset({GGMLType.F32, GGMLType.F16, GGMLType.BF16})
 _USES_IMPORTANCE = frozenset({GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS})
 # Blocks per numpy pass; bounds the reference's temporaries (IQ2_XXS's neighbour

@@ -40,6 +40,21 @@ SCALAR_SIZES: dict[ValueType, int] = {
     ValueType.FLOAT64: 8,
 }
 
+# struct format codes of the fixed-size value types (all little-endian on disk).
+STRUCT_CODES: dict[ValueType, str] = {
+    ValueType.UINT8: "B",
+    ValueType.INT8: "b",
+    ValueType.UINT16: "H",
+    ValueType.INT16: "h",
+    ValueType.UINT32: "I",
+    ValueType.INT32: "i",
+    ValueType.FLOAT32: "f",
+    ValueType.BOOL: "?",
+    ValueType.UINT64: "Q",
+    ValueType.INT64: "q",
+    ValueType.FLOAT64: "d",
+}
+
 INTEGER_TYPES = frozenset(
     {
         ValueType.UINT8,
