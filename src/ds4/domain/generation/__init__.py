@@ -1,0 +1,1 @@
+"""The decode loop and the events it yields."""
