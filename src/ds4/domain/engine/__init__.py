@@ -1,0 +1,1 @@
+"""Use-case orchestration over the compute port: the live session."""

@@ -1,0 +1,141 @@
+"""The live session: one ComputeSession plus prefix reuse, cancellation and snapshots.
+
+`sync(prompt)` makes the state hold exactly `prompt` with valid logits, evaluating
+as little as it can: it keeps the longest common prefix with the live tokens, cut
+back to a point the engine can rewind to exactly (compressed rows and sliding
+windows make some positions unsafe), and prefills the rest in chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
+from ds4.domain.errors import Ds4Error
+from ds4.ports.compute import ComputeSession
+
+ProgressCallback = Callable[[int, int], None]
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+class Session:
+    def __init__(self, compute: ComputeSession, *, chunk: int = 0) -> None:
+        """`chunk`: prefill chunk size in tokens (0: the engine's choice)."""
+        self._compute = compute
+        self._chunk = chunk
+
+    @property
+    def ctx(self) -> int:
+        return self._compute.ctx
+
+    @property
+    def tokens(self) -> Sequence[int]:
+        return self._compute.tokens
+
+    @property
+    def pos(self) -> int:
+        return len(self._compute.tokens)
+
+    def common_prefix(self, prompt: Sequence[int]) -> int:
+        return common_prefix(self._compute.tokens, prompt)
+
+    def sync(
+        self,
+        prompt: Sequence[int],
+        *,
+        progress: ProgressCallback | None = None,
+        cancel: CancelCheck = never_cancel,
+    ) -> int:
+        """Make the state hold `prompt`; return how many of its tokens were reused.
+
+        progress(done, total) counts the tokens evaluated of those that had to be.
+        Raises CancelledError at a chunk boundary (the state then holds a prefix of
+        `prompt`, so a retry reuses it) and Ds4Error when the prompt does not fit.
+        """
+        if not prompt or len(prompt) >= self.ctx:
+            raise Ds4Error("prompt exceeds context")
+        live = len(self._compute.tokens)
+        keep = self.common_prefix(prompt)
+        if keep == len(prompt) and live > keep:
+            # The prompt ends inside the live state: the logits after its last token
+            # are gone, so evaluate that token again.
+            keep -= 1
+        if keep < live:
+            keep = self._compute.rewind_floor(keep)
+            if keep > 0:
+                self._compute.rewind(keep)
+            else:
+                self._compute.invalidate()
+        suffix = list(prompt[keep:])
+        if cancel():
+            raise CancelledError
+        if suffix:
+            self._prefill(suffix, progress, cancel)
+        return keep
+
+    def _prefill(
+        self, suffix: list[int], progress: ProgressCallback | None, cancel: CancelCheck
+    ) -> None:
+        def on_chunk(done: int, total: int) -> None:
+            if progress is not None:
+                progress(done, total)
+            if done < total and cancel():
+                raise CancelledError
+
+        self._compute.prefill(suffix, chunk=self._chunk, progress=on_chunk)
+
+    def eval(self, token: int) -> npt.NDArray[np.float32]:
+        """Append one sampled token; Ds4Error when the context is full."""
+        if self.pos >= self.ctx:
+            raise Ds4Error("context is full")
+        return self._compute.eval(token)
+
+    def logits(self) -> npt.NDArray[np.float32]:
+        return self._compute.logits()
+
+    def all_logits(
+        self,
+        prompt: Sequence[int],
+        *,
+        progress: ProgressCallback | None = None,
+        cancel: CancelCheck = never_cancel,
+    ) -> npt.NDArray[np.float32]:
+        """Evaluate `prompt` from an empty state; logits after every position [n, V]."""
+        if not prompt or len(prompt) > self.ctx:
+            raise Ds4Error("prompt exceeds context")
+        self._compute.invalidate()
+
+        def on_chunk(done: int, total: int) -> None:
+            if progress is not None:
+                progress(done, total)
+            if done < total and cancel():
+                raise CancelledError
+
+        return self._compute.prefill(
+            list(prompt), chunk=self._chunk, progress=on_chunk, all_logits=True
+        )
+
+    def invalidate(self) -> None:
+        self._compute.invalidate()
+
+    def snapshot(self) -> bytes:
+        """The DSV4 payload of the current state (logits included)."""
+        return self._compute.payload()
+
+    def restore(self, payload: bytes) -> None:
+        """Load a snapshot; on a bad payload the state is emptied and Ds4Error raised."""
+        try:
+            self._compute.load_payload(payload)
+        except Ds4Error:
+            self._compute.invalidate()
+            raise
