@@ -1,0 +1,1 @@
+"""Next-token choice from logits (server.md §0.3)."""
