@@ -8,7 +8,7 @@ windows make some positions unsafe), and prefills the rest in chunks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -62,37 +62,52 @@ class Session:
         Raises CancelledError at a chunk boundary (the state then holds a prefix of
         `prompt`, so a retry reuses it) and Ds4Error when the prompt does not fit.
         """
+        reused = self.reuse(prompt)
+        for done, total in self.extend(prompt[reused:], cancel=cancel):
+            if progress is not None:
+                progress(done, total)
+        return reused
+
+    def reuse(self, prompt: Sequence[int]) -> int:
+        """Cut the state back to the longest part of `prompt` it can keep; return its length.
+
+        The rest, prompt[result:], is what `extend` must evaluate; it is empty only
+        when the state already holds exactly `prompt` (its logits are then current).
+        """
         if not prompt or len(prompt) >= self.ctx:
             raise Ds4Error("prompt exceeds context")
         live = len(self._compute.tokens)
         keep = self.common_prefix(prompt)
-        if keep == len(prompt) and live > keep:
-            # The prompt ends inside the live state: the logits after its last token
-            # are gone, so evaluate that token again.
-            keep -= 1
+        if keep == len(prompt) and live == keep:
+            return keep  # the state is exactly the prompt: its logits are current
+        if keep == len(prompt):
+            keep -= 1  # the logits after the prompt's last token are gone: redo it
         if keep < live:
             keep = self._compute.rewind_floor(keep)
             if keep > 0:
                 self._compute.rewind(keep)
             else:
                 self._compute.invalidate()
-        suffix = list(prompt[keep:])
-        if cancel():
-            raise CancelledError
-        if suffix:
-            self._prefill(suffix, progress, cancel)
         return keep
 
-    def _prefill(
-        self, suffix: list[int], progress: ProgressCallback | None, cancel: CancelCheck
-    ) -> None:
-        def on_chunk(done: int, total: int) -> None:
-            if progress is not None:
-                progress(done, total)
-            if done < total and cancel():
-                raise CancelledError
+    def extend(
+        self, tokens: Sequence[int], *, cancel: CancelCheck = never_cancel
+    ) -> Iterator[tuple[int, int]]:
+        """Evaluate `tokens` chunk by chunk, yielding (done, total) after each chunk.
 
-        self._compute.prefill(suffix, chunk=self._chunk, progress=on_chunk)
+        cancel() is checked before every chunk; CancelledError leaves the state at
+        the last finished chunk.
+        """
+        total = len(tokens)
+        step = self._chunk if self._chunk > 0 else max(total, 1)
+        done = 0
+        while done < total:
+            if cancel():
+                raise CancelledError
+            piece = list(tokens[done : done + step])
+            self._compute.prefill(piece)
+            done += len(piece)
+            yield done, total
 
     def eval(self, token: int) -> npt.NDArray[np.float32]:
         """Append one sampled token; Ds4Error when the context is full."""
