@@ -1,0 +1,296 @@
+"""POST /v1/responses bodies (server.md §3.13).
+
+Input items are strict (an unexpected item or content part is a 400) while unknown
+top-level fields are ignored, so Codex's `include`, `prompt_cache_key`,
+`client_metadata`, `store`, `text`, and hosted tools such as `web_search` pass.
+Reasoning items collect into a buffer that the next assistant-side item takes.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from ds4.domain.api.errors import ApiError, invalid_request
+from ds4.domain.api.generation_request import DEFAULT_MODEL, Api, GenerationRequest, WireTool
+from ds4.domain.api.json_body import decode_as, decode_object
+from ds4.domain.api.request_fields import check_tool_count, clamp_int, sampling
+from ds4.domain.api.thinking import ThinkingControls, effort_mode, resolve_think_mode
+from ds4.domain.chat.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolResultMessage,
+    UserMessage,
+)
+from ds4.domain.chat.tool_schemas import ToolSchema, canonical_json, tool_schema
+from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.errors import Ds4Error
+
+_TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
+_SUMMARIES = frozenset({"auto", "concise", "detailed"})
+_CALL_ITEMS = {
+    "function_call": None,
+    "custom_tool_call": None,
+    "local_shell_call": "local_shell",
+    "web_search_call": "web_search_call",
+    "tool_search_call": "tool_search",
+    "image_generation_call": "image_generation_call",
+}
+_OUTPUT_ITEMS = frozenset(
+    {
+        "function_call_output",
+        "custom_tool_call_output",
+        "local_shell_call_output",
+        "web_search_call_output",
+        "tool_search_output",
+        "tool_search_call_output",
+        "image_generation_call_output",
+    }
+)
+_EMPTY_PARAMETERS = {"type": "object", "properties": {}}
+
+
+class _Reasoning(msgspec.Struct):
+    effort: str | None = None
+    summary: str | None = None
+
+
+class _Wire(msgspec.Struct):
+    model: str | None = None
+    instructions: str | None = None
+    max_output_tokens: int | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stream: bool | None = None
+    reasoning: _Reasoning | None = None
+    tools: list[dict[str, object]] | None = None
+
+
+def _text(value: object) -> str:
+    """A content array / string / null as text; anything else is refused."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        raise invalid_request()
+    out: list[str] = []
+    for part in value:
+        if isinstance(part, str):
+            out.append(part)
+        elif isinstance(part, dict) and part.get("type") in _TEXT_PARTS and "text" in part:
+            text = part["text"]
+            if text is not None and not isinstance(text, str):
+                raise invalid_request()
+            out.append(text or "")
+        else:
+            raise invalid_request("invalid JSON request: unsupported content part")
+    return "".join(out)
+
+
+def _raw(value: object) -> str:
+    return value if isinstance(value, str) else msgspec.json.encode(value).decode()
+
+
+class _Tools:
+    """Schemas in prompt form plus the wire mapping back (namespaces, tool_search)."""
+
+    def __init__(self) -> None:
+        self.schemas: list[ToolSchema] = []
+        self.wire: dict[str, WireTool] = {}
+
+    def add(self, tools: object) -> None:
+        if not isinstance(tools, list):
+            raise invalid_request()
+        for tool in tools:
+            if isinstance(tool, dict):
+                self._add_one(tool)
+
+    def _add_one(self, tool: dict[str, object]) -> None:
+        kind = tool.get("type")
+        if kind == "namespace":
+            namespace = str(tool.get("name") or "")
+            inner_tools = tool.get("tools")
+            for inner in inner_tools if isinstance(inner_tools, list) else []:
+                name = inner.get("name") if isinstance(inner, dict) else None
+                if not isinstance(inner, dict) or inner.get("type", "function") != "function":
+                    continue
+                if isinstance(name, str) and name:
+                    params = inner.get("parameters") or inner.get("input_schema")
+                    self._put(
+                        namespace + name,
+                        {
+                            "name": namespace + name,
+                            "description": inner.get("description") or "",
+                            "parameters": params or _EMPTY_PARAMETERS,
+                        },
+                        WireTool(name, namespace),
+                    )
+        elif kind == "tool_search":
+            definition = {
+                "name": "tool_search",
+                "description": tool.get("description") or "Search available tools.",
+                "parameters": tool.get("parameters") or _EMPTY_PARAMETERS,
+            }
+            self._put("tool_search", definition, WireTool("tool_search", hosted_tool_search=True))
+        elif kind in (None, "function", "custom") and isinstance(tool.get("name"), str):
+            name = str(tool["name"])
+            self._put(name, tool, WireTool(name))
+        # other hosted tools (web_search, file_search, image_generation, ...) are
+        # the provider's business; the model cannot call them here
+
+    def _put(self, name: str, definition: dict[str, object], wire: WireTool) -> None:
+        self.schemas = [s for s in self.schemas if s.name != name]
+        self.schemas.append(tool_schema(definition))
+        self.wire[name] = wire
+
+
+class _Items:
+    def __init__(self, tools: _Tools) -> None:
+        self.messages: list[Message] = []
+        self.pending: list[str] = []
+        self.tools = tools
+
+    def take_reasoning(self) -> str | None:
+        reasoning = "\n".join(self.pending) if self.pending else None
+        self.pending = []
+        return reasoning
+
+    def flush_reasoning(self) -> None:
+        if self.pending:
+            self.messages.append(AssistantMessage("", self.take_reasoning()))
+
+    def add(self, item: object) -> None:
+        if not isinstance(item, dict):
+            raise invalid_request()
+        status = item.get("status")
+        if status is not None and status != "completed":
+            raise invalid_request("invalid JSON request: input item status is not completed")
+        kind = item.get("type", "message")
+        if kind == "reasoning":
+            for key in ("summary", "content"):
+                text = _text(item.get(key))
+                if text:
+                    self.pending.append(text)
+        elif kind in ("compaction", "context_compaction"):
+            return
+        elif kind == "message":
+            self._message(item)
+        elif kind in _CALL_ITEMS:
+            self._call(str(kind), item)
+        elif kind in _OUTPUT_ITEMS:
+            self._output(str(kind), item)
+        else:
+            raise invalid_request(f"invalid JSON request: unsupported input item {kind!r}")
+
+    def _message(self, item: dict[str, object]) -> None:
+        role = item.get("role", "user")
+        content = _text(item.get("content"))
+        if role == "assistant":
+            self.messages.append(AssistantMessage(content, self.take_reasoning()))
+            return
+        self.flush_reasoning()
+        if role in ("system", "developer"):
+            self.messages.append(SystemMessage(content))
+        elif role == "user":
+            self.messages.append(UserMessage(content))
+        else:
+            raise invalid_request(f"invalid JSON request: unsupported role {role!r}")
+
+    def _call(self, kind: str, item: dict[str, object]) -> None:
+        name = _CALL_ITEMS[kind] or str(item.get("name") or "")
+        if kind == "function_call" and isinstance(item.get("namespace"), str):
+            name = str(item["namespace"]) + name
+        for key in ("action", "arguments", "input"):
+            if key in item and (key != "action" or _CALL_ITEMS[kind] is not None):
+                arguments = _raw(item[key])
+                break
+        else:
+            arguments = "{}"
+        tool_id = item.get("call_id") or item.get("id") or ""
+        call = ToolCall(name, arguments, tool_id if isinstance(tool_id, str) else "")
+        last = self.messages[-1] if self.messages else None
+        if isinstance(last, AssistantMessage):
+            reasoning = last.reasoning if last.reasoning is not None else self.take_reasoning()
+            self.messages[-1] = msgspec.structs.replace(
+                last, tool_calls=(*last.tool_calls, call), reasoning=reasoning
+            )
+        else:
+            self.messages.append(AssistantMessage("", self.take_reasoning(), (call,)))
+
+    def _output(self, kind: str, item: dict[str, object]) -> None:
+        self.flush_reasoning()
+        if kind == "tool_search_output" and "tools" in item:
+            self.tools.add(item["tools"])
+        value = next((item[k] for k in ("output", "result") if k in item), None)
+        if value is None and "tools" in item:
+            content = canonical_json(item["tools"])
+        elif isinstance(value, list | str) or value is None:
+            content = _text(value)
+        else:
+            content = _raw(value)
+        tool_id = item.get("call_id") or item.get("id") or ""
+        self.messages.append(
+            ToolResultMessage(content, tool_call_id=tool_id if isinstance(tool_id, str) else "")
+        )
+
+
+def _tool_choice_enabled(value: object) -> bool:
+    if isinstance(value, str):
+        if value not in ("none", "auto"):
+            raise ApiError(400, f"tool_choice={value} not supported")
+        return value == "auto"
+    if isinstance(value, dict):
+        raise ApiError(400, "forced tool_choice not supported")
+    return True
+
+
+def parse_responses(body: bytes) -> GenerationRequest:
+    obj = decode_object(body)
+    wire = decode_as(body, _Wire)
+    if "input" not in obj:
+        raise ApiError(400, "missing input")
+    for key in ("previous_response_id", "conversation"):
+        if obj.get(key) is not None:
+            raise ApiError(400, f"{key} is not supported; replay full input instead")
+    check_tool_count(len(wire.tools or ()))
+    tools_enabled = _tool_choice_enabled(obj.get("tool_choice"))
+    reasoning = wire.reasoning or _Reasoning()
+    effort = effort_mode(reasoning.effort, "reasoning.effort")
+    controls = ThinkingControls(explicit=effort is not None, enabled=True, effort=effort)
+    model = wire.model or DEFAULT_MODEL
+    tools = _Tools()
+    items = _Items(tools)
+    try:
+        tools.add(wire.tools or [])
+        raw_input = obj["input"]
+        if isinstance(raw_input, str):
+            items.messages.append(UserMessage(raw_input))
+        elif isinstance(raw_input, list):
+            for item in raw_input:
+                items.add(item)
+        else:
+            raise invalid_request("invalid JSON request: input must be a string or an array")
+        if items.pending:
+            items.messages.append(AssistantMessage("", items.take_reasoning()))
+    except ApiError:
+        raise
+    except Ds4Error as error:
+        raise ApiError(400, f"invalid JSON request: {error}") from None
+    messages = items.messages
+    if wire.instructions:
+        messages.insert(0, SystemMessage(wire.instructions))
+    max_tokens = wire.max_output_tokens if wire.max_output_tokens is not None else wire.max_tokens
+    return GenerationRequest(
+        api=Api.RESPONSES,
+        model=model,
+        messages=tuple(messages),
+        schemas=tuple(tools.schemas) if tools_enabled else (),
+        think_mode=resolve_think_mode(model, controls),
+        max_tokens=clamp_int(max_tokens),
+        sampling=sampling(wire.temperature, wire.top_p),
+        stream=bool(wire.stream),
+        reasoning_summary=reasoning.summary in _SUMMARIES,
+        wire_tools=tools.wire,
+    )
