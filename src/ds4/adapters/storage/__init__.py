@@ -1,0 +1,1 @@
+"""Files the server keeps: KV cache checkpoints."""

@@ -1,0 +1,195 @@
+"""Save and load live sessions as `.kv` checkpoints (formats.md §7.4-7.6, server.md §6.4).
+
+The orchestration between the engine's session (payload bytes, token history), the
+store (files) and the policy (lengths, budget, scores). A checkpoint that fails to
+load is deleted, never retried; a loaded checkpoint is kept (only the budget evicts it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from ds4.domain.errors import Ds4Error
+from ds4.domain.kvcache.kvc_header import KvcFlags, KvcHeader, SaveReason
+from ds4.domain.kvcache.policy import (
+    CacheEntry,
+    KvCacheOptions,
+    eviction_victims,
+    find_prefix_entry,
+    required_bytes,
+)
+from ds4.ports.clock import Clock
+from ds4.ports.kv_store import KVStore
+
+Log = Callable[[str], None]
+
+
+class CheckpointableSession(Protocol):
+    """The part of the compute port's session that checkpoints need."""
+
+    @property
+    def ctx(self) -> int: ...
+
+    @property
+    def tokens(self) -> Sequence[int]: ...
+
+    def payload(self) -> bytes: ...
+
+    def load_payload(self, data: bytes) -> None: ...
+
+    def invalidate(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class LoadedCheckpoint:
+    sha: str
+    text_bytes: int  # prompt bytes covered by the loaded tokens
+    tokens: int
+    flags: KvcFlags
+    trailer: bytes  # KTM section when flags has KTM_TRAILER
+
+
+class DiskCache:
+    def __init__(
+        self,
+        store: KVStore,
+        clock: Clock,
+        opts: KvCacheOptions,
+        *,
+        quant_bits: int,
+        model_tag: int,
+        log: Log = lambda _: None,
+    ) -> None:
+        self.store, self.clock, self.opts = store, clock, opts
+        self.quant_bits, self.model_tag, self._log = quant_bits, model_tag, log
+        self._evict(protected=None)
+
+    # ---- saving --------------------------------------------------------------
+
+    def save(
+        self,
+        session: CheckpointableSession,
+        key_text: bytes,
+        reason: SaveReason,
+        *,
+        flags: KvcFlags = KvcFlags.NONE,
+        trailer: bytes = b"",
+    ) -> bool:
+        """Write the session's whole state under `key_text`; False when skipped."""
+        tokens = len(session.tokens)
+        if tokens < self.opts.min_tokens or self.quant_bits not in (2, 4):
+            return False
+        if len(key_text) >= 2**32:
+            return False
+        payload = session.payload()
+        need = required_bytes(len(key_text), len(payload), len(trailer))
+        budget = self.opts.budget_bytes
+        if budget > 0 and need > budget:
+            self._log(f"kv cache skip store: needs {need} bytes, budget {budget}")
+            return False
+        if trailer:
+            flags |= KvcFlags.KTM_TRAILER
+        now = self.clock.now()
+        sha = hashlib.sha1(key_text).hexdigest()
+        existing = self._entry(sha)
+        if existing is not None and self._compatible(existing, key_text, session.ctx):
+            header = existing.header
+            if trailer:
+                header = replace(header, flags=header.flags | flags, last_used=now)
+            self.store.replace_trailer(sha, header, trailer)
+            return True
+        if existing is not None:
+            self.store.delete(sha)
+        self._evict(protected=None, incoming=need, pending_key=key_text)
+        header = KvcHeader(
+            quant_bits=self.quant_bits,
+            reason=reason,
+            flags=flags,
+            tokens=tokens,
+            hits=0,
+            ctx=session.ctx,
+            model_tag=self.model_tag,
+            created_at=now,
+            last_used=now,
+            payload_bytes=len(payload),
+        )
+        self.store.write(header, key_text, payload, trailer)
+        self._log(f"kv cache stored reason={reason.name.lower()} tokens={tokens} sha={sha}")
+        self._evict(protected=sha)
+        return True
+
+    def _entry(self, sha: str) -> CacheEntry | None:
+        return next((e for e in self.store.entries() if e.sha == sha), None)
+
+    def _compatible(self, entry: CacheEntry, key_text: bytes, ctx: int) -> bool:
+        h = entry.header
+        if self.opts.reject_different_quant and h.quant_bits != self.quant_bits:
+            return False
+        if h.model_tag and h.model_tag != self.model_tag:
+            return False
+        return h.ctx <= ctx and self.store.read_key(entry.sha) == key_text
+
+    def _evict(
+        self, *, protected: str | None, incoming: int = 0, pending_key: bytes | None = None
+    ) -> None:
+        entries = self.store.entries()
+        key_of: dict[str, bytes] = {}
+        if pending_key is not None:
+            for e in entries:
+                if e.text_bytes < len(pending_key):
+                    key = self.store.read_key(e.sha)
+                    if key is not None:
+                        key_of[e.sha] = key
+        victims = eviction_victims(
+            entries,
+            self.opts.budget_bytes,
+            self.clock.now(),
+            protected=protected,
+            incoming_bytes=incoming,
+            pending_key=pending_key,
+            key_of=key_of,
+        )
+        for victim in victims:
+            self._log(
+                f"kv cache evicted reason=disk-cache-full tokens={victim.header.tokens} "
+                f"hits={victim.header.hits} size={victim.file_size}"
+            )
+            self.store.delete(victim.sha)
+
+    # ---- loading -------------------------------------------------------------
+
+    def load(self, session: CheckpointableSession, prompt_text: bytes) -> LoadedCheckpoint | None:
+        """Restore the longest usable checkpoint whose key prefixes `prompt_text`."""
+        entry = find_prefix_entry(
+            self.store.entries(),
+            prompt_text,
+            quant_bits=self.quant_bits,
+            ctx=session.ctx,
+            model_tag=self.model_tag,
+            opts=self.opts,
+        )
+        if entry is None:
+            return None
+        kv = self.store.read(entry.sha)
+        if kv is None or not prompt_text.startswith(kv.text):
+            self._log(f"kv cache load failed sha={entry.sha}: key changed")
+            return None
+        try:
+            session.load_payload(kv.payload)
+        except Ds4Error as exc:
+            session.invalidate()
+            self._log(f"kv cache discarded sha={entry.sha}: {exc}")
+            self.store.delete(entry.sha)
+            return None
+        if len(session.tokens) != kv.header.tokens:
+            session.invalidate()
+            self._log(f"kv cache discarded sha={entry.sha}: token count differs from header")
+            self.store.delete(entry.sha)
+            return None
+        self.store.update_header(entry.sha, kv.header.touched(self.clock.now()))
+        return LoadedCheckpoint(
+            entry.sha, len(kv.text), kv.header.tokens, kv.header.flags, kv.trailer
+        )
