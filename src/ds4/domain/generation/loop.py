@@ -1,0 +1,253 @@
+"""Generation as a few free functions: prefill, then decode a chat turn or raw tokens.
+
+The engine side (Session) sees token ids only; this module turns sampled ids into
+the events of generation.events. One turn:
+1. prefill: reuse the live prefix, evaluate the rest chunk by chunk (progress events);
+2. decode: sample (greedy while the DSML tracker is inside tool-call structure),
+   stop on EOS (never evaluated), a stop string, the token budget, a full context,
+   a closed tool block or cancellation; feed "</think>\\n\\n" when a tool call was
+   begun inside reasoning (seed 000's forced close);
+3. finish: flush held text, parse the turn (dsml.turn.finish_turn), report usage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from ds4.domain.dsml.stream_decoder import DsmlStreamDecoder
+from ds4.domain.dsml.turn import FinishReason as TurnFinish
+from ds4.domain.dsml.turn import finish_turn
+from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
+from ds4.domain.engine.session import Session
+from ds4.domain.errors import Ds4Error
+from ds4.domain.generation.events import (
+    Finished,
+    FinishReason,
+    GenerationEvent,
+    PrefillProgress,
+    ReasoningDelta,
+    TextDelta,
+    Usage,
+)
+from ds4.domain.generation.tool_stream import ToolCallStreamer
+from ds4.domain.generation.turn_text import TurnTextSplitter
+from ds4.domain.sampling.params import GREEDY, SamplingParams
+from ds4.domain.sampling.rng import XorShiftStar
+from ds4.domain.sampling.sampler import sample
+from ds4.ports.tokenizer import Tokenizer
+
+FORCED_THINK_CLOSE = "</think>\n\n"
+
+
+@dataclass(frozen=True)
+class TurnSettings:
+    """How one chat turn is decoded.
+
+    thinking: the prompt ended with <think> (the output starts as reasoning);
+    tools_active: the request declared tools (DSML becomes tool calls and steers
+    sampling); stops: stop strings, matched in visible text only.
+    """
+
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    max_tokens: int = 50_000
+    stops: tuple[str, ...] = ()
+    tools_active: bool = False
+    thinking: bool = False
+
+
+def prefill(
+    session: Session, prompt: Sequence[int], *, cancel: CancelCheck = never_cancel
+) -> Generator[PrefillProgress, None, int]:
+    """Sync the session to `prompt`, yielding progress; returns the reused token count.
+
+    Raises Ds4Error when the prompt does not fit and CancelledError at a chunk boundary.
+    """
+    cached = session.reuse(prompt)
+    for done, total in session.extend(prompt[cached:], cancel=cancel):
+        yield PrefillProgress(done, total)
+    return cached
+
+
+def generate(
+    session: Session,
+    prompt: Sequence[int],
+    tokenizer: Tokenizer,
+    settings: TurnSettings,
+    *,
+    cancel: CancelCheck = never_cancel,
+) -> Iterator[GenerationEvent]:
+    """Prefill `prompt` and decode one turn; the last event is always Finished.
+
+    A prompt that does not fit raises Ds4Error before any event; an engine failure
+    while prefilling propagates (nothing was generated to report).
+    """
+    try:
+        cached = yield from prefill(session, prompt, cancel=cancel)
+    except CancelledError:
+        yield Finished("cancelled", "", None, (), Usage(len(prompt), 0, 0))
+        return
+    yield from decode_turn(
+        session, tokenizer, settings, prompt_tokens=len(prompt), cached=cached, cancel=cancel
+    )
+
+
+def _parse_finish(finish: FinishReason) -> TurnFinish:
+    """What the parser needs: whether the budget ran out or the engine failed."""
+    if finish == "length":
+        return "length"
+    if finish == "error":
+        return "error"
+    return "stop"
+
+
+class _Turn:
+    """The mutable state of one decode: text so far, trackers and counters."""
+
+    def __init__(self, tokenizer: Tokenizer, settings: TurnSettings) -> None:
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.decoder = tokenizer.streaming_decoder()
+        self.dsml = DsmlStreamDecoder(
+            tools_active=settings.tools_active, thinking=settings.thinking
+        )
+        self.splitter = TurnTextSplitter(
+            thinking=settings.thinking, tools_active=settings.tools_active, stops=settings.stops
+        )
+        self.tools: ToolCallStreamer | None = None
+        self.text = ""
+        self.tokens: list[int] = []
+        self.reasoning_tokens = 0
+
+    def push(self, token: int) -> list[GenerationEvent]:
+        """Account for one token now in the state; return the events it releases."""
+        if self.dsml.inside_think:
+            self.reasoning_tokens += 1
+        self.tokens.append(token)
+        self.dsml.feed(self.tokenizer.token_bytes(token))
+        self.text += self.decoder.feed(token)
+        return self.release(final=False)
+
+    def release(self, *, final: bool) -> list[GenerationEvent]:
+        if final:
+            self.text += self.decoder.flush()
+        delta = self.splitter.update(self.text, final=final)
+        events: list[GenerationEvent] = []
+        if delta.reasoning:
+            events.append(ReasoningDelta(delta.reasoning))
+        if delta.text:
+            events.append(TextDelta(delta.text))
+        block = self.splitter.block
+        if block is not None:
+            if self.tools is None:
+                self.tools = ToolCallStreamer(self.text, block.at, block.tag)
+            events.extend(self.tools.update(self.text))
+        return events
+
+    def finished(
+        self, finish: FinishReason, usage: Usage, error: str | None = None
+    ) -> list[GenerationEvent]:
+        events = self.release(final=True)
+        stop_at = self.splitter.stop_at
+        text = self.text if stop_at is None else self.text[:stop_at]
+        turn = finish_turn(
+            text,
+            tools_active=self.settings.tools_active,
+            thinking=self.settings.thinking,
+            finish=_parse_finish(finish),
+        )
+        final: FinishReason = finish if finish in ("cancelled", "error") else turn.finish
+        counted = Usage(
+            usage.prompt_tokens, usage.cached_tokens, len(self.tokens), self.reasoning_tokens
+        )
+        events.append(
+            Finished(
+                final,
+                turn.content,
+                turn.reasoning,
+                turn.calls,
+                counted,
+                text=text,
+                tokens=tuple(self.tokens),
+                raw_dsml=turn.raw_dsml,
+                recovery=turn.recovery,
+                stop=self.splitter.stop,
+                error=error,
+            )
+        )
+        return events
+
+
+def decode_turn(
+    session: Session,
+    tokenizer: Tokenizer,
+    settings: TurnSettings,
+    *,
+    prompt_tokens: int,
+    cached: int = 0,
+    cancel: CancelCheck = never_cancel,
+) -> Iterator[GenerationEvent]:
+    """Decode one turn from a synced session (its logits follow the prompt)."""
+    turn = _Turn(tokenizer, settings)
+    usage = Usage(prompt_tokens, cached, 0)
+    budget = max(0, min(settings.max_tokens, session.ctx - session.pos))
+    rng = XorShiftStar(settings.sampling.seed)
+    eos = tokenizer.special.eos
+    forced = tokenizer.encode(FORCED_THINK_CLOSE)
+    finish: FinishReason = "length"
+    error: str | None = None
+    try:
+        logits = session.logits()
+        while len(turn.tokens) < budget:
+            if cancel():
+                finish = "cancelled"
+                break
+            if turn.dsml.force_think_close:
+                if session.pos + len(forced) > session.ctx:
+                    break
+                for token in forced:
+                    logits = session.eval(token)
+                    yield from turn.push(token)
+                continue
+            params = GREEDY if turn.dsml.greedy else settings.sampling
+            token = sample(logits, params, rng)
+            if token == eos:
+                finish = "stop"
+                break
+            logits = session.eval(token)
+            yield from turn.push(token)
+            if turn.splitter.stop_at is not None:
+                finish = "stop"
+                break
+            if settings.tools_active and turn.dsml.block_closed:
+                finish = "tool_calls"
+                break
+    except Ds4Error as exc:
+        finish, error = "error", str(exc)
+    yield from turn.finished(finish, usage, error)
+
+
+def decode_tokens(
+    session: Session,
+    sampling: SamplingParams,
+    max_tokens: int,
+    *,
+    eos: int,
+    cancel: CancelCheck = never_cancel,
+) -> Iterator[int]:
+    """Plain token-level decoding (no chat protocol): yields each evaluated token.
+
+    Stops before EOS (not evaluated), at the budget, when the context is full, or
+    when cancel() says so.
+    """
+    rng = XorShiftStar(sampling.seed)
+    budget = max(0, min(max_tokens, session.ctx - session.pos))
+    logits = session.logits()
+    for _ in range(budget):
+        if cancel():
+            return
+        token = sample(logits, sampling, rng)
+        if token == eos:
+            return
+        logits = session.eval(token)
+        yield token
