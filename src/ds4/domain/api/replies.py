@@ -1,0 +1,77 @@
+"""Per-API choice of reply mapper and reply context (one place that switches on Api)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ds4.domain.api.anthropic_reply import MessageStream, message_body
+from ds4.domain.api.completions_reply import CompletionStream, completion_body
+from ds4.domain.api.generation_request import Api, GenerationRequest
+from ds4.domain.api.openai_chat_reply import ChatCompletionStream, chat_completion_body
+from ds4.domain.api.reply_context import ReplyContext
+from ds4.domain.api.responses_reply import ResponseStream, response_body
+from ds4.domain.api.served_events import PromptReady, ServedEvent
+from ds4.domain.generation.events import Finished
+from ds4.ports.random_source import RandomSource
+
+MAX_ITEM_IDS = 64  # Responses call item ids drawn up front; later calls get fc_<index>
+
+
+class StreamMapper(Protocol):
+    def open(self, ready: PromptReady | None = None) -> list[bytes]: ...
+
+    def feed(self, event: ServedEvent) -> list[bytes]: ...
+
+
+def _hex_id(random: RandomSource, prefix: str) -> str:
+    return prefix + random.token_bytes(12).hex()
+
+
+def reply_context(
+    request: GenerationRequest, sequence: int, created: int, random: RandomSource
+) -> ReplyContext:
+    """Ids: chatcmpl-<n> (chat and Anthropic), cmpl-<n>, resp_/rs_/msg_/fc_ + 24 hex."""
+    if request.api is Api.RESPONSES:
+        item_ids = {"rs": _hex_id(random, "rs_"), "msg": _hex_id(random, "msg_")}
+        return ReplyContext(
+            reply_id=_hex_id(random, "resp_"),
+            created=created,
+            model=request.model,
+            item_ids=item_ids | _CallIds(random),
+            reasoning_summary=request.reasoning_summary,
+            wire_tools=request.wire_tools,
+        )
+    prefix = "cmpl-" if request.api is Api.COMPLETIONS else "chatcmpl-"
+    return ReplyContext(
+        reply_id=f"{prefix}{sequence}",
+        created=created,
+        model=request.model,
+        include_usage=request.include_usage,
+    )
+
+
+class _CallIds(dict[str, str]):
+    """fc_ ids for the first MAX_ITEM_IDS calls (drawn once, so stream and body agree)."""
+
+    def __init__(self, random: RandomSource) -> None:
+        super().__init__({f"fc{i}": _hex_id(random, "fc_") for i in range(MAX_ITEM_IDS)})
+
+
+def stream_mapper(api: Api, ctx: ReplyContext) -> StreamMapper:
+    if api is Api.CHAT:
+        return ChatCompletionStream(ctx)
+    if api is Api.COMPLETIONS:
+        return CompletionStream(ctx)
+    if api is Api.ANTHROPIC:
+        return MessageStream(ctx)
+    return ResponseStream(ctx)
+
+
+def reply_body(api: Api, ctx: ReplyContext, finished: Finished) -> bytes:
+    if api is Api.CHAT:
+        return chat_completion_body(ctx, finished)
+    if api is Api.COMPLETIONS:
+        return completion_body(ctx, finished)
+    if api is Api.ANTHROPIC:
+        return message_body(ctx, finished)
+    return response_body(ctx, finished)

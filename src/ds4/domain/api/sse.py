@@ -1,0 +1,20 @@
+"""Server-sent event framing (server.md §3.7, §3.12, §3.13)."""
+
+from __future__ import annotations
+
+import msgspec
+
+DONE = b"data: [DONE]\n\n"
+KEEPALIVE = b": keepalive\n\n"
+
+
+def data_frame(payload: object) -> bytes:
+    return b"data: " + msgspec.json.encode(payload) + b"\n\n"
+
+
+def event_frame(name: str, payload: object) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + msgspec.json.encode(payload) + b"\n\n"
+
+
+def json_body(payload: object) -> bytes:
+    return msgspec.json.encode(payload) + b"\n"
