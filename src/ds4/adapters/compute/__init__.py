@@ -1,0 +1,1 @@
+"""Compute adapters: implementations of ds4.ports.compute."""

@@ -1,0 +1,61 @@
+"""Whole-model forward of a chunk of tokens: embedding, layers (layer-major), head (§3.1-3.11)."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from ds4.adapters.compute.reference.attention_layer import LayerSetup, attention_sublayer
+from ds4.adapters.compute.reference.ffn_layer import ffn_sublayer
+from ds4.adapters.compute.reference.kv_state import LayerState
+from ds4.adapters.compute.reference.weights import WeightStore
+from ds4.domain.engine_math.hyper import HcMix, hc_post, hc_split, head_weights, weighted_streams
+from ds4.domain.engine_math.numerics import Numerics
+from ds4.domain.engine_math.scalar_ops import rmsnorm
+from ds4.domain.model.hparams import DeepSeekV4HParams
+
+F32 = npt.NDArray[np.float32]
+I64 = npt.NDArray[np.int64]
+
+
+class Forward:
+    def __init__(self, hp: DeepSeekV4HParams, weights: WeightStore, numerics: Numerics) -> None:
+        self.hp = hp
+        self.weights = weights
+        self.setups = [LayerSetup(hp, il, weights, numerics) for il in range(hp.n_layer)]
+
+    def _hc_pre(self, setup: LayerSetup, streams: F32, kind: str) -> tuple[F32, HcMix]:
+        hp = self.hp
+        flat = rmsnorm(streams.reshape(streams.shape[0], -1), None, hp.rms_eps)
+        mix = setup.mm(f"hc_{kind}_fn.weight", flat)
+        scale, base = setup.vec(f"hc_{kind}_scale.weight"), setup.vec(f"hc_{kind}_base.weight")
+        split = hc_split(mix, scale, base, hp.n_hc, hp.sinkhorn_iters, hp.hc_eps)
+        return weighted_streams(streams, split.pre), split
+
+    def layer(self, il: int, streams: F32, tokens: I64, positions: I64, state: LayerState) -> F32:
+        setup, eps = self.setups[il], self.hp.rms_eps
+        x_in, mix = self._hc_pre(setup, streams, "attn")
+        h = rmsnorm(x_in, setup.vec("attn_norm.weight"), eps)
+        streams = hc_post(attention_sublayer(setup, h, positions, state), streams, mix)
+        f_in, mix = self._hc_pre(setup, streams, "ffn")
+        g = rmsnorm(f_in, setup.vec("ffn_norm.weight"), eps)
+        return hc_post(ffn_sublayer(setup, g, tokens), streams, mix)
+
+    def run(self, tokens: I64, positions: I64, states: list[LayerState]) -> F32:
+        """Evaluate the chunk into the states; return the final HC streams (n, S, D)."""
+        e = self.weights.rows("token_embd.weight", tokens)
+        streams = np.repeat(e[:, None, :], self.hp.n_hc, axis=1).astype(np.float32)
+        for il in range(self.hp.n_layer):
+            streams = self.layer(il, streams, tokens, positions, states[il])
+        return streams
+
+    def head(self, streams: F32) -> F32:
+        """Logits (n, V) from final HC streams (n, S, D)."""
+        hp, w = self.hp, self.weights
+        flat = rmsnorm(streams.reshape(streams.shape[0], -1), None, hp.rms_eps)
+        mix = w.matmul("output_hc_fn.weight", flat)
+        wts = head_weights(
+            mix, w.small("output_hc_scale.weight"), w.small("output_hc_base.weight"), hp.hc_eps
+        )
+        z = rmsnorm(weighted_streams(streams, wts), w.small("output_norm.weight"), hp.rms_eps)
+        return w.matmul("output.weight", z)

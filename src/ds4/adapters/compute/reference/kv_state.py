@@ -1,0 +1,119 @@
+"""Per-layer state of one sequence (model.md §4.1), kept per token so rewinds are cheap.
+
+Beyond what ds4 keeps, every raw KV row and every token's compressor inputs (kv
+projection and score = gate + ape) are retained; the compressor frontier of §4.1 is a
+view of the last window(s) of those inputs. A restored payload only carries the last
+window of raw rows and the frontier, so `known_from` records from which token the
+per-token history is complete (rewinds below it need a recompute).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from ds4.domain.model.hparams import DeepSeekV4HParams
+
+F32 = npt.NDArray[np.float32]
+
+
+class GrowRows:
+    """An append-only (n, width) f32 array with amortised doubling and truncation."""
+
+    def __init__(self, width: int) -> None:
+        self._data = np.zeros((16, width), dtype=np.float32)
+        self.n = 0
+
+    def _reserve(self, n: int) -> None:
+        if n > self._data.shape[0]:
+            grown = np.zeros((max(n, 2 * self._data.shape[0]), self._data.shape[1]), np.float32)
+            grown[: self.n] = self._data[: self.n]
+            self._data = grown
+
+    def append(self, row: F32) -> None:
+        self._reserve(self.n + 1)
+        self._data[self.n] = row
+        self.n += 1
+
+    def set_rows(self, start: int, rows: F32) -> None:
+        """Write rows at [start, start+len) and make that the end (zeros fill any gap)."""
+        end = start + rows.shape[0]
+        self._reserve(end)
+        self._data[self.n : start] = 0
+        self._data[start:end] = rows
+        self.n = end
+
+    def truncate(self, n: int) -> None:
+        self.n = min(self.n, n)
+
+    def view(self) -> F32:
+        return self._data[: self.n]
+
+
+class CompressorHistory:
+    """Per-token compressor inputs (kv, score) and the emitted rows of one compressor."""
+
+    def __init__(self, ratio: int, row_width: int) -> None:
+        self.ratio = ratio
+        self.row_width = row_width
+        lanes = 2 if ratio == 4 else 1
+        self.width = lanes * row_width
+        self.kv = GrowRows(self.width)
+        self.score = GrowRows(self.width)
+        self.rows = GrowRows(row_width)
+
+    def truncate(self, n_tokens: int) -> None:
+        self.kv.truncate(n_tokens)
+        self.score.truncate(n_tokens)
+        self.rows.truncate(n_tokens // self.ratio)
+
+    def frontier_start(self, n_tokens: int) -> int:
+        """First token whose inputs the frontier after n_tokens holds (model.md §3.4)."""
+        if self.ratio == 4:
+            return max(0, 4 * (n_tokens // 4) - 4)
+        return n_tokens - n_tokens % self.ratio
+
+    def frontier(self, n_tokens: int) -> tuple[F32, F32]:
+        """The canonical (S_kv, S_sc) after n_tokens, unused slots cleared (kv 0, -1e30)."""
+        r = self.ratio
+        slots = 2 * r if r == 4 else r
+        s_kv = np.zeros((slots, self.width), dtype=np.float32)
+        s_sc = np.full((slots, self.width), -1.0e30, dtype=np.float32)
+        kv, sc = self.kv.view(), self.score.view()
+        base = n_tokens - n_tokens % r
+        if r == 4 and base >= 4:
+            s_kv[0:4], s_sc[0:4] = kv[base - 4 : base], sc[base - 4 : base]
+        first = 4 if r == 4 else 0
+        cur = n_tokens - base
+        s_kv[first : first + cur], s_sc[first : first + cur] = kv[base:n_tokens], sc[base:n_tokens]
+        return s_kv, s_sc
+
+    def restore_frontier(self, n_tokens: int, s_kv: F32, s_sc: F32) -> None:
+        """Rebuild the per-token inputs the frontier holds (earlier tokens stay zero)."""
+        r = self.ratio
+        base = n_tokens - n_tokens % r
+        cur = n_tokens - base
+        first = 4 if r == 4 else 0
+        if r == 4 and base >= 4:
+            self.kv.set_rows(base - 4, np.concatenate([s_kv[0:4], s_kv[4 : 4 + cur]]))
+            self.score.set_rows(base - 4, np.concatenate([s_sc[0:4], s_sc[4 : 4 + cur]]))
+        else:
+            self.kv.set_rows(base, s_kv[first : first + cur])
+            self.score.set_rows(base, s_sc[first : first + cur])
+
+
+class LayerState:
+    def __init__(self, hp: DeepSeekV4HParams, layer: int) -> None:
+        self.ratio = hp.compress_ratios[layer]
+        self.raw = GrowRows(hp.head_dim)  # row p = position p (f16-rounded with ds4 numerics)
+        self.attn = CompressorHistory(self.ratio, hp.head_dim) if self.ratio else None
+        self.index = CompressorHistory(4, hp.indexer_head_dim) if hp.has_indexer(layer) else None
+
+    def truncate(self, n_tokens: int) -> None:
+        self.raw.truncate(n_tokens)
+        for comp in (self.attn, self.index):
+            if comp is not None:
+                comp.truncate(n_tokens)
+
+    def compressors(self) -> list[CompressorHistory]:
+        return [c for c in (self.attn, self.index) if c is not None]

@@ -1,0 +1,105 @@
+"""Weights read from the memory-mapped model file on every use.
+
+Matrices are dequantized (or decoded to integer codes) per call and dropped afterwards;
+only small per-layer vectors (norms, HC scale/base, sinks, biases, ape) are kept.
+With activation quantization on, quantized weights go through the integer dot products
+of formats.md §3 instead of a float matmul.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from ds4.domain.engine_math.actquant import QuantizedActivation, quantize_q8_0, quantize_q8_k
+from ds4.domain.engine_math.numerics import Numerics
+from ds4.domain.engine_math.quant_dots import dot_iq2_xxs, dot_q2_k, dot_q4_k, dot_q8_0
+from ds4.domain.errors import Ds4Error
+from ds4.domain.gguf.ggml_types import GGMLType
+from ds4.ports.dequantizer import Dequantizer
+from ds4.ports.model_file import ModelFile
+
+F32 = npt.NDArray[np.float32]
+U8 = npt.NDArray[np.uint8]
+
+_KQUANT_DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
+    GGMLType.Q2_K: dot_q2_k,
+    GGMLType.Q4_K: dot_q4_k,
+    GGMLType.IQ2_XXS: dot_iq2_xxs,
+}
+_SMALL_SUFFIXES = ("_norm.weight", "_scale.weight", "_base.weight", "sinks.weight", ".bias",
+                   "_ape.weight")  # fmt: skip
+
+
+class WeightStore:
+    def __init__(self, model: ModelFile, dequantizer: Dequantizer, numerics: Numerics) -> None:
+        self._model = model
+        self._deq = dequantizer
+        self._numerics = numerics
+        self._small: dict[str, F32] = {}
+
+    def has(self, name: str) -> bool:
+        return name in self._model.tensors
+
+    def ggml_type(self, name: str) -> GGMLType:
+        return self._model.tensors[name].ggml_type
+
+    def small(self, name: str) -> F32:
+        """A small tensor (norm, scale, base, sinks, bias, ape) as f32, cached."""
+        cached = self._small.get(name)
+        if cached is None:
+            if not name.endswith(_SMALL_SUFFIXES):
+                raise ValueError(f"{name} is not a small tensor")
+            info = self._model.tensors[name]
+            cached = self._deq.dequantize(self._model.raw(name), info.ggml_type)
+            cached = cached.reshape(info.numpy_shape).astype(np.float32)
+            self._small[name] = cached
+        return cached
+
+    def rows(self, name: str, ids: npt.NDArray[np.int64]) -> F32:
+        """Selected rows of a 2-D tensor as f32 (the embedding lookup)."""
+        info = self._model.tensors[name]
+        return self._deq.dequantize(self._model.raw(name)[ids], info.ggml_type)
+
+    def int_rows(self, name: str, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Selected rows of an I32 table (the hash-routing tid2eid table)."""
+        raw = np.ascontiguousarray(self._model.raw(name)[ids])
+        return raw.view("<i4").astype(np.int64)
+
+    def matmul(
+        self, name: str, x: F32, *, rows: slice | None = None, expert: int | None = None
+    ) -> F32:
+        """y[t] = W x[t] for each row t of x (n, in) -> (n, out).
+
+        rows picks a range of output rows; expert picks one matrix of a 3-D expert tensor.
+        Each token is its own matvec, so prefill, chunks and decode give identical bits.
+        """
+        info = self._model.tensors[name]
+        raw = self._model.raw(name)
+        if expert is not None:
+            raw = raw[expert]
+        if rows is not None:
+            raw = raw[rows]
+        x = np.asarray(x, dtype=np.float32)
+        kind = info.ggml_type
+        if self._numerics.activation_quant and kind is GGMLType.Q8_0:
+            return np.stack([dot_q8_0(raw, quantize_q8_0(xt)) for xt in x]).reshape(x.shape[0], -1)
+        if self._numerics.activation_quant and kind in _KQUANT_DOTS:
+            dot = _KQUANT_DOTS[kind]
+            return np.stack([dot(raw, quantize_q8_k(xt)) for xt in x]).reshape(x.shape[0], -1)
+        if kind not in (GGMLType.F32, GGMLType.F16, GGMLType.BF16) and not _dequantizable(kind):
+            raise Ds4Error(
+                f"{name}: weight type {kind.name} is not supported by the reference engine"
+            )
+        w = self._deq.dequantize(raw, kind)
+        if self._numerics.activation_quant and kind is GGMLType.F32:
+            w64 = w.astype(np.float64)  # F32 2-D weights accumulate in f64 (model.md §7.1)
+            out64 = [w64 @ xt.astype(np.float64) for xt in x]
+            return np.stack(out64).astype(np.float32).reshape(x.shape[0], -1)
+        return np.stack([w @ xt for xt in x]).astype(np.float32).reshape(x.shape[0], -1)
+
+
+def _dequantizable(kind: GGMLType) -> bool:
+    return kind in (GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS)

@@ -1,0 +1,168 @@
+"""`--backend scripted`: a compute double that plays back scripted model outputs.
+
+The n-th generation request produces the n-th string of the script verbatim as the
+model's raw output (it may hold <think>…</think> and DSML tool-call blocks), cycling
+when the list runs out. The string is tokenized with the real tokenizer; the logits
+after each step put all mass on the next scripted token, then on EOS. So clients see
+real tokenization, template, DSML decoding, streaming and API mapping — only the
+weights are replaced. A new request starts when a prompt is prefilled after tokens
+were generated (or for the first time).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from ds4.domain.errors import Ds4Error
+from ds4.domain.model.hparams import DeepSeekV4HParams
+from ds4.domain.model.tiny_shapes import DEFAULT_TINY_SHAPE, TINY_SHAPES
+from ds4.ports.compute import ComputeSession
+from ds4.ports.tokenizer import Tokenizer
+
+
+def load_script(path: str) -> list[str]:
+    """A JSON list of strings (at least one)."""
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise Ds4Error(f"cannot read script {path}: {error}") from None
+    if not isinstance(value, list) or not value or not all(isinstance(s, str) for s in value):
+        raise Ds4Error(f"script {path} must be a non-empty JSON list of strings")
+    return value
+
+
+class _Script:
+    """The shared playback cursor: which output the next request gets."""
+
+    def __init__(self, outputs: Sequence[str], tokenizer: Tokenizer) -> None:
+        self._outputs = [tuple(tokenizer.encode(s)) for s in outputs]
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> tuple[int, ...]:
+        with self._lock:
+            tokens = self._outputs[self._next % len(self._outputs)]
+            self._next += 1
+            return tokens
+
+
+class ScriptedSession:
+    def __init__(
+        self, ctx: int, script: _Script, vocab: int, eos: int, delay: Callable[[], None]
+    ) -> None:
+        self._ctx = ctx
+        self._script = script
+        self._vocab = vocab
+        self._eos = eos
+        self._delay = delay
+        self._tokens: list[int] = []
+        self._output: tuple[int, ...] = ()
+        self._emitted = 0  # output tokens evaluated since the current request began
+        self._generating = True  # the next prefill starts a new request
+
+    @property
+    def ctx(self) -> int:
+        return self._ctx
+
+    @property
+    def tokens(self) -> Sequence[int]:
+        return self._tokens
+
+    def _check(self, tokens: Sequence[int]) -> None:
+        if len(self._tokens) + len(tokens) > self._ctx:
+            raise Ds4Error("prompt exceeds context")
+        if any(not 0 <= t < self._vocab for t in tokens):
+            raise Ds4Error("token id out of range")
+
+    def _next_logits(self) -> npt.NDArray[np.float32]:
+        logits = np.full(self._vocab, -1e30, dtype=np.float32)
+        target = self._output[self._emitted] if self._emitted < len(self._output) else self._eos
+        logits[target] = 0.0
+        return logits
+
+    def prefill(
+        self,
+        tokens: Sequence[int],
+        *,
+        chunk: int = 0,
+        progress: Callable[[int, int], None] | None = None,
+        all_logits: bool = False,
+    ) -> npt.NDArray[np.float32]:
+        self._check(tokens)
+        if self._generating:
+            self._output, self._emitted, self._generating = self._script.take(), 0, False
+        step = chunk if chunk > 0 else max(len(tokens), 1)
+        for start in range(0, len(tokens), step):
+            self._tokens.extend(tokens[start : start + step])
+            if progress is not None:
+                progress(min(start + step, len(tokens)), len(tokens))
+        logits = self._next_logits()
+        return np.tile(logits, (len(tokens), 1)) if all_logits else logits
+
+    def eval(self, token: int) -> npt.NDArray[np.float32]:
+        self._check([token])
+        self._delay()
+        self._tokens.append(token)
+        self._emitted += 1
+        self._generating = True
+        return self._next_logits()
+
+    def logits(self) -> npt.NDArray[np.float32]:
+        if not self._tokens:
+            raise Ds4Error("the state is empty")
+        return self._next_logits()
+
+    def rewind_floor(self, n: int) -> int:
+        return max(0, min(n, len(self._tokens)))
+
+    def rewind(self, n: int) -> None:
+        del self._tokens[n:]
+
+    def invalidate(self) -> None:
+        self._tokens.clear()
+
+    def payload(self) -> bytes:
+        return struct.pack(f"<I{len(self._tokens)}I", len(self._tokens), *self._tokens)
+
+    def load_payload(self, data: bytes) -> None:
+        try:
+            (count,) = struct.unpack_from("<I", data)
+            self._tokens = list(struct.unpack_from(f"<{count}I", data, 4))
+        except struct.error as error:
+            raise Ds4Error(f"bad scripted payload: {error}") from None
+
+
+class ScriptedRunner:
+    """ModelRunner for the scripted backend; `token_delay` seconds per generated token
+    lets tests watch streaming, queueing and cancellation happen."""
+
+    def __init__(
+        self, outputs: Sequence[str], tokenizer: Tokenizer, *, token_delay: float = 0.0
+    ) -> None:
+        self._script = _Script(outputs, tokenizer)
+        self._vocab = tokenizer.vocab_size
+        self._eos = tokenizer.special.eos
+        self._token_delay = token_delay
+
+    @property
+    def hparams(self) -> DeepSeekV4HParams:
+        return TINY_SHAPES[DEFAULT_TINY_SHAPE]
+
+    @property
+    def routed_quant_bits(self) -> int:
+        return 2
+
+    def _delay(self) -> None:
+        if self._token_delay > 0:
+            time.sleep(self._token_delay)
+
+    def new_session(self, ctx: int) -> ComputeSession:
+        return ScriptedSession(ctx, self._script, self._vocab, self._eos, self._delay)

@@ -1,0 +1,89 @@
+"""FP8 E4M3 / FP4 E2M1 round trips and the 128-point Hadamard (model.md §3.0, App. B)."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+F32 = npt.NDArray[np.float32]
+
+FP8_MAX = 448.0
+FP4_MAX = 6.0
+FP4_AMAX_FLOOR = 7.052966104933725e-38
+HADAMARD_SCALE = 0.08838834764831845  # 1/sqrt(128)
+
+
+def _pow2_scale(amax: F32, top: float) -> F32:
+    """2^ceil(log2(amax/top)) with log2 evaluated in f32, as log2f does."""
+    ratio = (amax / np.float32(top)).astype(np.float32)
+    exp = np.ceil(np.log2(ratio).astype(np.float32))
+    out: F32 = np.exp2(exp).astype(np.float32)
+    return out
+
+
+def _round_minifloat(u: F32, mant_bits: int, min_exp: int, top: float) -> F32:
+    """Nearest value of a small float format, ties to even mantissa, saturating at top.
+
+    A value in [2^E, 2^(E+1)) is a multiple of 2^(E - mant_bits); below the smallest normal
+    exponent the step stays 2^(min_exp - mant_bits) (subnormals). The multiple's parity is
+    the mantissa's parity, so rint (ties to even) gives ties-to-even-mantissa.
+    """
+    mag = np.abs(np.asarray(u, dtype=np.float32))
+    _, exp = np.frexp(mag)  # mag = m * 2^exp with m in [0.5, 1)
+    e = np.maximum(exp.astype(np.int32) - 1, min_exp)
+    step = np.ldexp(np.float32(1), e - mant_bits).astype(np.float32)
+    rounded = np.minimum(np.rint(mag / step) * step, np.float32(top)).astype(np.float32)
+    out: F32 = np.copysign(rounded, u).astype(np.float32)
+    return out
+
+
+def e4m3_round(u: F32) -> F32:
+    """Nearest E4M3FN value, ties to even mantissa, saturating at +-448."""
+    return _round_minifloat(u, 3, -6, FP8_MAX)
+
+
+def e2m1_round(u: F32) -> F32:
+    """Nearest of {0, .5, 1, 1.5, 2, 3, 4, 6} (signed), ties to the even index."""
+    return _round_minifloat(u, 1, 0, FP4_MAX)
+
+
+def _blockwise(v: F32, block: int, top: float, floor: float, rounder: str) -> F32:
+    blocks = v.reshape(*v.shape[:-1], -1, block)
+    amax = np.maximum(np.max(np.abs(blocks), axis=-1, keepdims=True), np.float32(floor))
+    scale = _pow2_scale(amax.astype(np.float32), top)
+    u = (blocks / scale).astype(np.float32)
+    rounded = e4m3_round(u) if rounder == "e4m3" else e2m1_round(u)
+    out: F32 = (rounded * scale).astype(np.float32).reshape(v.shape)
+    return out
+
+
+def fp8_kv_sim(row: F32, n_nope: int) -> F32:
+    """E4M3 round trip of dims [0, n_nope) in blocks of 64; the RoPE tail is untouched."""
+    out = np.array(row, dtype=np.float32, copy=True)
+    out[..., :n_nope] = _blockwise(out[..., :n_nope], 64, FP8_MAX, 1e-4, "e4m3")
+    return out
+
+
+def fp4_sim(v: F32) -> F32:
+    """E2M1 round trip in blocks of 32."""
+    return _blockwise(np.asarray(v, dtype=np.float32), 32, FP4_MAX, FP4_AMAX_FLOOR, "e2m1")
+
+
+def hadamard128(v: F32) -> F32:
+    """Walsh-Hadamard butterflies over each 128-wide row, then times 1/sqrt(128)."""
+    out = np.array(v, dtype=np.float32, copy=True)
+    n = out.shape[-1]
+    h = 1
+    while h < n:
+        view = out.reshape(*out.shape[:-1], n // (2 * h), 2, h)
+        a = view[..., 0, :].copy()
+        b = view[..., 1, :].copy()
+        view[..., 0, :] = a + b
+        view[..., 1, :] = a - b
+        h *= 2
+    scaled: F32 = (out * np.float32(HADAMARD_SCALE)).astype(np.float32)
+    return scaled
+
+
+def indexer_qat(v: F32) -> F32:
+    return fp4_sim(hadamard128(v))

@@ -1,0 +1,116 @@
+"""Quantized weight x quantized activation dot products (formats.md §3.2, §3.5-3.7).
+
+Weight rows arrive as raw GGML blocks (rows, row_bytes). Integer parts are exact; the
+per-block scale products are applied and blocks summed in f32, in block order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from ds4.domain.engine_math.actquant import QuantizedActivation
+from ds4.domain.gguf.iq2xxs_tables import IQ2XXS_GRID, IQ2XXS_SIGNS
+
+F32 = npt.NDArray[np.float32]
+U8 = npt.NDArray[np.uint8]
+I64 = npt.NDArray[np.int64]
+
+
+def _f16(raw: U8) -> F32:
+    out: F32 = np.ascontiguousarray(raw).view("<f2")[..., 0].astype(np.float32)
+    return out
+
+
+def _sum_blocks(terms: list[F32]) -> F32:
+    acc = np.zeros_like(terms[0])
+    for term in terms:
+        acc = (acc + term).astype(np.float32)
+    return acc
+
+
+def dot_q8_0(raw: U8, act: QuantizedActivation) -> F32:
+    """Q8_0 rows (O, nb*34) . one Q8_0-quantized activation (nb, 32) -> (O,)."""
+    blocks = raw.reshape(raw.shape[0], -1, 34)
+    wd = _f16(blocks[:, :, 0:2])  # (O, nb)
+    wq = blocks[:, :, 2:].view(np.int8).astype(np.int32)
+    isum = np.einsum("obk,bk->ob", wq, act.codes)
+    terms = [
+        ((wd[:, b] * act.scales[b]) * isum[:, b].astype(np.float32)) for b in range(isum.shape[1])
+    ]
+    return _sum_blocks([t.astype(np.float32) for t in terms])
+
+
+def dot_q2_k(raw: U8, act: QuantizedActivation) -> F32:
+    """Q2_K rows (O, nb*84) . one Q8_K activation (nb, 256) -> (O,)."""
+    assert act.bsums is not None
+    blocks = raw.reshape(raw.shape[0], -1, 84)
+    scales = blocks[:, :, :16]
+    qs = blocks[:, :, 16:80].reshape(raw.shape[0], -1, 2, 1, 32)
+    shifts = np.array([0, 2, 4, 6], dtype=np.uint8).reshape(1, 1, 1, 4, 1)
+    codes = ((qs >> shifts) & 3).reshape(raw.shape[0], -1, 16, 16).astype(np.int32)
+    q8 = act.codes.reshape(-1, 16, 16)
+    sub = np.einsum("objk,bjk->obj", codes, q8)
+    isum = np.sum((scales & 15).astype(np.int64) * sub, axis=-1)
+    summs = np.sum((scales >> 4).astype(np.int64) * act.bsums[None], axis=-1)
+    d = _f16(blocks[:, :, 80:82])
+    dmin = _f16(blocks[:, :, 82:84])
+    terms = []
+    for b in range(isum.shape[1]):
+        dall = (act.scales[b] * d[:, b]).astype(np.float32)
+        dm = (act.scales[b] * dmin[:, b]).astype(np.float32)
+        terms.append(dall * isum[:, b].astype(np.float32) - dm * summs[:, b].astype(np.float32))
+    return _sum_blocks([t.astype(np.float32) for t in terms])
+
+
+def dot_q4_k(raw: U8, act: QuantizedActivation) -> F32:
+    """Q4_K rows (O, nb*144) . one Q8_K activation (nb, 256) -> (O,) (CUDA form)."""
+    assert act.bsums is not None
+    blocks = raw.reshape(raw.shape[0], -1, 144)
+    packed = blocks[:, :, 4:16]
+    lo, hi, tail = packed[..., :4], packed[..., 4:8], packed[..., 8:12]
+    sc = np.concatenate([lo & 63, (tail & 15) | ((lo >> 6) << 4)], axis=-1).astype(np.int64)
+    mn = np.concatenate([hi & 63, (tail >> 4) | ((hi >> 6) << 4)], axis=-1).astype(np.int64)
+    qs = blocks[:, :, 16:].reshape(raw.shape[0], -1, 4, 1, 32)
+    shifts = np.array([0, 4], dtype=np.uint8).reshape(1, 1, 1, 2, 1)
+    codes = ((qs >> shifts) & 15).reshape(raw.shape[0], -1, 8, 32).astype(np.int32)
+    q8 = act.codes.reshape(-1, 8, 32)
+    sub = np.einsum("objk,bjk->obj", codes, q8)
+    isum = np.sum(sc * sub, axis=-1)
+    pair = act.bsums.reshape(-1, 8, 2).sum(axis=-1).astype(np.int64)
+    summs = np.sum(mn * pair[None], axis=-1)
+    d = _f16(blocks[:, :, 0:2])
+    dmin = _f16(blocks[:, :, 2:4])
+    terms = []
+    for b in range(isum.shape[1]):
+        t1 = (act.scales[b] * d[:, b]).astype(np.float32) * isum[:, b].astype(np.float32)
+        t2 = (act.scales[b] * dmin[:, b]).astype(np.float32) * summs[:, b].astype(np.float32)
+        terms.append(t1 - t2)
+    return _sum_blocks([t.astype(np.float32) for t in terms])
+
+
+def iq2_xxs_signed_grid(raw: U8) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64], F32]:
+    """Integer signed grid values (O, nb, 8, 32), ls (O, nb, 8) and d (O, nb)."""
+    blocks = raw.reshape(raw.shape[0], -1, 66)
+    groups = blocks[:, :, 2:].reshape(raw.shape[0], -1, 8, 8)
+    aux = np.ascontiguousarray(groups[..., 4:]).view("<u4")[..., 0]
+    ls = (aux >> 28).astype(np.int64)
+    sign_idx = (aux[..., None] >> np.array([0, 7, 14, 21], dtype=np.uint32)) & 127
+    grid = IQ2XXS_GRID[groups[..., :4]] * IQ2XXS_SIGNS[sign_idx]  # (O, nb, 8, 4, 8)
+    signed = grid.reshape(raw.shape[0], -1, 8, 32).astype(np.int32)
+    return signed, ls, _f16(blocks[:, :, 0:2])
+
+
+def dot_iq2_xxs(raw: U8, act: QuantizedActivation) -> F32:
+    """IQ2_XXS rows (O, nb*66) . one Q8_K activation (nb, 256) -> (O,)."""
+    signed, ls, d = iq2_xxs_signed_grid(raw)
+    q8 = act.codes.reshape(-1, 8, 32)
+    sub = np.einsum("objk,bjk->obj", signed, q8).astype(np.int64)
+    bsum = np.sum(sub * (2 * ls + 1), axis=-1)  # may exceed 2^24: int64, then f32
+    terms = [
+        ((d[:, b] * act.scales[b]).astype(np.float32) * bsum[:, b].astype(np.float32))
+        for b in range(bsum.shape[1])
+    ]
+    total = _sum_blocks([t.astype(np.float32) for t in terms])
+    out: F32 = (np.float32(0.125) * total).astype(np.float32)
+    return out
