@@ -14,6 +14,7 @@ from ds4.adapters.tokenizer.tokenizer_sources import TokenizerBackend
 from ds4.adapters.tokenizer.vocabulary import Vocabulary
 from ds4.domain.errors import Ds4Error
 from ds4.ports.checkpoint import Checkpoint
+from ds4.ports.compute import ModelRunner
 from ds4.ports.dequantizer import Dequantizer
 from ds4.ports.model_file import ModelFile
 from ds4.ports.quantizer import Quantizer
@@ -111,3 +112,17 @@ def tokenizer(
     else:
         vocab = load_tokenizer_json(source)
     return build_tokenizer(vocab, backend)
+
+
+ComputeBackend = Literal["reference"]
+
+
+def model_runner(
+    path: str, *, backend: ComputeBackend = "reference", numerics: str = "ds4"
+) -> ModelRunner:
+    """The compute backend that runs a model file (`--backend`, `--numerics`)."""
+    if backend != "reference":
+        raise Ds4Error(f"unknown backend {backend!r} (available: reference)")
+    from ds4.adapters.compute.reference import open_reference_runner
+
+    return open_reference_runner(path, numerics=numerics)
