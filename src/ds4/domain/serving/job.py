@@ -93,6 +93,13 @@ class Worker:
 
         Raises Ds4Error when the prompt cannot be prefilled (nothing was generated).
         """
+        request = job.request
+        self.trace(
+            f"===== request api={request.api.value} model={request.model} "
+            f"stream={request.stream} tools={len(request.schemas)} "
+            f"think={job.think_mode.value} prompt_tokens={len(job.prompt_tokens)} ====="
+        )
+        self.trace(f"--- rendered prompt ---\n{job.prompt_text}")
         decision = cache_decision(self.session, job, self.tokenizer)
         self.trace(
             f"--- cache decision --- live={self.session.pos} prompt={len(job.prompt_tokens)} "

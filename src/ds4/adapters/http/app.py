@@ -1,0 +1,95 @@
+"""The Litestar application: GET routes, the four POST routes, error shapes, lifecycle.
+
+POST routes are raw ASGI handlers (post_route) because they stream, watch for
+disconnects and answer errors in their API's own shape; the GET routes are plain
+handlers. Unknown paths answer 404 `unknown endpoint` in the OpenAI shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from litestar import Litestar, Request, Response, get
+from litestar.exceptions import HTTPException
+from litestar.handlers import asgi
+
+from ds4.adapters.http.guard import (
+    ASGIApp,
+    Receive,
+    Scope,
+    Send,
+    guarded,
+    is_anthropic_path,
+    send_error,
+)
+from ds4.adapters.http.post_route import Parser, handle_post
+from ds4.adapters.http.server_state import ServerState
+from ds4.domain.api.anthropic_request import parse_messages
+from ds4.domain.api.chat_request import parse_chat_completion, parse_completion
+from ds4.domain.api.errors import ApiError, error_body
+from ds4.domain.api.generation_request import Api
+from ds4.domain.api.models import model_list, model_object
+from ds4.domain.api.responses_request import parse_responses
+
+POST_ROUTES: dict[str, tuple[Api, Parser]] = {
+    "/v1/chat/completions": (Api.CHAT, parse_chat_completion),
+    "/v1/completions": (Api.COMPLETIONS, parse_completion),
+    "/v1/messages": (Api.ANTHROPIC, parse_messages),
+    "/v1/responses": (Api.RESPONSES, parse_responses),
+}
+MODEL_ALIASES = ("deepseek-v4-flash", "deepseek-v4-pro", "deepseek-chat", "deepseek-reasoner")
+
+
+def _json(body: bytes, status: int = 200) -> Response[bytes]:
+    return Response(body, status_code=status, media_type="application/json")
+
+
+def _post_handler(state: ServerState, path: str, api: Api, parse: Parser) -> object:
+    async def route(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            error = ApiError(405, f"{scope['method']} not allowed on {path}")
+            await send_error(send, scope, error)
+            return
+        await handle_post(state, api, parse, scope, receive, send)
+
+    return asgi(path, name=f"post {path}", copy_scope=False)(route)
+
+
+def _error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    message = "unknown endpoint" if status in (404, 405) else "internal server error"
+    error = ApiError(404 if status == 405 else status, message)
+    return _json(error_body(error, anthropic=is_anthropic_path(request.url.path)), error.status)
+
+
+def build_app(state: ServerState) -> ASGIApp:
+    config = state.config
+
+    @get("/v1/models", sync_to_thread=False)
+    def models() -> Response[bytes]:
+        limits = (config.ctx, config.default_max_tokens)
+        return _json(model_list(config.model_id, config.model_name, *limits))
+
+    @get("/v1/models/{model_id:str}", sync_to_thread=False)
+    def model(model_id: str) -> Response[bytes]:
+        if model_id not in (config.model_id, *MODEL_ALIASES):
+            return _json(error_body(ApiError(404, "unknown endpoint"), anthropic=False), 404)
+        return _json(
+            model_object(model_id, config.model_name, config.ctx, config.default_max_tokens)
+        )
+
+    @get("/health", sync_to_thread=False)
+    def health() -> Response[bytes]:
+        status = "stopping" if state.inference.stopping else "ok"
+        return _json(b'{"status":"' + status.encode() + b'"}\n', 200 if status == "ok" else 503)
+
+    handlers: list[object] = [models, model, health]
+    handlers += [_post_handler(state, p, api, parse) for p, (api, parse) in POST_ROUTES.items()]
+    app = Litestar(
+        route_handlers=handlers,  # type: ignore[arg-type]
+        exception_handlers={Exception: _error_handler},
+        on_startup=[state.inference.start],
+        on_shutdown=[state.inference.stop],
+        openapi_config=None,
+    )
+    return guarded(cast(ASGIApp, app), config)

@@ -1,0 +1,122 @@
+"""The one inference worker thread: it owns the engine and serves a FIFO queue.
+
+Request handlers (on the event loop) submit prepared jobs and read the events back
+through a callback; a job's cancel flag is checked by the generation loop at every
+chunk and token boundary, also while the job still waits in the queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ds4.domain.api.served_events import ServedEvent
+from ds4.domain.errors import Ds4Error
+from ds4.domain.generation.events import Finished, Usage
+from ds4.domain.serving.job import Worker
+from ds4.domain.serving.prepare import PreparedJob
+
+log = logging.getLogger("ds4.server")
+
+
+@dataclass(frozen=True)
+class JobFailed:
+    """The job ended without a generation (prefill failed); `message` is for the client."""
+
+    message: str
+
+
+JobOutput = ServedEvent | JobFailed
+
+
+@dataclass
+class Job:
+    prepared: PreparedJob
+    deliver: Callable[[JobOutput], None]  # thread-safe; called from the worker thread
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+class ShuttingDownError(Ds4Error):
+    """Submitted after shutdown began."""
+
+
+class InferenceWorker:
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self._queue: queue.Queue[Job | None] = queue.Queue()
+        self._stopping = threading.Event()
+        self._running: Job | None = None
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._serve, name="ds4-inference", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, job: Job) -> None:
+        with self._lock:
+            if self._stopping.is_set():
+                raise ShuttingDownError("server shutting down")
+            self._queue.put(job)
+
+    def begin_stop(self) -> None:
+        """Refuse new jobs and cancel queued and running ones (never blocks)."""
+        with self._lock:
+            if not self._stopping.is_set():
+                self._stopping.set()
+                self._queue.put(None)
+        running = self._running
+        if running is not None:
+            running.cancel.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.begin_stop()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def _serve(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                break
+            if self._stopping.is_set():
+                job.cancel.set()
+            self._running = job
+            try:
+                self._run(job)
+            finally:
+                self._running = None
+        # drain: every job left gets an answer, never a hang
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if job is not None:
+                job.deliver(JobFailed("server shutting down"))
+
+    def _run(self, job: Job) -> None:
+        prompt = len(job.prepared.prompt_tokens)
+        if job.cancel.is_set():
+            job.deliver(Finished("cancelled", "", None, (), Usage(prompt, 0, 0)))
+            return
+
+        def cancelled() -> bool:
+            return job.cancel.is_set() or self._stopping.is_set()
+
+        try:
+            for event in self.worker.run(job.prepared, cancel=cancelled):
+                job.deliver(event)
+        except Ds4Error as error:
+            log.warning("job failed before generation: %s", error)
+            job.deliver(JobFailed(str(error)))
+        except Exception as error:  # the worker must survive any one job
+            log.exception("job crashed")
+            self.worker.session.invalidate()
+            job.deliver(JobFailed(f"internal error: {type(error).__name__}"))

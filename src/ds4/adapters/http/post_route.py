@@ -1,0 +1,164 @@
+"""One POST request: read the body, parse and prepare it off the event loop, queue the
+job, then answer as JSON or SSE while watching for the client to go away.
+
+A disconnect (the ASGI server reports it as soon as the socket closes) sets the
+job's cancel flag, which the worker honours at the next chunk or token boundary,
+also while the job is still queued. SSE keepalive comments go out after
+`keepalive_seconds` of silence on the wire, whatever the worker is doing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import anyio.to_thread
+
+from ds4.adapters.http.guard import Receive, Scope, Send, header, send_error, send_json
+from ds4.adapters.http.inference_worker import Job, JobFailed, JobOutput, ShuttingDownError
+from ds4.adapters.http.server_state import ServerState
+from ds4.domain.api.errors import ApiError, error_body, stream_error_frame
+from ds4.domain.api.generation_request import Api, GenerationRequest
+from ds4.domain.api.replies import reply_body, reply_context, stream_mapper
+from ds4.domain.api.reply_context import ReplyContext
+from ds4.domain.api.served_events import PromptReady
+from ds4.domain.api.sse import KEEPALIVE
+from ds4.domain.generation.events import Finished, PrefillProgress
+from ds4.domain.serving.prepare import PreparedJob, prepare_job
+
+Parser = Callable[[bytes], GenerationRequest]
+
+
+class _ClientGoneError(Exception):
+    pass
+
+
+async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    declared = header(scope, b"content-length")
+    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+        raise ApiError(413, f"request body larger than {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _ClientGoneError
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"request body larger than {limit} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def _watch_disconnect(receive: Receive, job: Job) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            job.cancel.set()
+            return
+
+
+def _prepare(state: ServerState, parse: Parser, body: bytes) -> PreparedJob:
+    request = parse(body)
+    with state.memory_lock:
+        return prepare_job(request, state.tokenizer, state.memory, state.config.ctx)
+
+
+async def handle_post(
+    state: ServerState, api: Api, parse: Parser, scope: Scope, receive: Receive, send: Send
+) -> None:
+    loop = asyncio.get_running_loop()
+    outputs: asyncio.Queue[JobOutput] = asyncio.Queue()
+
+    def deliver(output: JobOutput) -> None:
+        loop.call_soon_threadsafe(outputs.put_nowait, output)
+
+    try:
+        body = await _read_body(scope, receive, state.config.max_body_bytes)
+        prepared = await anyio.to_thread.run_sync(_prepare, state, parse, body)
+        job = Job(prepared, deliver)
+        state.inference.submit(job)
+    except _ClientGoneError:
+        return
+    except ApiError as error:
+        await send_error(send, scope, error)
+        return
+    except ShuttingDownError:
+        await send_error(send, scope, ApiError(503, "server shutting down"))
+        return
+    request = prepared.request
+    ctx = reply_context(request, next(state.sequence), int(state.clock()), state.random)
+    watcher = asyncio.create_task(_watch_disconnect(receive, job))
+    try:
+        if request.stream:
+            await _stream(state, api, ctx, outputs, send)
+        else:
+            await _json(scope, api, ctx, outputs, send)
+    finally:
+        job.cancel.set()  # no-op once finished; stops the worker if we left early
+        watcher.cancel()
+
+
+async def _json(
+    scope: Scope, api: Api, ctx: ReplyContext, outputs: asyncio.Queue[JobOutput], send: Send
+) -> None:
+    while True:
+        output = await outputs.get()
+        if isinstance(output, JobFailed):
+            status = 503 if output.message == "server shutting down" else 500
+            await send_error(send, scope, ApiError(status, output.message))
+            return
+        if isinstance(output, Finished):
+            if output.finish == "cancelled":
+                error = ApiError(503, "request cancelled")
+                await send_json(send, 503, error_body(error, anthropic=api is Api.ANTHROPIC))
+                return
+            await send_json(send, 200, reply_body(api, ctx, output))
+            return
+
+
+async def _stream(
+    state: ServerState,
+    api: Api,
+    ctx: ReplyContext,
+    outputs: asyncio.Queue[JobOutput],
+    send: Send,
+) -> None:
+    headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    loop = asyncio.get_running_loop()
+    keepalive = state.config.keepalive_seconds
+    last_write = loop.time()
+
+    async def write(frames: list[bytes]) -> None:
+        nonlocal last_write
+        if frames:
+            await send({"type": "http.response.body", "body": b"".join(frames), "more_body": True})
+            last_write = loop.time()
+
+    mapper = stream_mapper(api, ctx)
+    opened = False
+    while True:
+        wait = max(0.0, keepalive - (loop.time() - last_write))
+        try:
+            output = await asyncio.wait_for(outputs.get(), timeout=wait)
+        except TimeoutError:
+            await write([KEEPALIVE])
+            continue
+        if isinstance(output, JobFailed):
+            await write([stream_error_frame(output.message, anthropic=api is Api.ANTHROPIC)])
+            break
+        if isinstance(output, PrefillProgress):
+            continue
+        frames: list[bytes] = []
+        if not opened:
+            opened = True
+            frames += mapper.open(output if isinstance(output, PromptReady) else None)
+        if not isinstance(output, PromptReady):
+            frames += mapper.feed(output)
+        await write(frames)
+        if isinstance(output, Finished):
+            break
+    await send({"type": "http.response.body", "body": b"", "more_body": False})

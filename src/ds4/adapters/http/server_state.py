@@ -1,0 +1,45 @@
+"""What the HTTP layer shares across requests: config, tokenizer, memory, the worker."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ds4.adapters.http.inference_worker import InferenceWorker
+from ds4.domain.api.generation_request import DEFAULT_MODEL
+from ds4.domain.tools.replay_memory import ToolReplayMemory
+from ds4.ports.random_source import RandomSource
+from ds4.ports.tokenizer import Tokenizer
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_HEADER_BYTES = 64 * 1024
+KEEPALIVE_SECONDS = 5.0
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    ctx: int
+    default_max_tokens: int
+    model_id: str = DEFAULT_MODEL
+    model_name: str = "DeepSeek V4 Flash"
+    api_key: str | None = None
+    cors: bool = False
+    check_host: bool = True  # bound to loopback: refuse foreign Host headers
+    max_body_bytes: int = MAX_BODY_BYTES
+    keepalive_seconds: float = KEEPALIVE_SECONDS
+
+
+@dataclass
+class ServerState:
+    config: HttpConfig
+    tokenizer: Tokenizer
+    memory: ToolReplayMemory
+    memory_lock: threading.Lock
+    random: RandomSource
+    inference: InferenceWorker
+    clock: Callable[[], float] = time.time
+    sequence: itertools.count[int] = field(default_factory=lambda: itertools.count(1))

@@ -1,0 +1,98 @@
+"""Builds the server's object graph from parsed flags (the server part of wiring).
+
+Kept apart from server_command so the flag table stays readable; the integration
+tests build the same graph in-process through `build_server`.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TextIO
+
+from ds4.adapters.compute.scripted import ScriptedRunner, load_script
+from ds4.adapters.http.app import build_app
+from ds4.adapters.http.guard import ASGIApp
+from ds4.adapters.http.inference_worker import InferenceWorker
+from ds4.adapters.http.server_state import HttpConfig, ServerState
+from ds4.adapters.system_random import SystemRandom
+from ds4.apps import wiring
+from ds4.domain.engine.session import Session
+from ds4.domain.errors import Ds4Error
+from ds4.domain.serving.job import Worker
+from ds4.domain.tools.replay_memory import ToolReplayMemory
+from ds4.ports.compute import ModelRunner
+from ds4.ports.tokenizer import Tokenizer
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    model: str | None  # GGUF path (None: scripted backend without a model)
+    backend: str = "reference"
+    script: str | None = None
+    script_token_delay: float = 0.0
+    ctx: int = 32768
+    tokens: int = 393216
+    api_key: str | None = None
+    cors: bool = False
+    check_host: bool = True
+    tool_memory_max_ids: int = 100_000
+    exact_tool_replay: bool = True
+    prefill_chunk: int = 0
+    keepalive_seconds: float = 5.0
+
+
+def model_runner(options: ServerOptions, tokenizer: Tokenizer) -> ModelRunner:
+    if options.backend == "scripted":
+        if options.script is None:
+            raise Ds4Error("--backend scripted needs --script FILE")
+        outputs = load_script(options.script)
+        return ScriptedRunner(outputs, tokenizer, token_delay=options.script_token_delay)
+    if options.backend == "reference":
+        if options.model is None:
+            raise Ds4Error("the reference backend needs a model (-m)")
+        from ds4.adapters.compute.reference.runner import open_reference_runner
+
+        return open_reference_runner(options.model)
+    raise Ds4Error(f"backend {options.backend!r} is not available in this build")
+
+
+@dataclass
+class BuiltServer:
+    app: ASGIApp
+    state: ServerState
+
+
+def build_server(options: ServerOptions, trace: TextIO | None = None) -> BuiltServer:
+    tokenizer = wiring.tokenizer(options.model)
+    runner = model_runner(options, tokenizer)
+    random = SystemRandom()
+    memory = ToolReplayMemory(
+        random, max_ids=options.tool_memory_max_ids, enabled=options.exact_tool_replay
+    )
+    lock = threading.Lock()
+
+    def write_trace(line: str) -> None:
+        if trace is not None:
+            trace.write(line + "\n")
+            trace.flush()
+
+    worker = Worker(
+        session=Session(runner.new_session(options.ctx), chunk=options.prefill_chunk),
+        tokenizer=tokenizer,
+        memory=memory,
+        random=random,
+        default_max_tokens=options.tokens,
+        memory_lock=lock,
+        trace=write_trace,
+    )
+    config = HttpConfig(
+        ctx=options.ctx,
+        default_max_tokens=options.tokens,
+        api_key=options.api_key,
+        cors=options.cors,
+        check_host=options.check_host,
+        keepalive_seconds=options.keepalive_seconds,
+    )
+    state = ServerState(config, tokenizer, memory, lock, random, InferenceWorker(worker))
+    return BuiltServer(build_app(state), state)

@@ -1,0 +1,200 @@
+"""`ds4 server`: OpenAI Chat/Completions/Responses and Anthropic Messages over HTTP.
+
+Model choice when -m is not given: $DS4_MODEL, then ./ds4flash.gguf, else a tiny
+random demo model generated once into ~/.cache/ds4/ (its answers are noise; it
+exists so that `make serve` works on a fresh checkout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TextIO
+
+from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.apps.server_app import BuiltServer, ServerOptions, build_server
+from ds4.domain.errors import Ds4Error
+
+DEMO_MODEL = Path.home() / ".cache" / "ds4" / "tiny-demo.gguf"
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "server",
+        formatter_class=DefaultsHelpFormatter,
+        help="serve OpenAI and Anthropic compatible APIs for coding agents",
+        description="Serve /v1/chat/completions, /v1/completions, /v1/responses and "
+        "/v1/messages (plus GET /v1/models and /health) from one local model.",
+    )
+    p.add_argument(
+        "-m",
+        "--model",
+        metavar="GGUF",
+        help="model file (default: $DS4_MODEL, ./ds4flash.gguf, else a tiny random demo "
+        "model generated into ~/.cache/ds4/)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 for the LAN)")
+    p.add_argument("--port", type=_positive, default=8000, help="TCP port")
+    p.add_argument("-c", "--ctx", type=_positive, default=32768, help="context size in tokens")
+    p.add_argument(
+        "-n",
+        "--tokens",
+        type=_positive,
+        default=393216,
+        help="default max_tokens when a request sets no limit",
+    )
+    p.add_argument(
+        "--backend",
+        choices=("reference", "scripted"),
+        default="reference",
+        help="compute backend; scripted plays back --script outputs (for client tests)",
+    )
+    p.add_argument(
+        "--script",
+        metavar="FILE",
+        help="with --backend scripted: JSON list of raw model outputs, one per request",
+    )
+    p.add_argument(
+        "--script-token-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="with --backend scripted: pause per generated token",
+    )
+    p.add_argument("--api-key", help="require this key (Authorization: Bearer or x-api-key)")
+    p.add_argument("--cors", action="store_true", help="send CORS headers")
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="log rendered prompts, cache decisions, generated text and parser events",
+    )
+    p.add_argument(
+        "--prefill-chunk", type=int, default=0, help="prefill chunk in tokens (0: engine choice)"
+    )
+    p.add_argument(
+        "--tool-memory-max-ids",
+        type=_positive,
+        default=100_000,
+        help="tool ids kept in RAM for exact DSML replay",
+    )
+    p.add_argument(
+        "--disable-exact-dsml-tool-replay",
+        action="store_true",
+        help="render tool-call history canonically instead of replaying sampled DSML",
+    )
+    p.set_defaults(run=run_server)
+
+
+def default_model(explicit: str | None) -> tuple[str, bool]:
+    """(path, is_demo)."""
+    for candidate in (explicit, os.environ.get("DS4_MODEL"), "ds4flash.gguf"):
+        if candidate and (candidate == explicit or Path(candidate).is_file()):
+            return candidate, False
+    if not DEMO_MODEL.is_file():
+        from ds4.apps.gguf_tiny import run_tiny
+
+        DEMO_MODEL.parent.mkdir(parents=True, exist_ok=True)
+        print(f"ds4 server: generating the tiny demo model into {DEMO_MODEL}", file=sys.stderr)
+        run_tiny(
+            argparse.Namespace(
+                out=str(DEMO_MODEL),
+                seed=0,
+                preset="tiny",
+                quant="q2",
+                q4_last_layers=None,
+                tokenizer=None,
+                quiet=True,
+            )
+        )
+    return str(DEMO_MODEL), True
+
+
+def client_snippet(url: str, api_key: str | None) -> str:
+    key = api_key or "none"
+    return (
+        "Try it:\n"
+        f"  curl {url}/v1/chat/completions -H 'Content-Type: application/json' "
+        f"-H 'Authorization: Bearer {key}' "
+        '-d \'{"model":"deepseek-v4-flash","messages":[{"role":"user","content":"Hello"}]}\'\n'
+        '  python -c "from openai import OpenAI; '
+        f"c = OpenAI(base_url='{url}/v1', api_key='{key}'); "
+        "print(c.chat.completions.create(model='deepseek-v4-flash', "
+        "messages=[{'role': 'user', 'content': 'Hello'}]).choices[0].message.content)\"\n"
+        f"  Claude Code: ANTHROPIC_BASE_URL={url} ANTHROPIC_API_KEY={key} claude\n"
+    )
+
+
+def _serve(built: BuiltServer, host: str, port: int) -> None:
+    import uvicorn
+
+    from ds4.adapters.http.server_state import MAX_HEADER_BYTES
+
+    config = uvicorn.Config(
+        built.app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        timeout_graceful_shutdown=10,
+    )
+    inference = built.state.inference
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: object) -> None:
+            inference.begin_stop()  # running jobs end at their next token
+            super().handle_exit(sig, frame)  # type: ignore[arg-type]
+
+    Server(config).run()
+
+
+def run_server(args: argparse.Namespace) -> int:
+    host = "127.0.0.1" if args.host == "localhost" else args.host
+    if args.backend == "scripted":
+        model, demo = args.model, False
+        if args.script is None:
+            raise Ds4Error("--backend scripted needs --script FILE")
+    else:
+        model, demo = default_model(args.model)
+    options = ServerOptions(
+        model=model,
+        backend=args.backend,
+        script=args.script,
+        script_token_delay=args.script_token_delay,
+        ctx=args.ctx,
+        tokens=args.tokens,
+        api_key=args.api_key,
+        cors=args.cors,
+        check_host=host in LOOPBACK,
+        tool_memory_max_ids=args.tool_memory_max_ids,
+        exact_tool_replay=not args.disable_exact_dsml_tool_replay,
+        prefill_chunk=args.prefill_chunk,
+    )
+    with ExitStack() as stack:
+        trace: TextIO | None = None
+        if args.trace:
+            try:
+                trace = stack.enter_context(Path(args.trace).open("w", encoding="utf-8"))
+            except OSError as error:
+                raise Ds4Error(f"cannot open trace file {args.trace}: {error}") from None
+        built = build_server(options, trace)
+        url = f"http://{host}:{args.port}"
+        label = "scripted outputs" if args.backend == "scripted" else model
+        if demo:
+            label = f"{model} (TINY DEMO MODEL WITH RANDOM WEIGHTS: its answers are noise)"
+        print(f"ds4 server: model {label}, ctx {args.ctx}", file=sys.stderr)
+        print(f"ds4 server: listening on {url}", file=sys.stderr)
+        print(client_snippet(url, args.api_key), file=sys.stderr)
+        _serve(built, host, args.port)
+    return 0
