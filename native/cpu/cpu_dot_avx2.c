@@ -1,0 +1,217 @@
+/* AVX2/FMA/F16C dot products (x86-64 only, chosen at run time). Integer block sums are
+ * exact and identical to the scalar kernels; only the f32 accumulation order differs
+ * (8 lanes with fused multiply-adds). Codes of -128 are routed to the scalar kernels
+ * by the caller, so the _mm256_sign_epi8 tricks below never overflow. */
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#include "cpu_internal.h"
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+AVX2 static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+AVX2 static inline double hsum_pd(__m256d v) {
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+AVX2 static inline float f16c(const uint8_t *p) {
+    return _cvtsh_ss(rd_u16(p));
+}
+
+AVX2 static float dot_f32(const uint8_t *w, const void *act, size_t cols) {
+    const float *x = act;
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    size_t i = 0;
+    for (; i + 8 <= cols; i += 8) {
+        __m256 wv = _mm256_loadu_ps((const float *)(const void *)(w + 4 * i));
+        __m256 xv = _mm256_loadu_ps(x + i);
+        a0 = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(wv)),
+                             _mm256_cvtps_pd(_mm256_castps256_ps128(xv)), a0);
+        a1 = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(wv, 1)),
+                             _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1)), a1);
+    }
+    double acc = hsum_pd(_mm256_add_pd(a0, a1));
+    for (; i < cols; i++) {
+        float wi;
+        memcpy(&wi, w + 4 * i, 4);
+        acc += (double)wi * (double)x[i];
+    }
+    return (float)acc;
+}
+
+AVX2 static inline __m256 load_f16x8(const uint8_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+AVX2 static inline __m256 load_bf16x8(const uint8_t *p) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+#define HALF_DOT(NAME, LOAD8, SCALAR)                                                     \
+    AVX2 static float NAME(const uint8_t *w, const void *act, size_t cols) {              \
+        const float *x = act;                                                              \
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();                         \
+        size_t i = 0;                                                                      \
+        for (; i + 16 <= cols; i += 16) {                                                  \
+            a0 = _mm256_fmadd_ps(LOAD8(w + 2 * i), _mm256_loadu_ps(x + i), a0);            \
+            a1 = _mm256_fmadd_ps(LOAD8(w + 2 * i + 16), _mm256_loadu_ps(x + i + 8), a1);   \
+        }                                                                                  \
+        for (; i + 8 <= cols; i += 8)                                                      \
+            a0 = _mm256_fmadd_ps(LOAD8(w + 2 * i), _mm256_loadu_ps(x + i), a0);            \
+        float acc = hsum_ps(_mm256_add_ps(a0, a1));                                        \
+        for (; i < cols; i++) acc += SCALAR(rd_u16(w + 2 * i)) * x[i];                     \
+        return acc;                                                                        \
+    }
+
+HALF_DOT(dot_f16, load_f16x8, f16_to_f32)
+HALF_DOT(dot_bf16, load_bf16x8, bf16_to_f32)
+
+/* Exact int32 lanes of sum(w*x) for 32 signed bytes; x must not hold -128. */
+AVX2 static inline __m256i dot_i8x32(__m256i w, __m256i x) {
+    __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+AVX2 static float dot_q8_0(const uint8_t *w, const void *act, size_t cols) {
+    const ds4_block_q8a *y = act;
+    size_t nb = cols / 32, b = 0;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    for (; b + 2 <= nb; b += 2, w += 68) {
+        __m256i s0 = dot_i8x32(_mm256_loadu_si256((const __m256i *)(const void *)(w + 2)),
+                               _mm256_loadu_si256((const __m256i *)(const void *)y[b].q));
+        __m256i s1 = dot_i8x32(_mm256_loadu_si256((const __m256i *)(const void *)(w + 36)),
+                               _mm256_loadu_si256((const __m256i *)(const void *)y[b + 1].q));
+        a0 = _mm256_fmadd_ps(_mm256_set1_ps(f16c(w) * y[b].d), _mm256_cvtepi32_ps(s0), a0);
+        a1 = _mm256_fmadd_ps(_mm256_set1_ps(f16c(w + 34) * y[b + 1].d),
+                             _mm256_cvtepi32_ps(s1), a1);
+    }
+    if (b < nb) {
+        __m256i s0 = dot_i8x32(_mm256_loadu_si256((const __m256i *)(const void *)(w + 2)),
+                               _mm256_loadu_si256((const __m256i *)(const void *)y[b].q));
+        a0 = _mm256_fmadd_ps(_mm256_set1_ps(f16c(w) * y[b].d), _mm256_cvtepi32_ps(s0), a0);
+    }
+    return hsum_ps(_mm256_add_ps(a0, a1));
+}
+
+/* Shuffle controls giving int16 lanes = scale byte 2m (low 128) / 2m+1 (high 128). */
+AVX2 static inline __m256i q2k_scale_ctrl(int m) {
+    int8_t c[32];
+    for (int i = 0; i < 16; i++) {
+        c[i] = (int8_t)(i % 2 ? -128 : 2 * m);
+        c[16 + i] = (int8_t)(i % 2 ? -128 : 2 * m + 1);
+    }
+    return _mm256_loadu_si256((const __m256i *)(const void *)c);
+}
+
+AVX2 static inline int hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+AVX2 static float dot_q2_k(const uint8_t *w, const void *act, size_t cols) {
+    const ds4_block_q8k *y = act;
+    __m256i ctrl[8];
+    for (int m = 0; m < 8; m++) ctrl[m] = q2k_scale_ctrl(m);
+    const __m256i mask2 = _mm256_set1_epi8(3);
+    const __m128i mask4 = _mm_set1_epi8(15);
+    __m256 acc = _mm256_setzero_ps();
+    float macc = 0.0f;
+    for (size_t b = 0; b < cols / 256; b++, w += 84) {
+        const int8_t *q8 = y[b].q;
+        __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)w);
+        __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), mask4));
+        __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)y[b].bsums);
+        int summs = hsum_i32(_mm256_madd_epi16(mins, bs));
+        __m256i scales = _mm256_broadcastsi128_si256(_mm_and_si128(sc, mask4));
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i bits = _mm256_loadu_si256((const __m256i *)(const void *)(w + 16 + 32 * h));
+            for (int j = 0; j < 4; j++) {
+                __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), mask2);
+                __m256i q8v = _mm256_loadu_si256(
+                    (const __m256i *)(const void *)(q8 + 128 * h + 32 * j));
+                __m256i p16 = _mm256_maddubs_epi16(q2, q8v);
+                __m256i s16 = _mm256_shuffle_epi8(scales, ctrl[4 * h + j]);
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p16, s16));
+            }
+        }
+        float dall = y[b].d * f16c(w + 80);
+        float dmin = y[b].d * f16c(w + 82);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(isum), acc);
+        macc += dmin * (float)summs;
+    }
+    return hsum_ps(acc) - macc;
+}
+
+AVX2 static float dot_q4_k(const uint8_t *w, const void *act, size_t cols) {
+    const ds4_block_q8k *y = act;
+    const __m256i mask4 = _mm256_set1_epi8(15);
+    __m256 acc = _mm256_setzero_ps();
+    float macc = 0.0f;
+    for (size_t b = 0; b < cols / 256; b++, w += 144) {
+        const int8_t *q8 = y[b].q;
+        int sc[8], mn[8], summs = 0;
+        for (int j = 0; j < 8; j++) {
+            q4k_scale_min(w + 4, j, &sc[j], &mn[j]);
+            summs += mn[j] * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
+        }
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i bits = _mm256_loadu_si256((const __m256i *)(const void *)(w + 16 + 32 * c));
+            __m256i lo = _mm256_and_si256(bits, mask4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), mask4);
+            __m256i plo = _mm256_maddubs_epi16(
+                lo, _mm256_loadu_si256((const __m256i *)(const void *)(q8 + 64 * c)));
+            __m256i phi = _mm256_maddubs_epi16(
+                hi, _mm256_loadu_si256((const __m256i *)(const void *)(q8 + 64 * c + 32)));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_set1_epi16((short)sc[2 * c])));
+            isum = _mm256_add_epi32(isum,
+                                    _mm256_madd_epi16(phi, _mm256_set1_epi16((short)sc[2 * c + 1])));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * f16c(w)), _mm256_cvtepi32_ps(isum), acc);
+        macc += (y[b].d * f16c(w + 2)) * (float)summs;
+    }
+    return hsum_ps(acc) - macc;
+}
+
+AVX2 static float dot_iq2_xxs(const uint8_t *w, const void *act, size_t cols) {
+    const ds4_block_q8k *y = act;
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < cols / 256; b++, w += 66) {
+        const int8_t *q8 = y[b].q;
+        __m256i bsum = _mm256_setzero_si256();
+        for (int g = 0; g < 8; g++) {
+            uint32_t a = rd_u32(w + 2 + 8 * g), s = rd_u32(w + 6 + 8 * g);
+            __m256i grid = _mm256_set_epi64x(
+                (long long)ds4_iq2_grid[a >> 24], (long long)ds4_iq2_grid[(a >> 16) & 255],
+                (long long)ds4_iq2_grid[(a >> 8) & 255], (long long)ds4_iq2_grid[a & 255]);
+            __m256i sign = _mm256_set_epi64x((long long)ds4_iq2_sign_mask[(s >> 21) & 127],
+                                             (long long)ds4_iq2_sign_mask[(s >> 14) & 127],
+                                             (long long)ds4_iq2_sign_mask[(s >> 7) & 127],
+                                             (long long)ds4_iq2_sign_mask[s & 127]);
+            __m256i q8v = _mm256_loadu_si256((const __m256i *)(const void *)(q8 + 32 * g));
+            __m256i p16 = _mm256_maddubs_epi16(grid, _mm256_sign_epi8(q8v, sign));
+            __m256i ls = _mm256_set1_epi16((short)(2 * (s >> 28) + 1));
+            bsum = _mm256_add_epi32(bsum, _mm256_madd_epi16(p16, ls));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16c(w) * y[b].d), _mm256_cvtepi32_ps(bsum), acc);
+    }
+    return 0.125f * hsum_ps(acc);
+}
+
+const ds4_dot_table ds4_dots_avx2 = {
+    dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q2_k, dot_q4_k, dot_iq2_xxs,
+};
+
+#endif

@@ -1,0 +1,103 @@
+/* Shared internals of the CPU kernels: block geometry, scalar converters, IQ2_XXS
+ * tables and the per-implementation table of dot-product kernels. */
+#ifndef DS4_CPU_INTERNAL_H
+#define DS4_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ds4_cpu.h"
+
+enum {
+    T_F32 = 0, T_F16 = 1, T_Q8_0 = 8, T_Q2_K = 10, T_Q4_K = 12, T_IQ2_XXS = 16, T_BF16 = 30
+};
+
+/* How the activation is prepared for a weight type. */
+enum { ACT_F32 = 0, ACT_Q8A = 1, ACT_Q8K = 2 };
+
+static inline uint16_t rd_u16(const uint8_t *p) {
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static inline uint32_t rd_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);  /* little-endian hosts only (x86-64, aarch64) */
+    return v;
+}
+
+/* Exact binary16 -> binary32 (subnormals, inf, NaN payload kept). */
+static inline float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t man = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112u) << 23) | (man << 13);
+    } else if (man == 0) {
+        bits = sign;
+    } else {
+        int e = 113;  /* normalise the subnormal: value = man * 2^-24 */
+        while (!(man & 0x400u)) {
+            man <<= 1;
+            e--;
+        }
+        bits = sign | ((uint32_t)e << 23) | ((man & 0x3ffu) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline float bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* IQ2_XXS tables built once from native/common/ds4_iq2xxs_levels.h:
+ * grid[idx] = 8 unsigned bytes {8,25,43}, ksigns[s] = s | parity<<7,
+ * sign_mask[s] = 8 bytes of 0x01 / 0xff (+1 / -1) for the same signs. */
+extern uint64_t ds4_iq2_grid[256];
+extern uint8_t ds4_iq2_ksigns[128];
+extern uint64_t ds4_iq2_sign_mask[128];
+void ds4_cpu_tables_init(void);
+
+/* Q4_K packed 6-bit (scale, min) of sub-block j (formats.md §2.5). */
+static inline void q4k_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+/* One dot kernel: weight row w (cols values) with a prepared activation. */
+typedef float (*ds4_dot_fn)(const uint8_t *w, const void *act, size_t cols);
+
+typedef struct {
+    ds4_dot_fn f32, f16, bf16, q8_0, q2_k, q4_k, iq2_xxs;
+} ds4_dot_table;
+
+extern const ds4_dot_table ds4_dots_scalar;
+#if defined(__x86_64__) || defined(__i386__)
+extern const ds4_dot_table ds4_dots_avx2;
+#endif
+
+/* Kernel table for an implementation id (AUTO resolved); NULL if unavailable. */
+const ds4_dot_table *ds4_cpu_dot_table(int impl);
+ds4_dot_fn ds4_cpu_pick_dot(const ds4_dot_table *table, int type);
+
+/* Activation kind, block geometry (values, bytes) of a supported weight type. */
+int ds4_cpu_type_info(int type, int *act_kind, size_t *block_values, size_t *block_bytes);
+
+/* True if any code is -128: the SIMD sign tricks assume codes in [-127, 127], which
+ * the quantizers guarantee except in degenerate (sub-1e-37 magnitude) blocks. */
+int ds4_cpu_act_has_min_code(int act_kind, const void *act, size_t cols);
+
+#endif

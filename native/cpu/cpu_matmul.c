@@ -1,0 +1,150 @@
+/* Matrix-vector and small matrix-matrix products from GGUF weight blocks: prepare the
+ * activations the weight type needs, then split output rows over the thread pool.
+ * Each output value is one dot-kernel call on one (row, token) pair, so the result is
+ * the same for any thread count and any batch the token sits in. */
+#include <stdlib.h>
+
+#include "cpu_internal.h"
+#include "cpu_pool.h"
+
+int ds4_cpu_type_info(int type, int *act_kind, size_t *block_values, size_t *block_bytes) {
+    switch (type) {
+    case T_F32: *act_kind = ACT_F32; *block_values = 1; *block_bytes = 4; return 1;
+    case T_F16: *act_kind = ACT_F32; *block_values = 1; *block_bytes = 2; return 1;
+    case T_BF16: *act_kind = ACT_F32; *block_values = 1; *block_bytes = 2; return 1;
+    case T_Q8_0: *act_kind = ACT_Q8A; *block_values = 32; *block_bytes = 34; return 1;
+    case T_Q2_K: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 84; return 1;
+    case T_Q4_K: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 144; return 1;
+    case T_IQ2_XXS: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 66; return 1;
+    default: return 0;
+    }
+}
+
+ds4_dot_fn ds4_cpu_pick_dot(const ds4_dot_table *t, int type) {
+    switch (type) {
+    case T_F32: return t->f32;
+    case T_F16: return t->f16;
+    case T_BF16: return t->bf16;
+    case T_Q8_0: return t->q8_0;
+    case T_Q2_K: return t->q2_k;
+    case T_Q4_K: return t->q4_k;
+    case T_IQ2_XXS: return t->iq2_xxs;
+    default: return NULL;
+    }
+}
+
+static int have_avx2(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+#else
+    return 0;
+#endif
+}
+
+int ds4_cpu_impl_available(int impl) {
+    switch (impl) {
+    case DS4_CPU_IMPL_AUTO:
+    case DS4_CPU_IMPL_SCALAR: return 1;
+    case DS4_CPU_IMPL_AVX2: return have_avx2();
+    default: return 0;
+    }
+}
+
+int ds4_cpu_best_impl(void) {
+    return have_avx2() ? DS4_CPU_IMPL_AVX2 : DS4_CPU_IMPL_SCALAR;
+}
+
+const ds4_dot_table *ds4_cpu_dot_table(int impl) {
+    ds4_cpu_tables_init();
+    if (impl == DS4_CPU_IMPL_AUTO) impl = ds4_cpu_best_impl();
+    if (!ds4_cpu_impl_available(impl)) return NULL;
+#if defined(__x86_64__) || defined(__i386__)
+    if (impl == DS4_CPU_IMPL_AVX2) return &ds4_dots_avx2;
+#endif
+    return impl == DS4_CPU_IMPL_SCALAR ? &ds4_dots_scalar : NULL;
+}
+
+int ds4_cpu_set_threads(int n_threads) {
+    return ds4_pool_set_threads(n_threads) == 0 ? DS4_CPU_OK : DS4_CPU_BAD_SHAPE;
+}
+
+int ds4_cpu_threads(void) { return ds4_pool_threads(); }
+
+size_t ds4_cpu_row_bytes(int type, size_t cols) {
+    int kind;
+    size_t bv, bb;
+    if (!ds4_cpu_type_info(type, &kind, &bv, &bb) || cols == 0 || cols % bv) return 0;
+    return cols / bv * bb;
+}
+
+/* Rows per tile: a tile of weight rows stays in cache while every token visits it. */
+#define ROW_TILE 8
+
+typedef struct {
+    const uint8_t *w;
+    size_t row_stride, rows, cols, n_tok, act_bytes;
+    const uint8_t *acts;       /* n_tok prepared activations, act_bytes apart */
+    const ds4_dot_fn *dots;    /* per token: SIMD kernel, or scalar for -128 codes */
+    float *y;
+} matmul_job;
+
+static void matmul_rows(void *ctx, size_t begin, size_t end) {
+    const matmul_job *job = ctx;
+    for (size_t r0 = begin; r0 < end; r0 += ROW_TILE) {
+        size_t r1 = r0 + ROW_TILE < end ? r0 + ROW_TILE : end;
+        for (size_t t = 0; t < job->n_tok; t++) {
+            const void *act = job->acts + t * job->act_bytes;
+            float *yt = job->y + t * job->rows;
+            for (size_t r = r0; r < r1; r++)
+                yt[r] = job->dots[t](job->w + r * job->row_stride, act, job->cols);
+        }
+    }
+}
+
+/* Size in bytes of one prepared activation of `cols` values. */
+static size_t act_size(int kind, size_t cols) {
+    if (kind == ACT_Q8A) return (cols + 31) / 32 * sizeof(ds4_block_q8a);
+    if (kind == ACT_Q8K) return cols / 256 * sizeof(ds4_block_q8k);
+    return cols * sizeof(float);
+}
+
+static void prepare_act(int kind, const float *x, size_t cols, void *out) {
+    if (kind == ACT_Q8A) ds4_cpu_quantize_q8a(x, cols, out);
+    else if (kind == ACT_Q8K) ds4_cpu_quantize_q8k(x, cols, out);
+}
+
+int ds4_cpu_matmul(int type, const uint8_t *w, size_t row_stride, size_t rows, size_t cols,
+                   const float *x, size_t n_tok, float *y, int impl) {
+    int kind;
+    size_t bv, bb;
+    if (!ds4_cpu_type_info(type, &kind, &bv, &bb)) return DS4_CPU_BAD_TYPE;
+    if (cols == 0 || cols % bv || row_stride < cols / bv * bb) return DS4_CPU_BAD_SHAPE;
+    const ds4_dot_table *table = ds4_cpu_dot_table(impl);
+    if (!table) return DS4_CPU_BAD_IMPL;
+    if (rows == 0 || n_tok == 0) return DS4_CPU_OK;
+
+    size_t act_bytes = act_size(kind, cols);
+    uint8_t *acts = NULL;
+    ds4_dot_fn *dots = malloc(n_tok * sizeof *dots);
+    if (kind != ACT_F32) acts = malloc(n_tok * act_bytes);
+    if (!dots || (kind != ACT_F32 && !acts)) {
+        free(dots);
+        free(acts);
+        return DS4_CPU_NO_MEMORY;
+    }
+    for (size_t t = 0; t < n_tok; t++) {
+        if (kind != ACT_F32) prepare_act(kind, x + t * cols, cols, acts + t * act_bytes);
+        int exact = kind != ACT_F32 && ds4_cpu_act_has_min_code(kind, acts + t * act_bytes, cols);
+        dots[t] = ds4_cpu_pick_dot(exact ? &ds4_dots_scalar : table, type);
+    }
+    matmul_job job = {w, row_stride, rows, cols, n_tok, act_bytes,
+                      kind == ACT_F32 ? (const uint8_t *)x : acts, dots, y};
+    /* Small chunks balance the load; a multiple of the tile keeps tiles whole. */
+    size_t grain = ROW_TILE * (n_tok > 1 ? 1 : 4);
+    ds4_pool_run(matmul_rows, &job, rows, grain);
+    free(dots);
+    free(acts);
+    return DS4_CPU_OK;
+}

@@ -1,0 +1,112 @@
+/* Routed MoE for one token (formats.md §3.8): Q8_K of x, gate/up rows of the selected
+ * experts, clamped SwiGLU times the route weight, Q8_K of each expert's mid vector,
+ * then per output row the down dots summed in selection order. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "cpu_internal.h"
+#include "cpu_pool.h"
+
+typedef struct {
+    size_t n_embd, n_ff, n_used;
+    const ds4_cpu_experts *gate, *up, *down;
+    const int32_t *ids;
+    const float *route_w;
+    float clamp;
+    ds4_dot_fn gate_dot, up_dot;
+    const ds4_dot_fn *down_dots;   /* per used expert (scalar for -128 codes) */
+    const ds4_block_q8k *xq;
+    float *mid;                    /* n_used x n_ff */
+    const ds4_block_q8k *midq;     /* n_used x n_ff/256 blocks */
+    float *out;
+} moe_job;
+
+/* Correctly rounded f32 exp as the numpy reference computes it (f64 exp, one rounding). */
+static inline float exp_f32(float x) { return (float)exp((double)x); }
+
+/* x * sigmoid(x) with the branch that cannot overflow (scalar_ops.silu). */
+static inline float silu(float x) {
+    float e = exp_f32(-fabsf(x));
+    float s = x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+    return x * s;
+}
+
+static const uint8_t *expert_row(const ds4_cpu_experts *t, int32_t e, size_t r) {
+    return t->base + (size_t)e * t->expert_stride + r * t->row_stride;
+}
+
+static void moe_gate_up(void *ctx, size_t begin, size_t end) {
+    const moe_job *job = ctx;
+    for (size_t i = begin; i < end; i++) {
+        size_t k = i / job->n_ff, r = i % job->n_ff;
+        int32_t e = job->ids[k];
+        float g = job->gate_dot(expert_row(job->gate, e, r), job->xq, job->n_embd);
+        float u = job->up_dot(expert_row(job->up, e, r), job->xq, job->n_embd);
+        if (job->clamp > 1e-6f) {
+            g = fminf(g, job->clamp);
+            u = fminf(fmaxf(u, -job->clamp), job->clamp);
+        }
+        job->mid[i] = (silu(g) * u) * job->route_w[k];
+    }
+}
+
+static void moe_down(void *ctx, size_t begin, size_t end) {
+    const moe_job *job = ctx;
+    size_t nb = job->n_ff / 256;
+    for (size_t r = begin; r < end; r++) {
+        float acc = 0.0f;
+        for (size_t k = 0; k < job->n_used; k++)
+            acc += job->down_dots[k](expert_row(job->down, job->ids[k], r), job->midq + k * nb,
+                                     job->n_ff);
+        job->out[r] = acc;
+    }
+}
+
+static int q8k_weight(const ds4_cpu_experts *t, size_t cols) {
+    int kind;
+    size_t bv, bb;
+    if (!ds4_cpu_type_info(t->type, &kind, &bv, &bb) || kind != ACT_Q8K) return DS4_CPU_BAD_TYPE;
+    if (cols % 256 || t->row_stride < cols / bv * bb) return DS4_CPU_BAD_SHAPE;
+    return DS4_CPU_OK;
+}
+
+int ds4_cpu_moe(const float *x, size_t n_embd, size_t n_ff, size_t n_expert,
+                const ds4_cpu_experts *gate, const ds4_cpu_experts *up,
+                const ds4_cpu_experts *down, const int32_t *expert_ids,
+                const float *route_weights, size_t n_used, float clamp, float *out,
+                int impl) {
+    int rc;
+    if ((rc = q8k_weight(gate, n_embd)) || (rc = q8k_weight(up, n_embd)) ||
+        (rc = q8k_weight(down, n_ff)))
+        return rc;
+    if (n_embd == 0 || n_ff == 0) return DS4_CPU_BAD_SHAPE;
+    for (size_t k = 0; k < n_used; k++)
+        if (expert_ids[k] < 0 || (size_t)expert_ids[k] >= n_expert) return DS4_CPU_BAD_EXPERT;
+    const ds4_dot_table *table = ds4_cpu_dot_table(impl);
+    if (!table) return DS4_CPU_BAD_IMPL;
+
+    size_t nb_in = n_embd / 256, nb_ff = n_ff / 256;
+    ds4_block_q8k *xq = malloc(nb_in * sizeof *xq);
+    ds4_block_q8k *midq = malloc((n_used ? n_used : 1) * nb_ff * sizeof *midq);
+    float *mid = malloc((n_used ? n_used : 1) * n_ff * sizeof *mid);
+    ds4_dot_fn *down_dots = malloc((n_used ? n_used : 1) * sizeof *down_dots);
+    if (!xq || !midq || !mid || !down_dots) {
+        free(xq), free(midq), free(mid), free(down_dots);
+        return DS4_CPU_NO_MEMORY;
+    }
+    ds4_cpu_quantize_q8k(x, n_embd, xq);
+    const ds4_dot_table *in_table =
+        ds4_cpu_act_has_min_code(ACT_Q8K, xq, n_embd) ? &ds4_dots_scalar : table;
+    moe_job job = {n_embd, n_ff, n_used, gate, up, down, expert_ids, route_weights, clamp,
+                   ds4_cpu_pick_dot(in_table, gate->type), ds4_cpu_pick_dot(in_table, up->type),
+                   down_dots, xq, mid, midq, out};
+    ds4_pool_run(moe_gate_up, &job, n_used * n_ff, 32);
+    for (size_t k = 0; k < n_used; k++) {
+        ds4_cpu_quantize_q8k(mid + k * n_ff, n_ff, midq + k * nb_ff);
+        int exact = ds4_cpu_act_has_min_code(ACT_Q8K, midq + k * nb_ff, n_ff);
+        down_dots[k] = ds4_cpu_pick_dot(exact ? &ds4_dots_scalar : table, down->type);
+    }
+    ds4_pool_run(moe_down, &job, n_embd, 32);
+    free(xq), free(midq), free(mid), free(down_dots);
+    return DS4_CPU_OK;
+}

@@ -1,0 +1,238 @@
+"""numpy-facing wrappers of the native CPU kernels (ds4._native_cpu, formats.md §3).
+
+Weights are passed as raw GGUF block bytes (a uint8 view of the mmapped tensor, one row
+per output value); nothing is dequantized or copied. Activations are f32 and quantized
+natively as the weight type requires (per-32 with f32 scale for Q8_0, Q8_K for K-quants
+and IQ2_XXS). `impl` picks the kernels: "auto" (best this CPU has), "scalar" (the nominal
+formulas, bit-identical to the numpy reference) or a SIMD set by name ("avx2").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ds4 import _native_cpu  # type: ignore[attr-defined]
+from ds4.domain.engine_math.actquant import QuantizedActivation
+from ds4.domain.errors import Ds4Error
+from ds4.domain.gguf.ggml_types import GGMLType
+
+F32 = npt.NDArray[np.float32]
+U8 = npt.NDArray[np.uint8]
+
+_ffi = _native_cpu.ffi
+_lib = _native_cpu.lib
+
+IMPLS: dict[str, int] = {"auto": 0, "scalar": 1, "avx2": 2}
+MATMUL_TYPES = frozenset(
+    {GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K,
+     GGMLType.IQ2_XXS}
+)  # fmt: skip
+Q8K_TYPES = frozenset({GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS})
+_ERRORS = {
+    1: "weight type not supported",
+    2: "shapes do not agree or are not whole blocks",
+    3: "kernel implementation not available on this CPU",
+    4: "out of memory",
+    5: "expert id out of range",
+}
+_Q8K_DTYPE = np.dtype([("d", "<f4"), ("q", "i1", (256,)), ("bsums", "<i2", (16,))])
+_Q8A_DTYPE = np.dtype([("d", "<f4"), ("q", "i1", (32,))])
+
+
+@dataclass(frozen=True)
+class ExpertWeights:
+    """A 3-D expert tensor as raw blocks: (n_expert, rows, row_bytes) uint8."""
+
+    raw: U8
+    ggml_type: GGMLType
+
+
+def available_impls() -> tuple[str, ...]:
+    return tuple(name for name, code in IMPLS.items() if _lib.ds4_cpu_impl_available(code))
+
+
+def best_impl() -> str:
+    code = int(_lib.ds4_cpu_best_impl())
+    return next(name for name, c in IMPLS.items() if c == code)
+
+
+def set_threads(n: int) -> None:
+    """Resize the persistent pool (the calling thread counts as one)."""
+    if not 1 <= n <= 256 or _lib.ds4_cpu_set_threads(n) != 0:
+        raise Ds4Error(f"cannot use {n} CPU threads (1..256)")
+
+
+def threads() -> int:
+    return int(_lib.ds4_cpu_threads())
+
+
+def quantize_activation_q8_0(x: npt.ArrayLike) -> QuantizedActivation:
+    """Per-32 int8 codes with f32 scales; rows of a 2-D x are quantized independently."""
+    xs = _f32_rows(x)
+    nb = -(-xs.shape[-1] // 32)
+    out = np.zeros((xs.shape[0], nb), dtype=_Q8A_DTYPE)
+    for t in range(xs.shape[0]):
+        _lib.ds4_cpu_quantize_q8a(
+            _ptr("float *", xs[t]), xs.shape[-1], _ptr("ds4_block_q8a *", out[t])
+        )
+    shape = np.shape(x)[:-1]
+    return QuantizedActivation(
+        out["q"].astype(np.int32).reshape(*shape, nb, 32), out["d"].reshape(*shape, nb)
+    )
+
+
+def quantize_activation_q8k(x: npt.ArrayLike) -> QuantizedActivation:
+    """Q8_K blocks (codes, f32 scale d, 16 bsums per 256 values); length % 256 == 0."""
+    xs = _f32_rows(x)
+    if xs.shape[-1] % 256:
+        raise Ds4Error(f"Q8_K needs a multiple of 256 values, got {xs.shape[-1]}")
+    nb = xs.shape[-1] // 256
+    out = np.zeros((xs.shape[0], nb), dtype=_Q8K_DTYPE)
+    for t in range(xs.shape[0]):
+        _lib.ds4_cpu_quantize_q8k(
+            _ptr("float *", xs[t]), xs.shape[-1], _ptr("ds4_block_q8k *", out[t])
+        )
+    shape = np.shape(x)[:-1]
+    return QuantizedActivation(
+        out["q"].astype(np.int32).reshape(*shape, nb, 256),
+        out["d"].reshape(*shape, nb),
+        out["bsums"].astype(np.int32).reshape(*shape, nb, 16),
+    )
+
+
+def matvec(
+    raw: U8, ggml_type: GGMLType | int, x: npt.ArrayLike, *, threads: int | None = None,
+    impl: str = "auto",
+) -> F32:  # fmt: skip
+    """y = W x for raw weight rows (rows, row_bytes) and x (cols,) -> (rows,)."""
+    xv = np.asarray(x, dtype=np.float32)
+    if xv.ndim != 1:
+        raise Ds4Error(f"matvec takes one activation vector, got shape {xv.shape}")
+    y: F32 = matmul(raw, ggml_type, xv[None, :], threads=threads, impl=impl)[0]
+    return y
+
+
+def matmul(
+    raw: U8, ggml_type: GGMLType | int, x: npt.ArrayLike, *, threads: int | None = None,
+    impl: str = "auto",
+) -> F32:  # fmt: skip
+    """y[t] = W x[t] for x (n_tok, cols) -> (n_tok, rows); each token as its own matvec."""
+    kind = _matmul_type(ggml_type)
+    xs = np.ascontiguousarray(x, dtype=np.float32)
+    if xs.ndim != 2:
+        raise Ds4Error(f"matmul takes (tokens, cols) activations, got shape {xs.shape}")
+    rows, row_stride = _check_rows(raw, kind, xs.shape[1], "weight")
+    y = np.empty((xs.shape[0], rows), dtype=np.float32)
+    code = _impl_code(impl, threads)
+    rc = _lib.ds4_cpu_matmul(
+        int(kind), _ptr("uint8_t *", raw), row_stride, rows, xs.shape[1],
+        _ptr("float *", xs), xs.shape[0], _ptr("float *", y), code,
+    )  # fmt: skip
+    _raise_on(rc, f"matmul {kind.name} {raw.shape} x {xs.shape}")
+    return y
+
+
+def moe_forward(
+    x: npt.ArrayLike,
+    gate: ExpertWeights,
+    up: ExpertWeights,
+    down: ExpertWeights,
+    expert_ids: npt.ArrayLike,
+    route_weights: npt.ArrayLike,
+    *,
+    clamp: float,
+    threads: int | None = None,
+    impl: str = "auto",
+) -> F32:
+    """Routed experts for one token (formats.md §3.8): x (n_embd,) -> (n_embd,)."""
+    xv = np.ascontiguousarray(x, dtype=np.float32)
+    ids = np.ascontiguousarray(expert_ids, dtype=np.int32)
+    wts = np.ascontiguousarray(route_weights, dtype=np.float32)
+    if xv.ndim != 1 or ids.ndim != 1 or ids.shape != wts.shape:
+        raise Ds4Error(f"moe_forward: x {xv.shape}, ids {ids.shape}, weights {wts.shape}")
+    for part in (gate, up, down):
+        if part.ggml_type not in Q8K_TYPES or part.raw.ndim != 3:
+            raise Ds4Error(f"moe_forward: expert weights must be 3-D Q2_K/Q4_K/IQ2_XXS, got "
+                           f"{GGMLType(part.ggml_type).name} {part.raw.shape}")  # fmt: skip
+    n_embd, n_expert = xv.shape[0], gate.raw.shape[0]
+    n_ff, _ = _check_rows(gate.raw[0], gate.ggml_type, n_embd, "gate")
+    if up.raw.shape[:2] != gate.raw.shape[:2] or down.raw.shape[:2] != (n_expert, n_embd):
+        raise Ds4Error(
+            f"moe_forward: gate {gate.raw.shape}, up {up.raw.shape}, down {down.raw.shape}"
+        )
+    _check_rows(up.raw[0], up.ggml_type, n_embd, "up")
+    _check_rows(down.raw[0], down.ggml_type, n_ff, "down")
+    out = np.empty(n_embd, dtype=np.float32)
+    code = _impl_code(impl, threads)
+    keep = [_experts(part) for part in (gate, up, down)]
+    rc = _lib.ds4_cpu_moe(
+        _ptr("float *", xv), n_embd, n_ff, n_expert, *keep, _ptr("int32_t *", ids),
+        _ptr("float *", wts), ids.shape[0], float(clamp), _ptr("float *", out), code,
+    )  # fmt: skip
+    _raise_on(rc, f"moe_forward ids {ids.tolist()}")
+    return out
+
+
+def _f32_rows(x: npt.ArrayLike) -> F32:
+    xs = np.asarray(x, dtype=np.float32)
+    if xs.ndim == 0 or xs.shape[-1] == 0:
+        raise Ds4Error(f"cannot quantize an activation of shape {xs.shape}")
+    rows: F32 = np.ascontiguousarray(xs.reshape(-1, xs.shape[-1]))
+    return rows
+
+
+def _matmul_type(ggml_type: GGMLType | int) -> GGMLType:
+    try:
+        kind = GGMLType(int(ggml_type))
+    except ValueError:
+        raise Ds4Error(f"unknown GGML type {ggml_type}") from None
+    if kind not in MATMUL_TYPES:
+        raise Ds4Error(f"the CPU kernels do not support {kind.name} weights")
+    return kind
+
+
+def _check_rows(raw: U8, kind: GGMLType, cols: int, what: str) -> tuple[int, int]:
+    """(rows, row_stride) of a raw 2-D block view whose rows hold `cols` values."""
+    if raw.dtype != np.uint8 or raw.ndim != 2:
+        raise Ds4Error(f"{what}: expected 2-D uint8 raw blocks, got {raw.dtype} {raw.shape}")
+    need = int(_lib.ds4_cpu_row_bytes(int(kind), cols))
+    if need == 0 or raw.shape[1] != need:
+        raise Ds4Error(f"{what}: {kind.name} rows of {cols} values need {need or 'whole-block'} "
+                       f"bytes, got {raw.shape[1]}")  # fmt: skip
+    if raw.strides[1] != 1 or raw.strides[0] < need:
+        raise Ds4Error(f"{what}: rows must be contiguous bytes (strides {raw.strides})")
+    return raw.shape[0], raw.strides[0]
+
+
+def _experts(part: ExpertWeights) -> Any:
+    s = _ffi.new("ds4_cpu_experts *")
+    s.base = _ptr("uint8_t *", part.raw)
+    s.expert_stride = part.raw.strides[0]
+    s.row_stride = part.raw.strides[1]
+    s.type = int(part.ggml_type)
+    if part.raw.strides[2] != 1:
+        raise Ds4Error(f"expert rows must be contiguous bytes (strides {part.raw.strides})")
+    return s
+
+
+def _impl_code(impl: str, n_threads: int | None) -> int:
+    code = IMPLS.get(impl)
+    if code is None or not _lib.ds4_cpu_impl_available(code):
+        raise Ds4Error(f"CPU kernel set {impl!r} is not available (have {available_impls()})")
+    if n_threads is not None and n_threads != threads():
+        set_threads(n_threads)
+    return code
+
+
+def _ptr(ctype: str, arr: npt.NDArray[Any]) -> Any:
+    """A pointer to arr's first element (valid while the caller holds arr)."""
+    return _ffi.cast(ctype, arr.ctypes.data)
+
+
+def _raise_on(rc: int, what: str) -> None:
+    if rc != 0:
+        raise Ds4Error(f"{what}: {_ERRORS.get(rc, f'native error {rc}')}")
