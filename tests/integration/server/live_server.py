@@ -1,0 +1,69 @@
+"""A real ds4 server (uvicorn, scripted backend) on a free loopback port, in-thread."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TextIO
+
+import uvicorn
+
+from ds4.apps.server_app import BuiltServer, ServerOptions, build_server
+
+D = "｜DSML｜"
+
+
+def tool_call_dsml(name: str, **params: str) -> str:
+    body = "".join(
+        f'<{D}parameter name="{k}" string="true">{v}</{D}parameter>\n' for k, v in params.items()
+    )
+    return f'\n\n<{D}tool_calls>\n<{D}invoke name="{name}">\n{body}</{D}invoke>\n</{D}tool_calls>'
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class LiveServer:
+    url: str
+    built: BuiltServer
+
+    @property
+    def base(self) -> str:
+        return self.url + "/v1"
+
+
+@contextmanager
+def live_server(
+    tmp: Path, script: Sequence[str], trace: TextIO | None = None, **overrides: object
+) -> Iterator[LiveServer]:
+    script_file = tmp / f"script-{time.monotonic_ns()}.json"
+    script_file.write_text(json.dumps(list(script)), encoding="utf-8")
+    options = ServerOptions(model=None, backend="scripted", script=str(script_file), ctx=4096)
+    options = replace(options, **overrides)  # type: ignore[arg-type]
+    built = build_server(options, trace)
+    port = free_port()
+    config = uvicorn.Config(built.app, host="127.0.0.1", port=port, log_level="error")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("server did not start")
+        time.sleep(0.02)
+    try:
+        yield LiveServer(f"http://127.0.0.1:{port}", built)
+    finally:
+        built.state.inference.begin_stop()
+        server.should_exit = True
+        thread.join(15)
