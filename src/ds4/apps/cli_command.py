@@ -1,7 +1,8 @@
-"""`ds4 cli`: the one-shot command line; today it shows how prompts render and tokenize.
+"""`ds4 cli`: flags and dispatch. Generation lives in cli_generate, the REPL in cli_repl.
 
-Modes are separate small functions chosen in `run`, so later flags (e.g.
---render-chat) add a mode without touching the others. No mode here loads weights.
+Modes are separate small functions chosen in `run`: --render-chat and --dump-tokens
+never load weights; a prompt (-p, --prompt-file, --prompt-tokens) runs one-shot;
+no prompt on a terminal starts the interactive chat.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import sys
 from pathlib import Path
 
 from ds4.apps import wiring
+from ds4.apps.cli_generate import run_one_shot
+from ds4.apps.cli_prompt import DEFAULT_SYSTEM
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.chat.request_rendering import render_chat_request
@@ -23,12 +26,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cli = sub.add_parser(
         "cli",
         formatter_class=DefaultsHelpFormatter,
-        help="one-shot prompt tools (--dump-tokens, --render-chat)",
-        description="One-shot prompt tools. --dump-tokens prints how the prompt tokenizes "
-        "(index, id, piece; added/special tokens marked) and exits without loading weights. "
-        "The prompt is tokenized exactly as given: nothing is stripped and no BOS is added.",
+        help="generate from a prompt, chat interactively, dump tokens/logits",
+        description="Generate from a prompt (-p, --prompt-file, --prompt-tokens) or, with no "
+        "prompt on a terminal, chat interactively. --dump-tokens prints how the prompt "
+        "tokenizes (index, id, piece; added/special tokens marked) and exits without loading "
+        "weights; there the prompt is tokenized exactly as given.",
     )
-    cli.add_argument("-m", "--model", metavar="GGUF", help="model file (its tokenizer is used)")
+    cli.add_argument(
+        "-m",
+        "--model",
+        metavar="GGUF",
+        help="model file (default: $DS4_MODEL, else ./ds4flash.gguf)",
+    )
     cli.add_argument(
         "--tokenizer",
         metavar="PATH",
@@ -38,6 +47,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     prompt = cli.add_mutually_exclusive_group()
     prompt.add_argument("-p", "--prompt", metavar="TEXT", help="the prompt text")
     prompt.add_argument("--prompt-file", metavar="F", help="read the prompt from file F (UTF-8)")
+    prompt.add_argument(
+        "--prompt-tokens",
+        metavar="FILE",
+        help="the prompt as token ids (a JSON list); generation is plain, no chat markers",
+    )
     cli.add_argument(
         "--dump-tokens", action="store_true", help="print the prompt's tokens and exit"
     )
@@ -57,8 +71,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             dest="think_mode",
             action="store_const",
             const=mode,
-            help=f"with --render-chat: render in {flag[2:]} mode "
-            "(default: the request body's own thinking controls)",
+            help=f"{flag[2:]} mode (default --think; with --render-chat the request "
+            "body's own thinking controls)",
         )
     cli.add_argument(
         "-c",
@@ -67,7 +81,39 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=32768,
         help="context size; --think-max needs at least 393216 and falls back to --think below",
     )
+    add_generation_flags(cli)
     cli.set_defaults(run=run)
+
+
+def add_generation_flags(cli: argparse.ArgumentParser) -> None:
+    cli.add_argument("-sys", "--system", default=DEFAULT_SYSTEM, help='system text ("" for none)')
+    cli.add_argument("-n", "--tokens", type=int, default=50_000, help="max generated tokens")
+    cli.add_argument("--temp", type=float, default=1.0, help="temperature (<= 0: greedy)")
+    cli.add_argument("--top-p", type=float, default=1.0, help="nucleus mass (1: off)")
+    cli.add_argument("--top-k", type=int, default=0, help="keep the k best tokens (0: off)")
+    cli.add_argument("--min-p", type=float, default=0.05, help="relative to the best token")
+    cli.add_argument("--seed", type=int, default=None, help="RNG seed > 0 (default: random)")
+    cli.add_argument("--backend", choices=["reference"], default="reference")
+    cli.add_argument(
+        "--numerics",
+        choices=["ds4", "fp32"],
+        default="ds4",
+        help="ds4: simulate the engine's FP8/FP4 rounding; fp32: plain float32",
+    )
+    cli.add_argument("--chunk", type=int, default=256, help="prefill chunk in tokens")
+    cli.add_argument(
+        "--dump-logits",
+        metavar="FILE.npy",
+        help="write float32 [n_prompt_tokens, n_vocab]: logits after every prompt position",
+    )
+    cli.add_argument(
+        "--dump-logprobs",
+        metavar="FILE",
+        help="write a greedy continuation with top-k alternatives per step (JSON)",
+    )
+    cli.add_argument(
+        "--logprobs-top-k", type=int, default=20, help="alternatives per step (max 128)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,10 +121,17 @@ def run(args: argparse.Namespace) -> int:
         return render_chat(args)
     if args.dump_tokens:
         return dump_tokens(args)
-    raise Ds4Error(
-        "ds4 cli: nothing to do yet; pass --dump-tokens or --render-chat "
-        "(generation arrives with the reference engine)"
-    )
+    if args.chunk < 1:
+        raise Ds4Error(f"--chunk must be at least 1 (got {args.chunk})")
+    if args.prompt_tokens is not None:
+        return run_one_shot(args, None)
+    if args.prompt is not None or args.prompt_file is not None:
+        return run_one_shot(args, read_prompt(args))
+    if not sys.stdin.isatty():
+        raise Ds4Error("give a prompt with -p TEXT, --prompt-file F or --prompt-tokens FILE")
+    from ds4.apps.cli_repl import run_repl  # prompt-toolkit only for the REPL
+
+    return run_repl(args)
 
 
 def render_chat(args: argparse.Namespace) -> int:

@@ -1,0 +1,135 @@
+"""`ds4 cli` one-shot runs: load the model, prefill, generate or dump, report rates."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from ds4.apps import wiring
+from ds4.apps.cli_dumps import dump_logits, dump_logprobs
+from ds4.apps.cli_output import EventPrinter, Interrupt, PrefillMeter, Stopwatch
+from ds4.apps.cli_prompt import prompt_thinks, prompt_tokens
+from ds4.domain.engine.cancel import CancelledError
+from ds4.domain.engine.session import Session
+from ds4.domain.errors import Ds4Error
+from ds4.domain.generation.events import Finished, PrefillProgress
+from ds4.domain.generation.loop import TurnSettings, decode_tokens, decode_turn, prefill
+from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
+from ds4.ports.tokenizer import Tokenizer
+
+DEFAULT_MODEL = "ds4flash.gguf"
+
+
+def model_path(args: argparse.Namespace) -> str:
+    """-m, then $DS4_MODEL, then ./ds4flash.gguf; a clear message when it is missing."""
+    path = args.model or os.environ.get("DS4_MODEL") or DEFAULT_MODEL
+    if not Path(path).is_file():
+        raise Ds4Error(
+            f"model file {path} not found; pass -m FILE or set DS4_MODEL "
+            "(a demo model with random weights: ds4 gguf tiny --out FILE)"
+        )
+    return str(path)
+
+
+def sampling(args: argparse.Namespace) -> SamplingParams:
+    seed = args.seed if args.seed is not None and args.seed > 0 else seed_from_bytes(os.urandom(8))
+    return SamplingParams(
+        temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, seed=seed
+    )
+
+
+def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer]:
+    if args.ctx < 2:
+        raise Ds4Error(f"--ctx {args.ctx} is too small (at least 2 tokens)")
+    path = model_path(args)
+    runner = wiring.model_runner(path, backend=args.backend, numerics=args.numerics)
+    tokenizer = wiring.tokenizer(path, gguf_only=True)
+    return Session(runner.new_session(args.ctx), chunk=args.chunk), tokenizer
+
+
+def check_fits(ids: list[int], ctx: int) -> None:
+    if len(ids) >= ctx:
+        raise Ds4Error(
+            f"prompt has {len(ids)} tokens; --ctx {ctx} needs room for at least one more"
+        )
+
+
+def _prefill_with_meter(session: Session, ids: list[int], interrupt: Interrupt) -> None:
+    meter = PrefillMeter()
+    try:
+        for progress in prefill(session, ids, cancel=interrupt):
+            meter.update(progress)
+    finally:
+        meter.close()
+
+
+def run_one_shot(args: argparse.Namespace, text: str | None) -> int:
+    session, tokenizer = open_session(args)
+    ids = prompt_tokens(args, tokenizer, text)
+    check_fits(ids, session.ctx)
+    interrupt, meter, watch = Interrupt(), PrefillMeter(), Stopwatch()
+    with interrupt.armed(second_press_exits=True):
+        try:
+            if args.dump_logits is not None:
+                logits = session.all_logits(
+                    ids, progress=lambda d, t: meter.update(PrefillProgress(d, t)), cancel=interrupt
+                )
+                meter.close()
+                dump_logits(args.dump_logits, logits)
+            else:
+                _prefill_with_meter(session, ids, interrupt)
+        except CancelledError:
+            print("\nds4: prefill interrupted", file=sys.stderr)
+            return 0
+        watch.prefill_done(len(ids))
+        if args.dump_logprobs is not None:
+            dump_logprobs(
+                args.dump_logprobs,
+                session,
+                tokenizer,
+                prompt_tokens=len(ids),
+                max_steps=args.tokens,
+                top_k=args.logprobs_top_k,
+                cancel=interrupt,
+            )
+            return 0
+        generated = _generate(args, session, tokenizer, ids, interrupt)
+    print(watch.summary(generated), file=sys.stderr)
+    return 0
+
+
+def _generate(
+    args: argparse.Namespace,
+    session: Session,
+    tokenizer: Tokenizer,
+    ids: list[int],
+    interrupt: Interrupt,
+) -> int:
+    if args.prompt_tokens is not None:
+        # Raw ids: no chat protocol, just the text of each token as it comes.
+        decoder = tokenizer.streaming_decoder()
+        count = 0
+        eos = tokenizer.special.eos
+        for token in decode_tokens(session, sampling(args), args.tokens, eos=eos, cancel=interrupt):
+            sys.stdout.write(decoder.feed(token))
+            sys.stdout.flush()
+            count += 1
+        tail = decoder.flush()
+        if count:
+            sys.stdout.write(tail + "\n")
+        return count
+    settings = TurnSettings(
+        sampling=sampling(args),
+        max_tokens=args.tokens,
+        thinking=prompt_thinks(args, ids, tokenizer),
+    )
+    printer = EventPrinter()
+    events = decode_turn(session, tokenizer, settings, prompt_tokens=len(ids), cancel=interrupt)
+    count = 0
+    for event in events:
+        printer.show(event)
+        if isinstance(event, Finished):
+            count = event.usage.completion_tokens
+    return count
