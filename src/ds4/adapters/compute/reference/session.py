@@ -39,6 +39,7 @@ class ReferenceSession:
         self._states = [LayerState(self._hp, il) for il in range(self._hp.n_layer)]
         self._logits: F32 | None = None
         self._restored_at: int | None = None  # token count of the last payload restore
+        self._restored_logits: F32 | None = None
 
     def logits(self) -> F32:
         if self._logits is None:
@@ -117,7 +118,7 @@ class ReferenceSession:
     def rewind_floor(self, n: int) -> int:
         total = len(self._tokens)
         m = max(0, min(n, total))
-        while m not in (0, total) and not self._history_ok(m - 1):
+        while m not in (0, total, self._restored_at) and not self._history_ok(m - 1):
             m -= 1
         return m
 
@@ -130,6 +131,12 @@ class ReferenceSession:
             return
         if n == 0:
             self.invalidate()
+            return
+        if n == self._restored_at:  # the restored state itself, logits from the payload
+            for s in self._states:
+                s.truncate(n)
+            del self._tokens[n:]
+            self._logits = self._restored_logits
             return
         last = self._tokens[n - 1]
         for s in self._states:
@@ -152,3 +159,4 @@ class ReferenceSession:
         self._tokens = decoded.tokens
         self._logits = decoded.logits if decoded.tokens else None
         self._restored_at = len(decoded.tokens)
+        self._restored_logits = self._logits
