@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.integration.engine.conftest import converted
 
 from ds4.adapters.compute.reference import open_reference_runner
-from tests.integration.engine.conftest import converted
 
 TOL = 1e-4  # x max(1, max|logit|) per position
 
