@@ -1,0 +1,196 @@
+"""Request intake per API: defaults, thinking controls, aliases, fields agents send."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ds4.domain.api.anthropic_request import parse_messages
+from ds4.domain.api.chat_request import parse_chat_completion, parse_completion
+from ds4.domain.api.errors import ApiError
+from ds4.domain.api.json_body import nesting_depth
+from ds4.domain.api.responses_request import parse_responses
+from ds4.domain.chat.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ThinkMode,
+    ToolResultMessage,
+    UserMessage,
+)
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+def body(**fields: object) -> bytes:
+    return json.dumps(fields).encode()
+
+
+def test_chat_defaults_a01() -> None:
+    request = parse_chat_completion(body(messages=HI))
+    assert request.think_mode is ThinkMode.HIGH
+    s = request.sampling
+    assert (s.temperature, s.top_p, s.top_k, s.min_p) == (1.0, 1.0, 0, 0.05)
+    assert request.max_tokens is None and not request.stream
+
+
+@pytest.mark.parametrize(
+    ("fields", "mode"),
+    [
+        ({"model": "deepseek-chat"}, ThinkMode.NONE),
+        ({"model": "deepseek-chat", "reasoning_effort": "high"}, ThinkMode.NONE),
+        ({"model": "deepseek-chat", "thinking": {"type": "enabled"}}, ThinkMode.HIGH),
+        ({"reasoning_effort": "max"}, ThinkMode.MAX),
+        ({"reasoning_effort": "none"}, ThinkMode.NONE),
+        ({"think": False}, ThinkMode.NONE),
+    ],
+)
+def test_chat_thinking_controls(fields: dict[str, object], mode: ThinkMode) -> None:
+    assert parse_chat_completion(body(messages=HI, **fields)).think_mode is mode
+
+
+def test_unknown_effort_and_wrong_types_are_400() -> None:
+    for bad in (
+        body(messages=HI, reasoning_effort="banana"),
+        body(messages=HI, stream="yes"),
+        body(messages=HI, max_tokens=1.5),
+        b'{"messages": [], "temperature": NaN}',
+    ):
+        with pytest.raises(ApiError) as caught:
+            parse_chat_completion(bad)
+        assert caught.value.status == 400
+
+
+def test_nesting_limit_a59() -> None:
+    assert nesting_depth(b"[" * 256 + b"]" * 256) == 256
+    assert nesting_depth(b'["[[[["]') == 1  # brackets inside strings do not count
+    with pytest.raises(ApiError):
+        parse_chat_completion(b"[" * 257 + b"]" * 257)
+
+
+def test_stops_and_usage_options() -> None:
+    request = parse_chat_completion(
+        body(
+            messages=HI,
+            stop=["END", "", 3, "STOP"],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert request.stops == ("END", "STOP") and request.include_usage
+
+
+def test_completion_renders_as_fixed_template_messages() -> None:
+    request = parse_completion(body(prompt=["first", "ignored"], think=False))
+    assert request.messages == (SystemMessage("You are a helpful assistant"), UserMessage("first"))
+    assert request.think_mode is ThinkMode.NONE
+    with pytest.raises(ApiError, match="missing prompt"):
+        parse_completion(body(model="m"))
+
+
+def test_anthropic_claude_code_request() -> None:
+    request = parse_messages(
+        body(
+            model="claude-opus",
+            max_tokens=64,
+            system=[
+                {"type": "text", "text": "x-anthropic-billing-header: abc"},
+                {
+                    "type": "text",
+                    "text": "You are Claude Code.",
+                    "cache_control": {"type": "ephemeral"},
+                },
+            ],
+            thinking={"type": "adaptive"},
+            context_management={"edits": []},
+            output_config={"effort": "max"},
+            metadata={"user_id": "u"},
+            tools=[{"name": "Bash", "input_schema": {"type": "object"}, "cache_control": {}}],
+            messages=[
+                {"role": "user", "content": [{"type": "text", "text": "run ls"}]},
+                {
+                    "content": [
+                        {"type": "thinking", "thinking": "need ls", "signature": "s"},
+                        {
+                            "type": "tool_use",
+                            "id": "toolu_1",
+                            "name": "Bash",
+                            "input": {"command": "ls"},
+                        },
+                    ],
+                    "role": "assistant",
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.txt"}
+                    ],
+                },
+            ],
+        )
+    )
+    assert request.think_mode is ThinkMode.MAX  # adaptive counts as explicit, effort max
+    assert "cache_control" not in request.schemas[0].line
+    assistant = request.messages[1]
+    assert isinstance(assistant, AssistantMessage) and assistant.reasoning == "need ls"
+    assert assistant.tool_calls[0].id == "toolu_1"
+    assert request.messages[2] == ToolResultMessage("a.txt", tool_call_id="toolu_1")
+    assert request.messages[-1] == SystemMessage("You are Claude Code.")
+
+
+def test_responses_codex_request() -> None:
+    request = parse_responses(
+        body(
+            model="gpt-5-codex",
+            instructions="be a coder",
+            input=[
+                {
+                    "type": "message",
+                    "role": "developer",
+                    "content": [{"type": "input_text", "text": "rules"}],
+                },
+                {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "ls"}],
+                },
+                {
+                    "type": "reasoning",
+                    "summary": [{"type": "summary_text", "text": "think"}],
+                    "encrypted_content": "x",
+                },
+                {
+                    "type": "function_call",
+                    "call_id": "call_1",
+                    "name": "shell",
+                    "arguments": '{"cmd":"ls"}',
+                },
+                {"type": "function_call_output", "call_id": "call_1", "output": "a.txt"},
+            ],
+            tools=[{"type": "function", "name": "shell", "parameters": {}}, {"type": "web_search"}],
+            tool_choice="auto",
+            reasoning={"effort": "medium", "summary": "auto"},
+            include=["reasoning.encrypted_content"],
+            prompt_cache_key="k",
+            client_metadata={"a": "b"},
+            store=False,
+        )
+    )
+    assert [s.name for s in request.schemas] == ["shell"]
+    assert request.reasoning_summary and request.think_mode is ThinkMode.HIGH
+    assert request.messages[0] == SystemMessage("be a coder")
+    call_message = request.messages[3]
+    assert isinstance(call_message, AssistantMessage) and call_message.reasoning == "think"
+    assert call_message.tool_calls[0].id == "call_1"
+    assert request.messages[4] == ToolResultMessage("a.txt", tool_call_id="call_1")
+
+
+def test_responses_policies() -> None:
+    with pytest.raises(ApiError, match="tool_choice=required not supported"):
+        parse_responses(body(input="x", tool_choice="required"))
+    with pytest.raises(ApiError, match="forced tool_choice"):
+        parse_responses(body(input="x", tool_choice={"type": "function", "name": "f"}))
+    with pytest.raises(ApiError, match="unsupported content part"):
+        parse_responses(body(input=[{"role": "user", "content": [{"type": "input_image"}]}]))
+    with pytest.raises(ApiError, match="missing input"):
+        parse_responses(body(model="m"))
