@@ -113,11 +113,6 @@ def test_context_too_small_is_rejected(tiny_model: Path, ids_file: Path) -> None
     assert "--ctx 4" in done.stderr and "Traceback" not in done.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="adapters/gguf/reader.py closes the mmap while a memoryview of it is alive: "
-    "BufferError traceback instead of the GGUF format error (reported to the integrator)",
-)
 def test_corrupt_model_is_a_clear_error(tmp_path: Path) -> None:
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"GGUF" + b"\0" * 64)

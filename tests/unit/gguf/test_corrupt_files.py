@@ -95,6 +95,13 @@ def test_well_formed_handmade_file_parses() -> None:
     parse(blob)
 
 
+def test_reader_reports_a_bad_header_without_leaking_the_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "junk.gguf"
+    path.write_bytes(b"GGUF" + b"\0" * 64)  # version 0
+    with pytest.raises(GGUFFormatError, match="version 0 is not supported"):
+        GGUFFile(path)
+
+
 def test_missing_and_empty_files_and_directories(tmp_path: Path) -> None:
     with pytest.raises(GGUFFormatError, match="cannot open"):
         GGUFFile(tmp_path / "nope.gguf")

@@ -36,11 +36,17 @@ class GGUFFile:
         finally:
             os.close(fd)
         self._size = size
+        view = memoryview(self._map)
+        problem = None
         try:
-            parsed = parse_gguf(memoryview(self._map), size)
+            parsed = parse_gguf(view, size)
         except GGUFFormatError as exc:
+            problem = str(exc)
+        finally:
+            view.release()  # lets the mapping close even while a traceback holds the view
+        if problem is not None:
             self._map.close()
-            raise GGUFFormatError(f"{self._path}: {exc}") from None
+            raise GGUFFormatError(f"{self._path}: {problem}")
         self._version = parsed.version
         self._alignment = parsed.alignment
         self._metadata = MappingProxyType(parsed.metadata)
