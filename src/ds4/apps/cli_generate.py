@@ -34,7 +34,9 @@ def model_path(args: argparse.Namespace) -> str:
 
 
 def sampling(args: argparse.Namespace) -> SamplingParams:
-    seed = args.seed if args.seed is not None and args.seed > 0 else seed_from_bytes(os.urandom(8))
+    seed = args.seed
+    if seed is None or seed <= 0:
+        seed = seed_from_bytes(wiring.random_source().token_bytes(8))
     return SamplingParams(
         temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, seed=seed
     )

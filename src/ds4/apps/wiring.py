@@ -18,6 +18,7 @@ from ds4.ports.compute import ModelRunner
 from ds4.ports.dequantizer import Dequantizer
 from ds4.ports.model_file import ModelFile
 from ds4.ports.quantizer import Quantizer
+from ds4.ports.random_source import RandomSource
 from ds4.ports.tokenizer import Tokenizer
 
 DequantBackend = Literal["native", "numpy"]
@@ -126,3 +127,10 @@ def model_runner(
     from ds4.adapters.compute.reference import open_reference_runner
 
     return open_reference_runner(path, numerics=numerics)
+
+
+def random_source() -> RandomSource:
+    """Unpredictable bytes for tool ids and unseeded sampling (the OS CSPRNG)."""
+    from ds4.adapters.system_random import SystemRandom
+
+    return SystemRandom()
