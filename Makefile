@@ -8,7 +8,7 @@ ORACLE := $(VENV)/.oracle-installed
 BUILT  := $(VENV)/.ds4-built
 NATIVE := $(wildcard native/*/*.c native/*/*.h native/build/*.py)
 
-.PHONY: all env build lint typecheck unit test test-all lock clean
+.PHONY: all env build lint typecheck unit test test-all serve lock clean
 
 all: build
 
@@ -50,6 +50,11 @@ test: lint typecheck
 # Includes tests marked slow.
 test-all: lint typecheck
 	$(BIN)/pytest -q -m ''
+
+# The server on the default model (-m / $$DS4_MODEL / ./ds4flash.gguf, else a tiny demo
+# model with random weights, generated once into ~/.cache/ds4/). Extra flags: ARGS="...".
+serve: $(BUILT)
+	$(BIN)/ds4 server $(ARGS)
 
 lock:
 	uv pip compile pyproject.toml build-requirements.in --extra dev --generate-hashes \

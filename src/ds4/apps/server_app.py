@@ -10,19 +10,14 @@ import threading
 from dataclasses import dataclass
 from typing import TextIO
 
-from ds4.adapters.compute.scripted import ScriptedRunner, load_script
 from ds4.adapters.http.app import build_app
 from ds4.adapters.http.guard import ASGIApp
 from ds4.adapters.http.inference_worker import InferenceWorker
 from ds4.adapters.http.server_state import HttpConfig, ServerState
-from ds4.adapters.system_random import SystemRandom
 from ds4.apps import wiring
 from ds4.domain.engine.session import Session
-from ds4.domain.errors import Ds4Error
 from ds4.domain.serving.job import Worker
 from ds4.domain.tools.replay_memory import ToolReplayMemory
-from ds4.ports.compute import ModelRunner
-from ds4.ports.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -42,21 +37,6 @@ class ServerOptions:
     keepalive_seconds: float = 5.0
 
 
-def model_runner(options: ServerOptions, tokenizer: Tokenizer) -> ModelRunner:
-    if options.backend == "scripted":
-        if options.script is None:
-            raise Ds4Error("--backend scripted needs --script FILE")
-        outputs = load_script(options.script)
-        return ScriptedRunner(outputs, tokenizer, token_delay=options.script_token_delay)
-    if options.backend == "reference":
-        if options.model is None:
-            raise Ds4Error("the reference backend needs a model (-m)")
-        from ds4.adapters.compute.reference.runner import open_reference_runner
-
-        return open_reference_runner(options.model)
-    raise Ds4Error(f"backend {options.backend!r} is not available in this build")
-
-
 @dataclass
 class BuiltServer:
     app: ASGIApp
@@ -65,8 +45,14 @@ class BuiltServer:
 
 def build_server(options: ServerOptions, trace: TextIO | None = None) -> BuiltServer:
     tokenizer = wiring.tokenizer(options.model)
-    runner = model_runner(options, tokenizer)
-    random = SystemRandom()
+    runner = wiring.model_runner(
+        options.model,
+        backend=options.backend,
+        script=options.script,
+        script_tokenizer=tokenizer,
+        script_token_delay=options.script_token_delay,
+    )
+    random = wiring.random_source()
     memory = ToolReplayMemory(
         random, max_ids=options.tool_memory_max_ids, enabled=options.exact_tool_replay
     )

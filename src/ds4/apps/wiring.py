@@ -115,15 +115,31 @@ def tokenizer(
     return build_tokenizer(vocab, backend)
 
 
-ComputeBackend = Literal["reference"]
+ComputeBackend = Literal["reference", "scripted"]
 
 
 def model_runner(
-    path: str, *, backend: ComputeBackend = "reference", numerics: str = "ds4"
+    path: str | None,
+    *,
+    backend: str = "reference",
+    numerics: str = "ds4",
+    script: str | None = None,
+    script_tokenizer: Tokenizer | None = None,
+    script_token_delay: float = 0.0,
 ) -> ModelRunner:
-    """The compute backend that runs a model file (`--backend`, `--numerics`)."""
+    """The compute backend (`--backend`): reference numpy, or the scripted test double."""
+    if backend == "scripted":
+        if script is None or script_tokenizer is None:
+            raise Ds4Error("--backend scripted needs --script FILE")
+        from ds4.adapters.compute.scripted import ScriptedRunner, load_script
+
+        return ScriptedRunner(
+            load_script(script), script_tokenizer, token_delay=script_token_delay
+        )
     if backend != "reference":
-        raise Ds4Error(f"unknown backend {backend!r} (available: reference)")
+        raise Ds4Error(f"backend {backend!r} is not available in this build (have: reference)")
+    if path is None:
+        raise Ds4Error("the reference backend needs a model (-m)")
     from ds4.adapters.compute.reference import open_reference_runner
 
     return open_reference_runner(path, numerics=numerics)
