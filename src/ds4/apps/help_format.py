@@ -10,7 +10,7 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "default" in text or action.default is argparse.SUPPRESS:
+        if "(default" in text or action.default is argparse.SUPPRESS:
             return text
         if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
             if action.default is None or action.default is False:
