@@ -93,7 +93,12 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
     cli.add_argument("--top-k", type=int, default=0, help="keep the k best tokens (0: off)")
     cli.add_argument("--min-p", type=float, default=0.05, help="relative to the best token")
     cli.add_argument("--seed", type=int, default=None, help="RNG seed > 0 (default: random)")
-    cli.add_argument("--backend", choices=["reference"], default="reference")
+    cli.add_argument(
+        "--backend",
+        choices=["reference"],
+        default="reference",
+        help="compute backend (reference: the numpy engine checked against HF transformers)",
+    )
     cli.add_argument(
         "--numerics",
         choices=["ds4", "fp32"],
