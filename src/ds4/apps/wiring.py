@@ -133,9 +133,7 @@ def model_runner(
             raise Ds4Error("--backend scripted needs --script FILE")
         from ds4.adapters.compute.scripted import ScriptedRunner, load_script
 
-        return ScriptedRunner(
-            load_script(script), script_tokenizer, token_delay=script_token_delay
-        )
+        return ScriptedRunner(load_script(script), script_tokenizer, token_delay=script_token_delay)
     if backend != "reference":
         raise Ds4Error(f"backend {backend!r} is not available in this build (have: reference)")
     if path is None:
