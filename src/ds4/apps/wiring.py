@@ -140,7 +140,7 @@ def model_runner(
         raise Ds4Error("the reference backend needs a model (-m)")
     from ds4.adapters.compute.reference import open_reference_runner
 
-    return open_reference_runner(path, numerics=numerics)
+    return open_reference_runner(path, numerics=numerics, dequantizer=dequantizer("native"))
 
 
 def random_source() -> RandomSource:
