@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -44,10 +45,10 @@ static void work_chunks(void) {
 }
 
 static void *worker_main(void *arg) {
-    (void)arg;
-    unsigned long seen = 0;
+    /* The generation at creation time, not at first lock: a job posted before this
+     * thread first runs must still be seen as new. */
+    unsigned long seen = (unsigned long)(uintptr_t)arg;
     pthread_mutex_lock(&pool.lock);
-    seen = pool.generation;
     for (;;) {
         while (pool.generation == seen && !pool.quit) pthread_cond_wait(&pool.wake, &pool.lock);
         if (pool.quit) break;
@@ -74,7 +75,8 @@ static void stop_workers(void) {
 static int start_workers(int n_workers) {
     pool.n_workers = 0;
     for (int i = 0; i < n_workers; i++) {
-        if (pthread_create(&pool.workers[i], NULL, worker_main, NULL) != 0) return -1;
+        void *arg = (void *)(uintptr_t)pool.generation;  /* stable: run_lock is held */
+        if (pthread_create(&pool.workers[i], NULL, worker_main, arg) != 0) return -1;
         pool.n_workers++;
     }
     return 0;

@@ -1,0 +1,104 @@
+"""Random and edge-case GGUF weight blocks and activations for the CPU kernel tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
+
+F32 = npt.NDArray[np.float32]
+U8 = npt.NDArray[np.uint8]
+
+QUANT_TYPES = (GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS)
+FLOAT_TYPES = (GGMLType.F32, GGMLType.F16, GGMLType.BF16)
+ALL_TYPES = FLOAT_TYPES + QUANT_TYPES
+# Byte offsets of each block's f16 scale fields.
+SCALE_FIELDS = {
+    GGMLType.Q8_0: (0,),
+    GGMLType.Q2_K: (80, 82),
+    GGMLType.Q4_K: (0, 2),
+    GGMLType.IQ2_XXS: (0,),
+}
+# zero, -zero, smallest denormal (+-), largest denormal, smallest normal, +-65504, 1, 2^-10
+EDGE_F16 = np.array(
+    [0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x3C00, 0x1400],
+    dtype="<u2",
+)
+F16_ONE = 0x3C00
+
+
+def bits(a: F32) -> npt.NDArray[np.uint32]:
+    return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+
+
+def same_bits(a: F32, b: F32) -> bool:
+    """Bit-identical, except that any NaN equals any NaN."""
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    return bool(np.array_equal(nan_a, nan_b) and np.array_equal(bits(a)[~nan_a], bits(b)[~nan_b]))
+
+
+def row_bytes(ggml_type: GGMLType, cols: int) -> int:
+    geo = BLOCK_GEOMETRY[ggml_type]
+    return cols // geo.elements * geo.nbytes
+
+
+def set_scales(raw: U8, ggml_type: GGMLType, values: npt.NDArray[np.uint16]) -> U8:
+    """Write f16 bit patterns into every scale field, cycling through `values`."""
+    geo = BLOCK_GEOMETRY[ggml_type]
+    blocks = raw.reshape(raw.shape[0], -1, geo.nbytes)
+    for k, off in enumerate(SCALE_FIELDS[ggml_type]):
+        n = blocks.shape[0] * blocks.shape[1]
+        pick = np.resize(np.roll(values, k), n).reshape(blocks.shape[:2]).astype("<u2")
+        blocks[:, :, off : off + 2] = pick[..., None].view(np.uint8)
+    return raw
+
+
+def quant_rows(ggml_type: GGMLType, rows: int, cols: int, seed: int, *, edge: bool = False) -> U8:
+    """Random block bytes with sane f16 scales (or the edge-case scales)."""
+    rng = np.random.default_rng(seed)
+    raw = rng.integers(0, 256, (rows, row_bytes(ggml_type, cols)), dtype=np.uint8)
+    if edge:
+        return set_scales(raw, ggml_type, EDGE_F16)
+    scales = (rng.standard_normal(rows * cols) * 0.02).astype(np.float16).view("<u2")
+    return set_scales(raw, ggml_type, scales)
+
+
+def float_rows(ggml_type: GGMLType, rows: int, cols: int, seed: int) -> U8:
+    w = np.random.default_rng(seed).standard_normal((rows, cols)).astype(np.float32)
+    if ggml_type is GGMLType.F32:
+        return w.view(np.uint8)
+    if ggml_type is GGMLType.F16:
+        return w.astype(np.float16).view(np.uint8)
+    return (w.view(np.uint32) >> 16).astype("<u2").view(np.uint8)
+
+
+def weight_rows(ggml_type: GGMLType, rows: int, cols: int, seed: int) -> U8:
+    if ggml_type in FLOAT_TYPES:
+        return float_rows(ggml_type, rows, cols, seed)
+    return quant_rows(ggml_type, rows, cols, seed)
+
+
+def edge_activations(n: int, seed: int) -> list[F32]:
+    """Activation vectors (length n, a multiple of 256) that stress the quantizers."""
+    rng = np.random.default_rng(seed)
+    normal = rng.standard_normal(n).astype(np.float32)
+    huge = normal.copy()
+    huge[::97] = np.float32(3e38)
+    extremes = np.where(rng.random(n) < 0.5, np.float32(3.4028235e38), np.float32(-3.4028235e38))
+    # Blocks with only denormals (no zeros: 0 * inf would be NaN, outside the spec).
+    denormal = (rng.standard_normal(n) * 1e-39).astype(np.float32)
+    denormal = np.where(denormal == 0, np.float32(1e-41), denormal).astype(np.float32)
+    mixed = normal.copy()
+    mixed[1::2] = (rng.standard_normal(n // 2) * 1e-40).astype(np.float32)
+    halves = (rng.integers(-254, 255, n) / 2).astype(np.float32)
+    halves[::32] = 127  # amax 127 -> d = 1: every x.5 is a round-half-even tie
+    ties = np.zeros(n, dtype=np.float32)
+    ties[5], ties[9] = -2.0, 2.0  # equal |x|: the first one sets the sign
+    one_hot = np.zeros(n, dtype=np.float32)
+    one_hot[n // 2] = 1e-3
+    return [
+        normal, huge, extremes.astype(np.float32), denormal,
+        mixed, halves, ties, one_hot, np.zeros(n, dtype=np.float32),
+    ]  # fmt: skip
