@@ -12,6 +12,7 @@ from typing import Any, cast
 from litestar import Litestar, Request, Response, get
 from litestar.exceptions import HTTPException
 from litestar.handlers import asgi
+from litestar.params import FromPath
 
 from ds4.adapters.http.guard import (
     ASGIApp,
@@ -71,7 +72,7 @@ def build_app(state: ServerState) -> ASGIApp:
         return _json(model_list(config.model_id, config.model_name, *limits))
 
     @get("/v1/models/{model_id:str}", sync_to_thread=False)
-    def model(model_id: str) -> Response[bytes]:
+    def model(model_id: FromPath[str]) -> Response[bytes]:
         if model_id not in (config.model_id, *MODEL_ALIASES):
             return _json(error_body(ApiError(404, "unknown endpoint"), anthropic=False), 404)
         return _json(
