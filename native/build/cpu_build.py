@@ -25,6 +25,7 @@ ffibuilder.cdef(
                     const ds4_cpu_experts *down, const int32_t *expert_ids,
                     const float *route_weights, size_t n_used, float clamp, float *out,
                     int impl);
+    uint64_t ds4_cpu_probe_macs(int kind, uint64_t iters_per_thread);
     """
 )
 ffibuilder.set_source(
@@ -37,6 +38,7 @@ ffibuilder.set_source(
         "native/cpu/cpu_matmul.c",
         "native/cpu/cpu_moe.c",
         "native/cpu/cpu_pool.c",
+        "native/cpu/cpu_probe.c",
         "native/cpu/cpu_tables.c",
     ],
     include_dirs=["native/cpu", "native/common"],

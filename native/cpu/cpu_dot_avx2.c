@@ -135,8 +135,10 @@ AVX2 static float dot_q2_k(const uint8_t *w, const void *act, size_t cols) {
         int summs = hsum_i32(_mm256_madd_epi16(mins, bs));
         __m256i scales = _mm256_broadcastsi128_si256(_mm_and_si128(sc, mask4));
         __m256i isum = _mm256_setzero_si256();
+        #pragma GCC unroll 4
         for (int h = 0; h < 2; h++) {
             __m256i bits = _mm256_loadu_si256((const __m256i *)(const void *)(w + 16 + 32 * h));
+            #pragma GCC unroll 4
             for (int j = 0; j < 4; j++) {
                 __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), mask2);
                 __m256i q8v = _mm256_loadu_si256(
@@ -167,6 +169,7 @@ AVX2 static float dot_q4_k(const uint8_t *w, const void *act, size_t cols) {
             summs += mn[j] * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
         }
         __m256i isum = _mm256_setzero_si256();
+        #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             __m256i bits = _mm256_loadu_si256((const __m256i *)(const void *)(w + 16 + 32 * c));
             __m256i lo = _mm256_and_si256(bits, mask4);
@@ -191,6 +194,7 @@ AVX2 static float dot_iq2_xxs(const uint8_t *w, const void *act, size_t cols) {
     for (size_t b = 0; b < cols / 256; b++, w += 66) {
         const int8_t *q8 = y[b].q;
         __m256i bsum = _mm256_setzero_si256();
+#pragma GCC unroll 8
         for (int g = 0; g < 8; g++) {
             uint32_t a = rd_u32(w + 2 + 8 * g), s = rd_u32(w + 6 + 8 * g);
             __m256i grid = _mm256_set_epi64x(

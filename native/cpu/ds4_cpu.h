@@ -76,4 +76,8 @@ int ds4_cpu_moe(const float *x, size_t n_embd, size_t n_ff, size_t n_expert,
                 const float *route_weights, size_t n_used, float clamp, float *out,
                 int impl);
 
+/* Benchmark probe: register-only SIMD multiply-adds on every pool thread (kind 0:
+ * int8, 1: f32); returns the count done, 0 where no SIMD probe exists. */
+uint64_t ds4_cpu_probe_macs(int kind, uint64_t iters_per_thread);
+
 #endif
