@@ -23,7 +23,7 @@ from ds4.adapters.http.guard import (
     is_anthropic_path,
     send_error,
 )
-from ds4.adapters.http.post_route import Parser, handle_post
+from ds4.adapters.http.post_route import Parser, handle_count_tokens, handle_post
 from ds4.adapters.http.server_state import ServerState
 from ds4.domain.api.anthropic_request import parse_messages
 from ds4.domain.api.chat_request import parse_chat_completion, parse_completion
@@ -38,6 +38,7 @@ POST_ROUTES: dict[str, tuple[Api, Parser]] = {
     "/v1/messages": (Api.ANTHROPIC, parse_messages),
     "/v1/responses": (Api.RESPONSES, parse_responses),
 }
+COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 MODEL_ALIASES = ("deepseek-v4-flash", "deepseek-v4-pro", "deepseek-chat", "deepseek-reasoner")
 
 
@@ -45,15 +46,29 @@ def _json(body: bytes, status: int = 200) -> Response[bytes]:
     return Response(body, status_code=status, media_type="application/json")
 
 
-def _post_handler(state: ServerState, path: str, api: Api, parse: Parser) -> object:
+def _post_only(path: str, handle: ASGIApp) -> object:
     async def route(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] != "POST":
             error = ApiError(405, f"{scope['method']} not allowed on {path}")
             await send_error(send, scope, error)
             return
-        await handle_post(state, api, parse, scope, receive, send)
+        await handle(scope, receive, send)
 
     return asgi(path, name=f"post {path}", copy_scope=False)(route)
+
+
+def _post_handler(state: ServerState, path: str, api: Api, parse: Parser) -> object:
+    async def handle(scope: Scope, receive: Receive, send: Send) -> None:
+        await handle_post(state, api, parse, scope, receive, send)
+
+    return _post_only(path, handle)
+
+
+def _count_tokens_handler(state: ServerState) -> object:
+    async def handle(scope: Scope, receive: Receive, send: Send) -> None:
+        await handle_count_tokens(state, scope, receive, send)
+
+    return _post_only(COUNT_TOKENS_PATH, handle)
 
 
 def _error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
@@ -86,6 +101,7 @@ def build_app(state: ServerState) -> ASGIApp:
 
     handlers: list[object] = [models, model, health]
     handlers += [_post_handler(state, p, api, parse) for p, (api, parse) in POST_ROUTES.items()]
+    handlers.append(_count_tokens_handler(state))
     app = Litestar(
         route_handlers=handlers,  # type: ignore[arg-type]
         exception_handlers={Exception: _error_handler},

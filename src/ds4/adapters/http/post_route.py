@@ -17,6 +17,7 @@ import anyio.to_thread
 from ds4.adapters.http.guard import Receive, Scope, Send, header, send_error, send_json
 from ds4.adapters.http.inference_worker import Job, JobFailed, JobOutput, ShuttingDownError
 from ds4.adapters.http.server_state import ServerState
+from ds4.domain.api.count_tokens import count_tokens_body
 from ds4.domain.api.errors import ApiError, error_body, stream_error_frame
 from ds4.domain.api.generation_request import Api, GenerationRequest
 from ds4.domain.api.replies import reply_body, reply_context, stream_mapper
@@ -64,6 +65,24 @@ def _prepare(state: ServerState, parse: Parser, body: bytes) -> PreparedJob:
     request = parse(body)
     with state.memory_lock:
         return prepare_job(request, state.tokenizer, state.memory, state.config.ctx)
+
+
+async def handle_count_tokens(
+    state: ServerState, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """POST /v1/messages/count_tokens: parse, render and tokenize off the event loop;
+    the worker is not involved."""
+    try:
+        body = await _read_body(scope, receive, state.config.max_body_bytes)
+        reply = await anyio.to_thread.run_sync(
+            count_tokens_body, body, state.tokenizer, state.config.ctx
+        )
+    except _ClientGoneError:
+        return
+    except ApiError as error:
+        await send_error(send, scope, error)
+        return
+    await send_json(send, 200, reply)
 
 
 async def handle_post(

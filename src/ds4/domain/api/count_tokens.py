@@ -1,0 +1,25 @@
+"""POST /v1/messages/count_tokens (Anthropic token counting).
+
+The spec is silent on this route; Claude Code calls it (its /context view and
+auto-compaction estimates), so it answers what the real API does: the prompt
+length `{"input_tokens":N}` for the same body a /v1/messages request would carry
+(max_tokens not needed). N is the length of the prompt the server would render and
+tokenize for that request, tool replay aside (exact DSML replay can change the bytes
+of earlier tool calls, rarely their count by more than a few tokens).
+"""
+
+from __future__ import annotations
+
+from ds4.domain.api.anthropic_request import parse_messages
+from ds4.domain.api.sse import json_body
+from ds4.domain.chat.messages import effective_think_mode
+from ds4.domain.chat.renderer import render_chat
+from ds4.ports.tokenizer import Tokenizer
+
+
+def count_tokens_body(body: bytes, tokenizer: Tokenizer, ctx: int) -> bytes:
+    """The reply body; ApiError (Anthropic shape at the route) for a bad request."""
+    request = parse_messages(body)
+    mode = effective_think_mode(request.think_mode, ctx)
+    text = render_chat(request.messages, request.schemas, mode)
+    return json_body({"input_tokens": len(tokenizer.encode(text))})
