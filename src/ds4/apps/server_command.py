@@ -8,6 +8,7 @@ exists so that `make serve` works on a fresh checkout).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from contextlib import ExitStack
@@ -17,6 +18,7 @@ from typing import TextIO
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.server_app import BuiltServer, ServerOptions, build_server
 from ds4.domain.errors import Ds4Error
+from ds4.domain.kvcache.policy import KvCacheOptions
 
 DEMO_MODEL = Path.home() / ".cache" / "ds4" / "tiny-demo.gguf"
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -93,7 +95,83 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="render tool-call history canonically instead of replaying sampled DSML",
     )
+    _register_kv_cache(p)
     p.set_defaults(run=run_server)
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a non-negative integer")
+    return value
+
+
+def _register_kv_cache(p: argparse.ArgumentParser) -> None:
+    """The disk KV cache flags (formats.md §7.1)."""
+    d = KvCacheOptions()
+    g = p.add_argument_group("disk KV cache")
+    g.add_argument(
+        "--kv-disk-dir",
+        metavar="DIR",
+        help="keep prompt prefixes as <sha1>.kv files here (created 0700); default: disabled",
+    )
+    g.add_argument(
+        "--kv-disk-space-mb",
+        "--kv-cache-budget-mb",
+        dest="kv_disk_space_mb",
+        type=_non_negative,
+        default=d.budget_bytes >> 20,
+        metavar="MIB",
+        help="disk budget; the lowest-scoring files are evicted beyond it (0: the default)",
+    )
+    g.add_argument(
+        "--kv-cache-min-tokens",
+        type=_positive,
+        default=d.min_tokens,
+        help="shortest prefix worth a file",
+    )
+    g.add_argument(
+        "--kv-cache-cold-max-tokens",
+        type=_non_negative,
+        default=d.cold_max_tokens,
+        help="longest prompt that gets a cold save on a full miss (0: no cold saves)",
+    )
+    g.add_argument(
+        "--kv-cache-continued-interval-tokens",
+        type=_non_negative,
+        default=d.continued_interval_tokens,
+        help="save the live state every this many tokens, aligned (0: never)",
+    )
+    g.add_argument(
+        "--kv-cache-boundary-trim-tokens",
+        type=_non_negative,
+        default=d.boundary_trim_tokens,
+        help="tokens a cold save leaves off the end of the prompt",
+    )
+    g.add_argument(
+        "--kv-cache-boundary-align-tokens",
+        type=_non_negative,
+        default=d.boundary_align_tokens,
+        help="cold and continued saves cut at multiples of this (0: no alignment)",
+    )
+    g.add_argument(
+        "--kv-cache-reject-different-quant",
+        action="store_true",
+        help="never load a checkpoint written with other routed-expert quant bits",
+    )
+
+
+def kv_cache_options(args: argparse.Namespace) -> KvCacheOptions:
+    budget_mb = args.kv_disk_space_mb or KvCacheOptions().budget_bytes >> 20
+    return KvCacheOptions(
+        budget_bytes=budget_mb << 20,
+        min_tokens=args.kv_cache_min_tokens,
+        cold_max_tokens=args.kv_cache_cold_max_tokens,
+        continued_interval_tokens=args.kv_cache_continued_interval_tokens,
+        boundary_trim_tokens=args.kv_cache_boundary_trim_tokens,
+        boundary_align_tokens=args.kv_cache_boundary_align_tokens,
+        reject_different_quant=args.kv_cache_reject_different_quant,
+    )
 
 
 def default_model(explicit: str | None) -> tuple[str, bool]:
@@ -118,6 +196,16 @@ def default_model(explicit: str | None) -> tuple[str, bool]:
             )
         )
     return str(DEMO_MODEL), True
+
+
+def _show_kv_cache_log() -> None:
+    """KV cache decisions (stores, hits, evictions, removed files) go to stderr."""
+    logger = logging.getLogger("ds4.kvcache")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("ds4 server: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
 
 
 def client_snippet(url: str, api_key: str | None) -> str:
@@ -180,6 +268,8 @@ def run_server(args: argparse.Namespace) -> int:
         tool_memory_max_ids=args.tool_memory_max_ids,
         exact_tool_replay=not args.disable_exact_dsml_tool_replay,
         prefill_chunk=args.prefill_chunk,
+        kv_disk_dir=args.kv_disk_dir,
+        kv_cache=kv_cache_options(args),
     )
     with ExitStack() as stack:
         trace: TextIO | None = None
@@ -188,6 +278,8 @@ def run_server(args: argparse.Namespace) -> int:
                 trace = stack.enter_context(Path(args.trace).open("w", encoding="utf-8"))
             except OSError as error:
                 raise Ds4Error(f"cannot open trace file {args.trace}: {error}") from None
+        if args.kv_disk_dir:
+            _show_kv_cache_log()
         built = build_server(options, trace)
         url = f"http://{host}:{args.port}"
         label = "scripted outputs" if args.backend == "scripted" else model

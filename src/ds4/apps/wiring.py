@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +21,10 @@ from ds4.ports.model_file import ModelFile
 from ds4.ports.quantizer import Quantizer
 from ds4.ports.random_source import RandomSource
 from ds4.ports.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from ds4.domain.kvcache.disk_cache import DiskCache
+    from ds4.domain.kvcache.policy import KvCacheOptions
 
 DequantBackend = Literal["native", "numpy"]
 
@@ -148,3 +153,36 @@ def random_source() -> RandomSource:
     from ds4.adapters.system_random import SystemRandom
 
     return SystemRandom()
+
+
+def model_tag(path: str | None, runner: ModelRunner) -> int:
+    """The KVC header's model tag: the model file's identity (ADR 0006), or, with no
+    file (the scripted backend), the runner's hyperparameters alone."""
+    from ds4.domain.kvcache.model_identity import model_tag_for
+
+    if path is None:
+        return model_tag_for(runner.hparams)
+    model_file = open_model_file(path)
+    try:
+        return model_tag_for(runner.hparams, model_file.metadata, model_file.tensors.values())
+    finally:
+        model_file.close()
+
+
+def kv_disk_cache(
+    directory: str,
+    opts: KvCacheOptions,
+    *,
+    quant_bits: int,
+    model_tag: int,
+    log: Callable[[str], None],
+) -> DiskCache:
+    """The disk KV cache on a local directory (created 0700; one eviction pass at open)."""
+    from ds4.adapters.storage.kv_disk_store import DiskKVStore
+    from ds4.adapters.system_clock import SystemClock
+    from ds4.domain.kvcache.disk_cache import DiskCache
+
+    store = DiskKVStore(directory, log=log)
+    return DiskCache(
+        store, SystemClock(), opts, quant_bits=quant_bits, model_tag=model_tag, log=log
+    )

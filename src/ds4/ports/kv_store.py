@@ -28,6 +28,10 @@ class KVStore(Protocol):
 
     def read_key(self, sha: str) -> bytes | None: ...
 
+    def read_trailer(self, sha: str) -> bytes:
+        """The sections after the payload (b"" if none or the file vanished)."""
+        ...
+
     def write(self, header: KvcHeader, text: bytes, payload: bytes, trailer: bytes) -> str:
         """Atomically (temp + fsync + rename) write `<sha1(text)>.kv`; return the sha."""
         ...

@@ -39,6 +39,9 @@ def load_script(path: str) -> list[str]:
     return value
 
 
+_PAYLOAD_MAGIC = b"SCR1"
+
+
 class _Script:
     """The shared playback cursor: which output the next request gets."""
 
@@ -130,14 +133,25 @@ class ScriptedSession:
         self._tokens.clear()
 
     def payload(self) -> bytes:
-        return struct.pack(f"<I{len(self._tokens)}I", len(self._tokens), *self._tokens)
+        """`SCR1`, u32 ctx, u32 count, u32 tokens[count] (a stand-in for DSV4)."""
+        n = len(self._tokens)
+        return _PAYLOAD_MAGIC + struct.pack(f"<II{n}I", self._ctx, n, *self._tokens)
 
     def load_payload(self, data: bytes) -> None:
-        try:
-            (count,) = struct.unpack_from("<I", data)
-            self._tokens = list(struct.unpack_from(f"<{count}I", data, 4))
-        except struct.error as error:
-            raise Ds4Error(f"bad scripted payload: {error}") from None
+        """Restore the tokens; a restored state begins a new request (like a prefill)."""
+        if len(data) < 12 or data[:4] != _PAYLOAD_MAGIC:
+            raise Ds4Error("bad scripted payload: wrong magic or too short")
+        ctx, count = struct.unpack_from("<II", data, 4)
+        if len(data) != 12 + 4 * count:
+            raise Ds4Error("bad scripted payload: length does not match the token count")
+        if ctx > self._ctx or count >= self._ctx:
+            raise Ds4Error("bad scripted payload: written for a larger context")
+        tokens = list(struct.unpack_from(f"<{count}I", data, 12))
+        if any(t >= self._vocab for t in tokens):
+            raise Ds4Error("bad scripted payload: token id out of range")
+        self._tokens = tokens
+        if self._generating:
+            self._output, self._emitted, self._generating = self._script.take(), 0, False
 
 
 class ScriptedRunner:

@@ -97,9 +97,13 @@ class InferenceWorker:
             try:
                 job = self._queue.get_nowait()
             except queue.Empty:
-                return
+                break
             if job is not None:
                 job.deliver(JobFailed("server shutting down"))
+        try:
+            self.worker.shutdown()  # the disk KV cache keeps the live state (server.md §6.6)
+        except Exception:
+            log.exception("saving the live session at shutdown failed")
 
     def _run(self, job: Job) -> None:
         prompt = len(job.prepared.prompt_tokens)

@@ -143,6 +143,22 @@ class DiskKVStore:
         finally:
             os.close(fd)
 
+    def read_trailer(self, sha: str) -> bytes:
+        path = self._path(sha)
+        prefix = self._read_prefix(path)
+        if prefix is None:
+            return b""
+        header, text_bytes, size = prefix
+        start = PREFIX_SIZE + text_bytes + header.payload_bytes
+        try:
+            fd = self._open(path, os.O_RDONLY)
+        except OSError:
+            return b""
+        try:
+            return os.pread(fd, size - start, start)
+        finally:
+            os.close(fd)
+
     # ---- writing -------------------------------------------------------------
 
     def write(self, header: KvcHeader, text: bytes, payload: bytes, trailer: bytes) -> str:

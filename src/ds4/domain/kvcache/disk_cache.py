@@ -25,6 +25,7 @@ from ds4.ports.clock import Clock
 from ds4.ports.kv_store import KVStore
 
 Log = Callable[[str], None]
+MAX_LOAD_ATTEMPTS = 8  # failed loads delete their file; this only bounds a racing writer
 
 
 class CheckpointableSession(Protocol):
@@ -100,6 +101,10 @@ class DiskCache:
             if trailer:
                 header = replace(header, flags=header.flags | flags, last_used=now)
             self.store.replace_trailer(sha, header, trailer)
+            self._log(
+                f"kv cache kept reason={reason.name.lower()} tokens={tokens} sha={sha} "
+                "(same key already stored)"
+            )
             return True
         if existing is not None:
             self.store.delete(sha)
@@ -117,7 +122,10 @@ class DiskCache:
             payload_bytes=len(payload),
         )
         self.store.write(header, key_text, payload, trailer)
-        self._log(f"kv cache stored reason={reason.name.lower()} tokens={tokens} sha={sha}")
+        self._log(
+            f"kv cache stored reason={reason.name.lower()} tokens={tokens} sha={sha} "
+            f"size={52 + len(key_text) + len(payload) + len(trailer)} bytes"
+        )
         self._evict(protected=sha)
         return True
 
@@ -159,20 +167,49 @@ class DiskCache:
             )
             self.store.delete(victim.sha)
 
+    def discard(self, sha: str, why: str) -> None:
+        """Delete a checkpoint that loaded but could not be used (never retried)."""
+        self._log(f"kv cache discarded sha={sha}: {why}")
+        self.store.delete(sha)
+
+    def tool_trailers(self) -> list[bytes]:
+        """The KTM trailers of every file that has one (for tool memory at start-up)."""
+        return [
+            self.store.read_trailer(e.sha)
+            for e in self.store.entries()
+            if e.header.flags & KvcFlags.KTM_TRAILER
+        ]
+
     # ---- loading -------------------------------------------------------------
 
-    def load(self, session: CheckpointableSession, prompt_text: bytes) -> LoadedCheckpoint | None:
-        """Restore the longest usable checkpoint whose key prefixes `prompt_text`."""
-        entry = find_prefix_entry(
-            self.store.entries(),
-            prompt_text,
-            quant_bits=self.quant_bits,
-            ctx=session.ctx,
-            model_tag=self.model_tag,
-            opts=self.opts,
-        )
-        if entry is None:
-            return None
+    def load(
+        self, session: CheckpointableSession, prompt_text: bytes, *, more_than: int = 0
+    ) -> LoadedCheckpoint | None:
+        """Restore the longest usable checkpoint whose key prefixes `prompt_text`.
+
+        A checkpoint that fails to load is deleted and the next best one is tried
+        (each failure removes a file, so this ends). `more_than`: leave the session
+        alone unless the checkpoint holds more tokens (the live state already shares
+        that many with the prompt)."""
+        for _ in range(MAX_LOAD_ATTEMPTS):
+            entry = find_prefix_entry(
+                self.store.entries(),
+                prompt_text,
+                quant_bits=self.quant_bits,
+                ctx=session.ctx,
+                model_tag=self.model_tag,
+                opts=self.opts,
+            )
+            if entry is None or entry.header.tokens <= more_than:
+                return None
+            loaded = self._load_entry(session, prompt_text, entry)
+            if loaded is not None or self._entry(entry.sha) is not None:
+                return loaded  # success, or a failure that left the file: stop here
+        return None
+
+    def _load_entry(
+        self, session: CheckpointableSession, prompt_text: bytes, entry: CacheEntry
+    ) -> LoadedCheckpoint | None:
         kv = self.store.read(entry.sha)
         if kv is None or not prompt_text.startswith(kv.text):
             self._log(f"kv cache load failed sha={entry.sha}: key changed")
@@ -181,13 +218,11 @@ class DiskCache:
             session.load_payload(kv.payload)
         except Ds4Error as exc:
             session.invalidate()
-            self._log(f"kv cache discarded sha={entry.sha}: {exc}")
-            self.store.delete(entry.sha)
+            self.discard(entry.sha, str(exc))
             return None
         if len(session.tokens) != kv.header.tokens:
             session.invalidate()
-            self._log(f"kv cache discarded sha={entry.sha}: token count differs from header")
-            self.store.delete(entry.sha)
+            self.discard(entry.sha, "token count differs from header")
             return None
         self.store.update_header(entry.sha, kv.header.touched(self.clock.now()))
         return LoadedCheckpoint(

@@ -2,17 +2,20 @@
 
 Pure orchestration over the engine Session and the generation loop; the HTTP
 adapter runs it on its single worker thread and maps the events per API.
-Cache decision (server.md §6.2, live part): the engine keeps the longest common
-token prefix; before that, when the live tokens' text is a byte prefix of the new
-prompt but their tokens are not (the model sampled one token where the renderer's
-tokenization has two), the live tokens are kept and only the rest is tokenized
-("memory-text", §6.3).
+Cache decision (server.md §6.2): the live tokens when they prefix the prompt
+("memory-token"); the live tokens when their text is a byte prefix of the prompt
+but their tokens are not (the model sampled one token where the renderer's
+tokenization has two; "memory-text", §6.3); otherwise, with a disk cache, the
+outgoing state is saved ("evict") and the longest stored text prefix is loaded
+("disk-text"); else the engine keeps the longest common token prefix it can and a
+"cold" checkpoint may be cut (§6.5). Continued checkpoints are written at aligned
+frontiers while prefilling and decoding (§6.6), shutdown saves the live state.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 
@@ -20,9 +23,13 @@ from ds4.domain.api.generation_request import Api
 from ds4.domain.api.served_events import PromptReady, ServedEvent, ToolCallOpened
 from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
 from ds4.domain.engine.session import Session, common_prefix
-from ds4.domain.generation.events import Finished, ToolCallStarted, Usage
+from ds4.domain.errors import Ds4Error
+from ds4.domain.generation.events import Finished, PrefillProgress, ToolCallStarted, Usage
 from ds4.domain.generation.loop import TurnSettings, decode_turn, prefill
+from ds4.domain.kvcache.kvc_header import SaveReason
 from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
+from ds4.domain.serving.eval_watch import EvalWatch
+from ds4.domain.serving.kv_checkpoints import DiskHit, KvCheckpoints
 from ds4.domain.serving.prepare import PreparedJob
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.domain.tools.tool_ids import ToolApi
@@ -31,6 +38,10 @@ from ds4.ports.tokenizer import Tokenizer
 
 # Thinking mode ignores the client's knobs (server.md §3.3).
 THINKING_SAMPLING = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.05)
+# Continued saves stop once the turn has begun a tool call (server.md §3.14).
+TOOL_START_MARKERS = ("<｜DSML｜tool_calls>", "<DSML｜tool_calls>", "<tool_calls>")
+_MARKER_BYTES = tuple(m.encode() for m in TOOL_START_MARKERS)
+_MARKER_TAIL = max(len(m) for m in _MARKER_BYTES)
 
 Trace = Callable[[str], None]
 
@@ -49,7 +60,7 @@ class CacheDecision:
 def cache_decision(session: Session, job: PreparedJob, tokenizer: Tokenizer) -> CacheDecision:
     live = tuple(session.tokens)
     common = common_prefix(live, job.prompt_tokens)
-    if live and common == len(live) and len(job.prompt_tokens) > len(live):
+    if live and common == len(live) and len(job.prompt_tokens) >= len(live):
         return CacheDecision(job.prompt_tokens, "memory-token", common)
     if live:
         live_text = tokenizer.decode(live)
@@ -70,6 +81,8 @@ class Worker:
     default_max_tokens: int
     memory_lock: AbstractContextManager[object] = field(default_factory=contextlib.nullcontext)
     trace: Trace = _no_trace
+    kv: KvCheckpoints | None = None  # the disk KV cache (None: disabled)
+    eval_watch: EvalWatch | None = None  # the session's engine, for saves while decoding
 
     def settings(self, job: PreparedJob) -> TurnSettings:
         request = job.request
@@ -101,20 +114,119 @@ class Worker:
         )
         self.trace(f"--- rendered prompt ---\n{job.prompt_text}")
         decision = cache_decision(self.session, job, self.tokenizer)
+        live = self.session.pos
+        prompt, source, hit = decision.tokens, decision.source, self._disk_lookup(job, decision)
+        if hit is not None:
+            prompt, source = hit.tokens, "disk-text"
         self.trace(
-            f"--- cache decision --- live={self.session.pos} prompt={len(job.prompt_tokens)} "
-            f"common={decision.common} source={decision.source} "
+            f"--- cache decision --- live={live} prompt={len(job.prompt_tokens)} "
+            f"common={decision.common} source={source} "
+            f"disk={hit.sha if hit is not None else '-'} "
             f"replay mem={job.replay.mem} disk={job.replay.disk} "
             f"canonical={job.replay.canonical} missing_ids={job.replay.missing_ids}"
         )
-        prompt = decision.tokens
         try:
-            cached = yield from prefill(self.session, prompt, cancel=cancel)
+            cached = yield from self._prefill(prompt, cold=source == "none", cancel=cancel)
         except CancelledError:
             yield Finished("cancelled", "", None, (), Usage(len(prompt), 0, 0))
             return
+        except Ds4Error as exc:
+            if hit is not None and self.kv is not None:
+                self.kv.discard(hit.sha, f"prefill after the load failed: {exc}")
+            raise
         self.trace(f"--- prefill done --- cached={cached} evaluated={len(prompt) - cached}")
         yield PromptReady(len(prompt), cached)
+        yield from self._decode(job, prompt, cached, cancel)
+
+    def shutdown(self) -> None:
+        """Clean exit: save the live state (reason `shutdown`); on the worker thread."""
+        if self.kv is not None:
+            self.kv.shutdown(self.session)
+
+    # ---- disk cache ------------------------------------------------------------
+
+    def _disk_lookup(self, job: PreparedJob, decision: CacheDecision) -> DiskHit | None:
+        """On a live miss: save the outgoing state, then load the best disk prefix."""
+        if decision.source != "none":
+            return None
+        if self.session.pos > 0:
+            self.trace(
+                f"--- live kv cache miss --- live={self.session.pos} common={decision.common}"
+            )
+        if self.kv is None:
+            return None
+        self.kv.on_miss(self.session)
+        return self.kv.load(self.session, job.prompt_text, more_than=decision.common)
+
+    def _prefill(
+        self, prompt: tuple[int, ...], *, cold: bool, cancel: CancelCheck
+    ) -> Generator[PrefillProgress, None, int]:
+        """Sync to `prompt` with cold/continued saves; the reused token count."""
+        kv = self.kv
+        if kv is None:
+            return (yield from prefill(self.session, prompt, cancel=cancel))
+        cut = kv.cold_length(prompt) if cold else 0
+        if cut and self.session.common_prefix(prompt) >= cut:
+            cut = 0  # the live state already holds the cut: nothing cold about it
+        previous = kv.suppress_continued(cut) if cut else kv.last_store
+        cached = -1
+        if 0 < cut < len(prompt):
+            cached = yield from self._prefill_saving(prompt[:cut], kv, cancel)
+            if not kv.store(self.session, SaveReason.COLD, cut):
+                kv.last_store = previous
+        reused = yield from self._prefill_saving(prompt, kv, cancel)
+        kv.maybe_continued(self.session)
+        if cut == len(prompt) and not kv.store(self.session, SaveReason.COLD, cut):
+            kv.last_store = previous
+        return reused if cached < 0 else cached
+
+    def _prefill_saving(
+        self, prompt: tuple[int, ...], kv: KvCheckpoints, cancel: CancelCheck
+    ) -> Generator[PrefillProgress, None, int]:
+        """prefill(), checking for a continued frontier after every chunk."""
+        generator = prefill(self.session, prompt, cancel=cancel)
+        while True:
+            try:
+                event = next(generator)
+            except StopIteration as done:
+                return int(done.value)
+            kv.maybe_continued(self.session)
+            yield event
+
+    def _decode_hook(self, tools_active: bool) -> Callable[[int], None]:
+        """After each decoded token: a continued save, unless a tool call has begun."""
+        kv, session, token_bytes = self.kv, self.session, self.tokenizer.token_bytes
+        tail = bytearray()
+        started = False
+
+        def after_eval(token: int) -> None:
+            nonlocal started
+            if tools_active and not started:
+                tail.extend(token_bytes(token))
+                del tail[: max(0, len(tail) - 2 * _MARKER_TAIL)]
+                started = any(m in tail for m in _MARKER_BYTES)
+            if kv is not None and not started:
+                kv.maybe_continued(session)
+
+        return after_eval
+
+    # ---- decoding --------------------------------------------------------------
+
+    def _decode(
+        self, job: PreparedJob, prompt: tuple[int, ...], cached: int, cancel: CancelCheck
+    ) -> Iterator[ServedEvent]:
+        watch = self.eval_watch if self.kv is not None else None
+        if watch is not None:
+            watch.on_eval = self._decode_hook(job.request.tools_active)
+        try:
+            yield from self._decode_events(job, prompt, cached, cancel)
+        finally:
+            if watch is not None:
+                watch.on_eval = None
+
+    def _decode_events(
+        self, job: PreparedJob, prompt: tuple[int, ...], cached: int, cancel: CancelCheck
+    ) -> Iterator[ServedEvent]:
         api: ToolApi = "anthropic" if job.request.api is Api.ANTHROPIC else "openai"
         shown: list[str] = []
         for event in decode_turn(

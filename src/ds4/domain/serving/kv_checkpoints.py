@@ -1,0 +1,196 @@
+"""The server's side of the disk KV cache (server.md §3.14, §6.2-6.6).
+
+What the worker asks of it, in job order: on a live miss, save the outgoing state
+(`evict`) and try a disk text-prefix load; before prefilling a cold prompt, where to
+cut the `cold` checkpoint; during prefill and decode, whether the live state sits
+on a `continued` frontier; at exit, save the live state (`shutdown`). Keys are the
+detokenized bytes of the saved tokens; the KTM trailer carries the tool ids whose
+sampled DSML occurs in the key, and is imported into tool memory on load.
+Every failure is logged and turns into "no checkpoint"; none reaches the client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+from ds4.domain.engine.session import Session
+from ds4.domain.errors import Ds4Error
+from ds4.domain.kvcache.disk_cache import DiskCache
+from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason
+from ds4.domain.kvcache.policy import KvCacheOptions, chat_anchor, continued_target, store_len
+from ds4.domain.tools.replay_memory import ToolReplayMemory
+from ds4.ports.tokenizer import Tokenizer
+
+Log = Callable[[str], None]
+
+
+class _Checkpointable:
+    """The engine Session seen through DiskCache's CheckpointableSession."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    @property
+    def ctx(self) -> int:
+        return self._session.ctx
+
+    @property
+    def tokens(self) -> Sequence[int]:
+        return self._session.tokens
+
+    def payload(self) -> bytes:
+        return self._session.snapshot()
+
+    def load_payload(self, data: bytes) -> None:
+        self._session.restore(data)
+
+    def invalidate(self) -> None:
+        self._session.invalidate()
+
+
+@dataclass(frozen=True)
+class DiskHit:
+    tokens: tuple[int, ...]  # the effective prompt: stored tokens + the tokenized suffix
+    loaded: int  # tokens restored from the file
+    sha: str
+    tool_ids: int  # ids imported from the KTM trailer
+
+
+class KvCheckpoints:
+    def __init__(
+        self,
+        disk: DiskCache,
+        tokenizer: Tokenizer,
+        memory: ToolReplayMemory,
+        *,
+        memory_lock: AbstractContextManager[object] | None = None,
+        log: Log = lambda _: None,
+    ) -> None:
+        self.disk, self.tokenizer, self.memory = disk, tokenizer, memory
+        self._lock: AbstractContextManager[object] = memory_lock or contextlib.nullcontext()
+        self._log = log
+        self.last_store = 0  # the highest cold/continued frontier saved for this conversation
+
+    @property
+    def opts(self) -> KvCacheOptions:
+        return self.disk.opts
+
+    def key_text(self, tokens: Sequence[int]) -> bytes:
+        """The token-text key: every token's bytes, specials as their literal text."""
+        return b"".join(self.tokenizer.token_bytes(t) for t in tokens)
+
+    # ---- saving --------------------------------------------------------------
+
+    def store(self, session: Session, reason: SaveReason, n: int) -> bool:
+        """Save the live state, which must hold exactly `n` tokens, as `reason`."""
+        name = reason.name.lower()
+        if n < self.opts.min_tokens:
+            return False
+        if session.pos != n:
+            self._log(
+                f"kv cache skipped reason={name}: live checkpoint is at {session.pos}, not {n}"
+            )
+            return False
+        key = self.key_text(session.tokens)
+        try:
+            text = key.decode("utf-8")
+        except UnicodeDecodeError:
+            self._log(f"kv cache skipped reason={name}: key ends inside a UTF-8 character")
+            return False
+        with self._lock:
+            trailer = self.memory.ktm_trailer(text)
+        try:
+            saved = self.disk.save(_Checkpointable(session), key, reason, trailer=trailer)
+        except (OSError, Ds4Error) as exc:
+            self._log(f"kv cache store failed reason={name} tokens={n}: {exc}")
+            return False
+        if saved and reason in (SaveReason.COLD, SaveReason.CONTINUED):
+            self.last_store = max(self.last_store, n)
+        return saved
+
+    def on_miss(self, session: Session) -> None:
+        """A request the live state does not serve: forget frontiers, save it (`evict`)."""
+        self.last_store = 0
+        if session.pos >= self.opts.min_tokens:
+            self.store(session, SaveReason.EVICT, session.pos)
+
+    def maybe_continued(self, session: Session) -> None:
+        if continued_target(session.pos, self.last_store, self.opts):
+            self.store(session, SaveReason.CONTINUED, session.pos)
+
+    def shutdown(self, session: Session) -> None:
+        if session.pos >= self.opts.min_tokens:
+            self.store(session, SaveReason.SHUTDOWN, session.pos)
+
+    # ---- cold geometry -------------------------------------------------------
+
+    def cold_length(self, prompt: Sequence[int]) -> int:
+        """Where a cold prompt's checkpoint cuts (0: no cold save), server.md §6.5."""
+        opts, n = self.opts, len(prompt)
+        if opts.cold_max_tokens <= 0 or not opts.min_tokens <= n <= opts.cold_max_tokens:
+            return 0
+        special = self.tokenizer.special
+        anchor = chat_anchor(prompt, special.user, special.assistant, opts.min_tokens)
+        return anchor if anchor >= opts.min_tokens else store_len(n, opts)
+
+    def suppress_continued(self, cold: int) -> int:
+        """Mark a cold cut that is also a continued frontier as stored; return the old mark."""
+        previous = self.last_store
+        if continued_target(cold, self.last_store, self.opts):
+            self.last_store = cold
+        return previous
+
+    # ---- loading -------------------------------------------------------------
+
+    def load(self, session: Session, prompt_text: str, *, more_than: int = 0) -> DiskHit | None:
+        """Restore the longest checkpoint whose key prefixes the prompt (server.md §6.4)."""
+        prompt = prompt_text.encode("utf-8")
+        try:
+            hit = self.disk.load(_Checkpointable(session), prompt, more_than=more_than)
+        except (OSError, Ds4Error) as exc:
+            session.invalidate()
+            self._log(f"kv cache load failed: {exc}")
+            return None
+        if hit is None:
+            return None
+        try:
+            suffix = prompt[hit.text_bytes :].decode("utf-8")
+        except UnicodeDecodeError:
+            session.invalidate()
+            self._log(f"kv cache load failed sha={hit.sha}: key ends inside a UTF-8 character")
+            return None
+        tokens = tuple(session.tokens) + tuple(self.tokenizer.encode(suffix) if suffix else ())
+        imported = 0
+        if hit.flags & KvcFlags.KTM_TRAILER:
+            with self._lock:
+                imported = self.memory.load_ktm(hit.trailer)
+        self.last_store = hit.tokens
+        self._log(
+            f"kv cache hit text tokens={hit.tokens} text={hit.text_bytes} "
+            f"quant={self.disk.quant_bits} key=token-text sha={hit.sha} tool_ids={imported}"
+        )
+        return DiskHit(tokens, hit.tokens, hit.sha, imported)
+
+    def discard(self, sha: str, why: str) -> None:
+        try:
+            self.disk.discard(sha, why)
+        except (OSError, Ds4Error) as exc:
+            self._log(f"kv cache could not delete sha={sha}: {exc}")
+
+    def import_tool_memory(self) -> int:
+        """Load every file's KTM trailer into tool memory (ids sent after a restart)."""
+        imported = 0
+        try:
+            trailers = self.disk.tool_trailers()
+        except (OSError, Ds4Error) as exc:
+            self._log(f"kv cache tool map scan failed: {exc}")
+            return 0
+        with self._lock:
+            for trailer in trailers:
+                imported += self.memory.load_ktm(trailer)
+        if imported:
+            self._log(f"kv cache tool map: {imported} ids from {len(trailers)} files")
+        return imported
