@@ -38,10 +38,6 @@ from ds4.ports.tokenizer import Tokenizer
 
 # Thinking mode ignores the client's knobs (server.md §3.3).
 THINKING_SAMPLING = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.05)
-# Continued saves stop once the turn has begun a tool call (server.md §3.14).
-TOOL_START_MARKERS = ("<｜DSML｜tool_calls>", "<DSML｜tool_calls>", "<tool_calls>")
-_MARKER_BYTES = tuple(m.encode() for m in TOOL_START_MARKERS)
-_MARKER_TAIL = max(len(m) for m in _MARKER_BYTES)
 
 Trace = Callable[[str], None]
 
@@ -193,31 +189,14 @@ class Worker:
             kv.maybe_continued(self.session)
             yield event
 
-    def _decode_hook(self, tools_active: bool) -> Callable[[int], None]:
-        """After each decoded token: a continued save, unless a tool call has begun."""
-        kv, session, token_bytes = self.kv, self.session, self.tokenizer.token_bytes
-        tail = bytearray()
-        started = False
-
-        def after_eval(token: int) -> None:
-            nonlocal started
-            if tools_active and not started:
-                tail.extend(token_bytes(token))
-                del tail[: max(0, len(tail) - 2 * _MARKER_TAIL)]
-                started = any(m in tail for m in _MARKER_BYTES)
-            if kv is not None and not started:
-                kv.maybe_continued(session)
-
-        return after_eval
-
     # ---- decoding --------------------------------------------------------------
 
     def _decode(
         self, job: PreparedJob, prompt: tuple[int, ...], cached: int, cancel: CancelCheck
     ) -> Iterator[ServedEvent]:
         watch = self.eval_watch if self.kv is not None else None
-        if watch is not None:
-            watch.on_eval = self._decode_hook(job.request.tools_active)
+        if watch is not None and self.kv is not None:
+            watch.on_eval = self.kv.decode_hook(self.session, job.request.tools_active)
         try:
             yield from self._decode_events(job, prompt, cached, cancel)
         finally:

@@ -25,6 +25,10 @@ from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.ports.tokenizer import Tokenizer
 
 Log = Callable[[str], None]
+# Continued saves stop once a tools-enabled turn has begun a tool call (server.md §3.14).
+TOOL_START_MARKERS = ("<｜DSML｜tool_calls>", "<DSML｜tool_calls>", "<tool_calls>")
+_MARKER_BYTES = tuple(m.encode() for m in TOOL_START_MARKERS)
+_MARKER_TAIL = 2 * max(len(m) for m in _MARKER_BYTES)
 
 
 class _Checkpointable:
@@ -120,6 +124,22 @@ class KvCheckpoints:
     def maybe_continued(self, session: Session) -> None:
         if continued_target(session.pos, self.last_store, self.opts):
             self.store(session, SaveReason.CONTINUED, session.pos)
+
+    def decode_hook(self, session: Session, tools_active: bool) -> Callable[[int], None]:
+        """Called after each decoded token: a continued save unless a tool call began."""
+        tail = bytearray()
+        started = False
+
+        def after_eval(token: int) -> None:
+            nonlocal started
+            if tools_active and not started:
+                tail.extend(self.tokenizer.token_bytes(token))
+                del tail[: max(0, len(tail) - _MARKER_TAIL)]
+                started = any(m in tail for m in _MARKER_BYTES)
+            if not started:
+                self.maybe_continued(session)
+
+        return after_eval
 
     def shutdown(self, session: Session) -> None:
         if session.pos >= self.opts.min_tokens:
