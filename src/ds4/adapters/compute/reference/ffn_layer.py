@@ -14,9 +14,15 @@ I64 = npt.NDArray[np.int64]
 
 def ffn_sublayer(setup: LayerSetup, g: F32, tokens: I64) -> F32:
     """g (n, D): the ffn-normed input; tokens (n,) ids (hash routing). Returns (n, D)."""
+    ids, wts = route_tokens(setup, g, tokens)
+    out: F32 = (routed_experts(setup, g, ids, wts) + shared_expert(setup, g)).astype(np.float32)
+    return out
+
+
+def route_tokens(setup: LayerSetup, g: F32, tokens: I64) -> tuple[I64, F32]:
+    """Chosen expert ids and weights, (n, k) each, for the ffn-normed input g."""
     hp, pre, w = setup.hp, setup.prefix, setup.weights
     n = g.shape[0]
-    clamp = hp.swiglu_clamp[setup.layer]
     logits = setup.mm("ffn_gate_inp.weight", g)
     bias = w.small(pre + "exp_probs_b.bias") if w.has(pre + "exp_probs_b.bias") else None
     hashed = (
@@ -35,8 +41,15 @@ def ffn_sublayer(setup: LayerSetup, g: F32, tokens: I64) -> F32:
             hp.expert_weights_scale,
             hp.expert_weights_norm,
         )
+    return ids, wts
 
-    # One pass per used expert over the tokens that chose it; sum per token in slot order.
+
+def routed_experts(setup: LayerSetup, g: F32, ids: I64, wts: F32) -> F32:
+    """The routed-expert sum (n, D): one pass per used expert over the tokens that chose
+    it, then a per-token sum in slot order."""
+    hp, pre, w = setup.hp, setup.prefix, setup.weights
+    n = g.shape[0]
+    clamp = hp.swiglu_clamp[setup.layer]
     contrib = np.zeros((n, hp.n_expert_used, hp.n_embd), dtype=np.float32)
     for e in np.unique(ids):
         tok, slot = np.nonzero(ids == e)
@@ -48,10 +61,12 @@ def ffn_sublayer(setup: LayerSetup, g: F32, tokens: I64) -> F32:
     moe = np.zeros((n, hp.n_embd), dtype=np.float32)
     for s in range(hp.n_expert_used):
         moe = (moe + contrib[:, s]).astype(np.float32)
+    return moe
 
+
+def shared_expert(setup: LayerSetup, g: F32) -> F32:
+    clamp = setup.hp.swiglu_clamp[setup.layer]
     shared_mid = clamped_swiglu(
         setup.mm("ffn_gate_shexp.weight", g), setup.mm("ffn_up_shexp.weight", g), clamp
     )
-    shared = setup.mm("ffn_down_shexp.weight", shared_mid)
-    out: F32 = (moe + shared).astype(np.float32)
-    return out
+    return setup.mm("ffn_down_shexp.weight", shared_mid)

@@ -39,7 +39,11 @@ class Forward:
         streams = hc_post(attention_sublayer(setup, h, positions, state), streams, mix)
         f_in, mix = self._hc_pre(setup, streams, "ffn")
         g = rmsnorm(f_in, setup.vec("ffn_norm.weight"), eps)
-        return hc_post(ffn_sublayer(setup, g, tokens), streams, mix)
+        return hc_post(self.ffn(setup, g, tokens), streams, mix)
+
+    def ffn(self, setup: LayerSetup, g: F32, tokens: I64) -> F32:
+        """The FFN sublayer (a hook: other backends route experts their own way)."""
+        return ffn_sublayer(setup, g, tokens)
 
     def run(self, tokens: I64, positions: I64, states: list[LayerState]) -> F32:
         """Evaluate the chunk into the states; return the final HC streams (n, S, D)."""

@@ -24,11 +24,14 @@ class ReferenceRunner:
         hparams: DeepSeekV4HParams,
         numerics: Numerics,
         dequantizer: Dequantizer,
+        forward: Forward | None = None,
     ) -> None:
         self._model = model
         self._hp = hparams
         self.numerics = numerics
-        self._forward = Forward(hparams, WeightStore(model, dequantizer, numerics), numerics)
+        self._forward = forward or Forward(
+            hparams, WeightStore(model, dequantizer, numerics), numerics
+        )
 
     @property
     def hparams(self) -> DeepSeekV4HParams:
@@ -48,6 +51,12 @@ def open_reference_runner(
 ) -> ModelRunner:
     """Open and validate a main-model GGUF; Ds4Error naming every problem if it is unusable."""
     chosen = numerics_named(numerics)
+    model, hparams = load_model(path)
+    return ReferenceRunner(model, hparams, chosen, dequantizer or NumpyDequantizer())
+
+
+def load_model(path: str) -> tuple[GGUFFile, DeepSeekV4HParams]:
+    """The mmapped GGUF and its validated hyperparameters (Ds4Error naming every problem)."""
     try:
         model = GGUFFile(path)
     except OSError as exc:
@@ -56,4 +65,4 @@ def open_reference_runner(
     if not report.ok or report.hparams is None:
         problems = "; ".join(str(p) for p in report.errors) or "not a DeepSeek V4 model"
         raise Ds4Error(f"{path}: {problems}")
-    return ReferenceRunner(model, report.hparams, chosen, dequantizer or NumpyDequantizer())
+    return model, report.hparams

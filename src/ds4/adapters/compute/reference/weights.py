@@ -98,7 +98,19 @@ class WeightStore:
             w64 = w.astype(np.float64)  # F32 2-D weights accumulate in f64 (model.md §7.1)
             out64 = [w64 @ xt.astype(np.float64) for xt in x]
             return np.stack(out64).astype(np.float32).reshape(x.shape[0], -1)
+        if self._numerics.activation_quant:  # F16/BF16: f32 products summed in index order
+            return _sequential_f32(w, x)
         return np.stack([w @ xt for xt in x]).astype(np.float32).reshape(x.shape[0], -1)
+
+
+def _sequential_f32(w: F32, x: F32) -> F32:
+    """y[t, r] = (((0 + w[r,0]x[t,0]) + w[r,1]x[t,1]) + ...) with every product and sum
+    rounded to f32: model.md §7.1's f32 accumulation in a fixed order (the native scalar
+    kernel's), instead of BLAS's blocking."""
+    acc = np.zeros((x.shape[0], w.shape[0]), dtype=np.float32)
+    for i in range(w.shape[1]):
+        acc += np.multiply.outer(x[:, i], w[:, i])
+    return acc
 
 
 def _dequantizable(kind: GGMLType) -> bool:
