@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -93,12 +94,7 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
     cli.add_argument("--top-k", type=int, default=0, help="keep the k best tokens (0: off)")
     cli.add_argument("--min-p", type=float, default=0.05, help="relative to the best token")
     cli.add_argument("--seed", type=int, default=None, help="RNG seed > 0 (default: random)")
-    cli.add_argument(
-        "--backend",
-        choices=["reference"],
-        default="reference",
-        help="compute backend (reference: the numpy engine checked against HF transformers)",
-    )
+    add_backend_flags(cli)
     cli.add_argument(
         "--numerics",
         choices=["ds4", "fp32"],
@@ -118,6 +114,24 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
     )
     cli.add_argument(
         "--logprobs-top-k", type=int, default=20, help="alternatives per step (max 128)"
+    )
+
+
+def add_backend_flags(parser: argparse.ArgumentParser) -> None:
+    """--backend (cpu by default when the native kernels are built) and --threads."""
+    parser.add_argument(
+        "--backend",
+        choices=["cpu", "reference"],
+        default=wiring.default_backend(),
+        help="compute backend (cpu: native kernels on the mapped weights; reference: the "
+        "numpy engine checked against HF transformers)",
+    )
+    parser.add_argument(
+        "-t",
+        "--threads",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="CPU threads for the cpu backend",
     )
 
 

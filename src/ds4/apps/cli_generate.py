@@ -46,7 +46,9 @@ def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer]:
     if args.ctx < 2:
         raise Ds4Error(f"--ctx {args.ctx} is too small (at least 2 tokens)")
     path = model_path(args)
-    runner = wiring.model_runner(path, backend=args.backend, numerics=args.numerics)
+    runner = wiring.model_runner(
+        path, backend=args.backend, numerics=args.numerics, threads=args.threads
+    )
     tokenizer = wiring.tokenizer(path, gguf_only=True)
     return Session(runner.new_session(args.ctx), chunk=args.chunk), tokenizer
 

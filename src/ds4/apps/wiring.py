@@ -120,7 +120,21 @@ def tokenizer(
     return build_tokenizer(vocab, backend)
 
 
-ComputeBackend = Literal["reference", "scripted"]
+ComputeBackend = Literal["cpu", "reference", "scripted"]
+
+
+def cpu_backend_available() -> bool:
+    """Whether the native CPU kernels (ds4._native_cpu) import in this build."""
+    try:
+        from ds4.adapters.compute import cpu_kernels  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def default_backend() -> str:
+    """cpu when the native kernels are built, else the numpy reference."""
+    return "cpu" if cpu_backend_available() else "reference"
 
 
 def model_runner(
@@ -128,21 +142,28 @@ def model_runner(
     *,
     backend: str = "reference",
     numerics: str = "ds4",
+    threads: int | None = None,
     script: str | None = None,
     script_tokenizer: Tokenizer | None = None,
     script_token_delay: float = 0.0,
 ) -> ModelRunner:
-    """The compute backend (`--backend`): reference numpy, or the scripted test double."""
+    """The compute backend (`--backend`): native cpu, reference numpy, or the scripted
+    test double. threads sizes the cpu backend's kernel pool (default: every core)."""
     if backend == "scripted":
         if script is None or script_tokenizer is None:
             raise Ds4Error("--backend scripted needs --script FILE")
         from ds4.adapters.compute.scripted import ScriptedRunner, load_script
 
         return ScriptedRunner(load_script(script), script_tokenizer, token_delay=script_token_delay)
-    if backend != "reference":
-        raise Ds4Error(f"backend {backend!r} is not available in this build (have: reference)")
+    have = "cpu, reference" if cpu_backend_available() else "reference"
+    if backend not in ("cpu", "reference") or (backend == "cpu" and "cpu" not in have):
+        raise Ds4Error(f"backend {backend!r} is not available in this build (have: {have})")
     if path is None:
-        raise Ds4Error("the reference backend needs a model (-m)")
+        raise Ds4Error(f"the {backend} backend needs a model (-m)")
+    if backend == "cpu":
+        from ds4.adapters.compute.cpu import open_cpu_runner
+
+        return open_cpu_runner(path, numerics=numerics, threads=threads)
     from ds4.adapters.compute.reference import open_reference_runner
 
     return open_reference_runner(path, numerics=numerics, dequantizer=dequantizer("native"))
