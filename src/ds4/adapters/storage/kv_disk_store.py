@@ -119,17 +119,21 @@ class DiskKVStore:
         if prefix is None:
             return None
         header, text_bytes, size = prefix
+        start = PREFIX_SIZE + text_bytes
+        end = start + header.payload_bytes
         fd = self._open(path, os.O_RDONLY)
         try:
-            body = os.pread(fd, size - PREFIX_SIZE, PREFIX_SIZE)
+            text = os.pread(fd, text_bytes, PREFIX_SIZE)
+            if cache_key_name(text) != f"{sha}.kv":
+                self._remove(path, "key text does not match the file name")
+                return None
+            # one read per section: no copy of the (large) payload out of a bigger buffer
+            payload = os.pread(fd, header.payload_bytes, start)
+            trailer = os.pread(fd, size - end, end) if size > end else b""
         finally:
             os.close(fd)
-        text = body[:text_bytes]
-        if cache_key_name(text) != f"{sha}.kv":
-            self._remove(path, "key text does not match the file name")
-            return None
-        payload = body[text_bytes : text_bytes + header.payload_bytes]
-        trailer = body[text_bytes + header.payload_bytes :]
+        if len(text) != text_bytes or len(payload) != header.payload_bytes:
+            return None  # shrank since it was listed
         return KvFile(header, text, payload, trailer)
 
     def read_key(self, sha: str) -> bytes | None:
