@@ -27,7 +27,7 @@ def native_ffn(store: NativeWeightStore, setup: LayerSetup, g: F32, tokens: I64)
     if fused and g.shape[0] == 1:
         moe = cpu_kernels.moe_forward(
             g[0], gate, up, down, ids[0], wts[0],
-            clamp=setup.hp.swiglu_clamp[setup.layer], impl=store.impl,
+            clamp=setup.hp.swiglu_clamp[setup.layer], threads=store.threads, impl=store.impl,
         )[None, :]  # fmt: skip
     else:
         moe = routed_experts(setup, g, ids, wts)

@@ -28,10 +28,17 @@ F32 = npt.NDArray[np.float32]
 
 class NativeWeightStore(WeightStore):
     def __init__(
-        self, model: ModelFile, dequantizer: Dequantizer, numerics: Numerics, impl: str = "auto"
+        self,
+        model: ModelFile,
+        dequantizer: Dequantizer,
+        numerics: Numerics,
+        *,
+        threads: int,
+        impl: str = "auto",
     ) -> None:
         super().__init__(model, dequantizer, numerics)
         self._model_file = model
+        self.threads = threads  # the pool is resized when another store used another count
         self.impl = impl
 
     def matmul(
@@ -46,7 +53,7 @@ class NativeWeightStore(WeightStore):
             raw = raw[rows]
         if info.ggml_type not in cpu_kernels.MATMUL_TYPES:
             raise Ds4Error(f"{name}: the CPU backend has no kernel for {info.ggml_type.name}")
-        return cpu_kernels.matmul(raw, info.ggml_type, x, impl=self.impl)
+        return cpu_kernels.matmul(raw, info.ggml_type, x, threads=self.threads, impl=self.impl)
 
     def experts(self, name: str) -> ExpertWeights:
         """A 3-D expert tensor as raw blocks for moe_forward."""

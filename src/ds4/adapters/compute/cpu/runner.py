@@ -52,8 +52,9 @@ def open_cpu_runner(
     if impl not in cpu_kernels.available_impls():
         have = ", ".join(cpu_kernels.available_impls())
         raise Ds4Error(f"CPU kernel set {impl!r} is not available (have: {have})")
-    cpu_kernels.set_threads(threads if threads is not None else os.cpu_count() or 1)
+    n_threads = threads if threads is not None else os.cpu_count() or 1
+    cpu_kernels.set_threads(n_threads)  # Ds4Error now for a bad count, not at first use
     model, hparams = load_model(path)
     deq = NativeDequantizer()
-    store = NativeWeightStore(model, deq, chosen, impl)
+    store = NativeWeightStore(model, deq, chosen, threads=n_threads, impl=impl)
     return CpuRunner(model, hparams, chosen, deq, CpuForward(hparams, store, chosen))

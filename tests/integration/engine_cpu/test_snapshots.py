@@ -1,0 +1,91 @@
+"""Snapshot semantics across backends: the cpu backend keeps the reference engine's state,
+so DSV4 payloads move both ways and restore-then-decode continues exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ds4.adapters.compute.cpu import open_cpu_runner
+from ds4.adapters.compute.reference import open_reference_runner
+from ds4.domain.errors import Ds4Error
+from ds4.ports.compute import ComputeSession, ModelRunner
+
+CTX = 48
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_q2: Path) -> ModelRunner:
+    return open_reference_runner(str(tiny_q2), numerics="ds4")
+
+
+def continue_with(session: ComputeSession, tokens: list[int]) -> np.ndarray:
+    return np.stack([session.eval(t) for t in tokens])
+
+
+def test_payloads_are_interchangeable_with_scalar_kernels(
+    tiny_q2: Path, reference: ModelRunner, prompt: list[int]
+) -> None:
+    cpu = open_cpu_runner(str(tiny_q2), numerics="ds4", impl="scalar")
+    head, tail = prompt[:21], prompt[21:]
+    live_cpu, live_ref = cpu.new_session(CTX), reference.new_session(CTX)
+    live_cpu.prefill(head)
+    live_ref.prefill(head)
+    cpu_payload, ref_payload = live_cpu.payload(), live_ref.payload()
+    assert cpu_payload == ref_payload
+
+    ref_from_cpu, cpu_from_ref = reference.new_session(CTX), cpu.new_session(CTX)
+    ref_from_cpu.load_payload(cpu_payload)
+    cpu_from_ref.load_payload(ref_payload)
+    want = continue_with(live_cpu, tail)
+    assert np.array_equal(continue_with(ref_from_cpu, tail), want)
+    assert np.array_equal(continue_with(cpu_from_ref, tail), want)
+
+
+def test_simd_payload_restores_exactly(
+    tiny_q2: Path, reference: ModelRunner, prompt: list[int]
+) -> None:
+    cpu = open_cpu_runner(str(tiny_q2), numerics="ds4")
+    live = cpu.new_session(CTX)
+    live.prefill(prompt[:18])
+    data = live.payload()
+
+    in_reference = reference.new_session(CTX)  # the reference reads the cpu's payload ...
+    in_reference.load_payload(data)
+    assert list(in_reference.tokens) == prompt[:18]
+    assert np.array_equal(in_reference.logits(), live.logits())
+    assert in_reference.payload() == data  # ... and writes back the same bytes
+
+    restored = cpu.new_session(CTX)
+    restored.load_payload(data)
+    assert np.array_equal(continue_with(restored, prompt[18:]), continue_with(live, prompt[18:]))
+
+
+def test_rewind_and_chunking_are_exact_on_the_cpu_backend(tiny_q2: Path, prompt: list[int]) -> None:
+    cpu = open_cpu_runner(str(tiny_q2), numerics="ds4")
+    one_pass = cpu.new_session(CTX).prefill(prompt, all_logits=True)
+    chunked = cpu.new_session(CTX).prefill(prompt, chunk=5, all_logits=True)
+    stepped = cpu.new_session(CTX)
+    by_token = np.stack([stepped.eval(t) for t in prompt])  # decode path: moe_forward
+    assert np.array_equal(chunked, one_pass)
+    assert np.array_equal(by_token, one_pass)
+    stepped.rewind(10)
+    assert np.array_equal(stepped.logits(), one_pass[9])
+    assert np.array_equal(stepped.eval(prompt[10]), one_pass[10])
+
+
+def test_threads_do_not_change_results_and_bad_settings_are_errors(
+    tiny_q2: Path, prompt: list[int]
+) -> None:
+    one = open_cpu_runner(str(tiny_q2), threads=1).new_session(CTX)
+    two = open_cpu_runner(str(tiny_q2), threads=2).new_session(CTX)
+    assert np.array_equal(one.prefill(prompt[:8]), two.prefill(prompt[:8]))
+    assert np.array_equal(one.eval(prompt[8]), two.eval(prompt[8]))
+    with pytest.raises(Ds4Error, match="threads"):
+        open_cpu_runner(str(tiny_q2), threads=0)
+    with pytest.raises(Ds4Error, match="not available"):
+        open_cpu_runner(str(tiny_q2), impl="neon")
+    with pytest.raises(Ds4Error, match="cannot open"):
+        open_cpu_runner(str(tiny_q2) + ".missing")
