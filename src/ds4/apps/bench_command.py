@@ -1,0 +1,203 @@
+"""`ds4 bench`: prefill and generation throughput at context frontiers (apps.md §4).
+
+One model load, one token sequence, one session. For each frontier F: prefill the tokens
+since the previous frontier (timed), snapshot the state (its payload size is the KV cache
+bytes; not timed), decode gen_tokens greedy tokens never choosing EOS (timed), restore
+the snapshot (not timed) and go on. One CSV row per frontier, flushed as it is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+import numpy.typing as npt
+
+from ds4.apps import wiring
+from ds4.apps.cli_command import add_backend_flags
+from ds4.apps.cli_prompt import chat_prompt
+from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.domain.chat.messages import ThinkMode
+from ds4.domain.errors import Ds4Error
+from ds4.ports.compute import ComputeSession
+
+CSV_HEADER = "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes"
+DEFAULT_SYSTEM = "You are a helpful assistant."  # bench's default ends with a period
+PREFILL_CHUNK = 2048
+
+
+@dataclass(frozen=True)
+class Row:
+    ctx_tokens: int
+    prefill_tokens: int
+    prefill_tps: float
+    gen_tokens: int
+    gen_tps: float
+    kvcache_bytes: int
+
+    def csv(self) -> str:
+        return (
+            f"{self.ctx_tokens},{self.prefill_tokens},{self.prefill_tps:.2f},"
+            f"{self.gen_tokens},{self.gen_tps:.2f},{self.kvcache_bytes}"
+        )
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    bench = sub.add_parser(
+        "bench",
+        formatter_class=DefaultsHelpFormatter,
+        help="prefill and generation throughput at growing context frontiers (CSV)",
+        description="For each context frontier: prefill t/s of the newest span, then "
+        "generation t/s at the frontier (greedy, never EOS; the state is snapshotted before "
+        "and restored after), and the snapshot size. CSV on stdout (or --csv FILE).",
+    )
+    bench.add_argument("--prompt-file", metavar="FILE", help="raw text, plain BPE")
+    bench.add_argument(
+        "--chat-prompt-file",
+        metavar="FILE",
+        help="text rendered as one no-thinking chat user message (system text from -sys)",
+    )
+    bench.add_argument("-sys", "--system", default=DEFAULT_SYSTEM, help="with --chat-prompt-file")
+    bench.add_argument("-m", "--model", metavar="GGUF", help="model file (default: $DS4_MODEL, "
+                       "else ./ds4flash.gguf)")  # fmt: skip
+    add_backend_flags(bench)
+    bench.add_argument("--numerics", choices=["ds4", "fp32"], default="ds4", help="numerics")
+    bench.add_argument("--ctx-start", type=int, default=2048, help="first frontier")
+    bench.add_argument("--ctx-max", type=int, default=32768, help="last frontier")
+    bench.add_argument(
+        "--ctx-alloc", type=int, default=None, help="session size (default: ctx-max + gen + 1)"
+    )
+    bench.add_argument("--step-incr", type=int, default=2048, help="linear step (step-mul 1)")
+    bench.add_argument(
+        "--step-mul", type=float, default=1.0, help="> 1: next = max(cur + 1, ceil(cur * F))"
+    )
+    bench.add_argument(
+        "--gen-tokens", "--tokens", "-n", dest="gen_tokens", type=int, default=128,
+        help="tokens generated at each frontier",
+    )  # fmt: skip
+    bench.add_argument("--csv", metavar="FILE", help="write the CSV here instead of stdout")
+    bench.add_argument("--plot", metavar="FILE.png", help="draw t/s against context (PNG)")
+    bench.set_defaults(run=run, bench_parser=bench)
+
+
+def frontiers(start: int, end: int, step_incr: int, step_mul: float) -> Iterator[int]:
+    """start, then the next frontier each time, clamped to end; end is always the last."""
+    cur = min(start, end)
+    while True:
+        yield cur
+        if cur >= end:
+            return
+        nxt = max(cur + 1, math.ceil(cur * step_mul)) if step_mul > 1 else cur + step_incr
+        cur = min(nxt, end)
+
+
+def check_flags(args: argparse.Namespace) -> int:
+    """Usage errors exit 2 through argparse; returns the session allocation."""
+    parser: argparse.ArgumentParser = args.bench_parser
+    if (args.prompt_file is None) == (args.chat_prompt_file is None):
+        parser.error("specify exactly one of --prompt-file or --chat-prompt-file")
+    if args.ctx_start < 1 or args.ctx_start > args.ctx_max:
+        parser.error(f"--ctx-start {args.ctx_start} must be in 1..--ctx-max ({args.ctx_max})")
+    if args.step_mul < 1:
+        parser.error(f"--step-mul must be >= 1 (got {args.step_mul})")
+    if args.step_mul == 1 and args.step_incr < 1:
+        parser.error(f"--step-incr must be >= 1 (got {args.step_incr})")
+    if args.gen_tokens < 1:
+        parser.error(f"--gen-tokens must be >= 1 (got {args.gen_tokens})")
+    alloc: int = args.ctx_alloc or args.ctx_max + args.gen_tokens + 1
+    if alloc <= args.ctx_max + args.gen_tokens:
+        parser.error(f"--ctx-alloc {alloc} must be > ctx-max + gen-tokens "
+                     f"({args.ctx_max + args.gen_tokens})")  # fmt: skip
+    return alloc
+
+
+def prompt_ids(args: argparse.Namespace, model: str) -> tuple[list[int], int]:
+    """The benchmark sequence and the EOS id."""
+    tokenizer = wiring.tokenizer(model, gguf_only=True)
+    path = Path(args.prompt_file or args.chat_prompt_file)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise Ds4Error(f"cannot read prompt file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise Ds4Error(f"prompt file {path} is not UTF-8 (byte {exc.start})") from None
+    if args.chat_prompt_file is not None:
+        text = chat_prompt(text, args.system, ThinkMode.NONE)
+    ids = tokenizer.encode(text)
+    if len(ids) < args.ctx_max:
+        raise Ds4Error(f"prompt has {len(ids)} tokens, need at least --ctx-max={args.ctx_max}")
+    return ids, tokenizer.special.eos
+
+
+def greedy_not_eos(logits: npt.NDArray[np.float32], eos: int) -> int:
+    masked = np.array(logits, dtype=np.float32)
+    if 0 <= eos < masked.size:
+        masked[eos] = -np.inf
+    if not np.isfinite(masked).any():
+        raise Ds4Error("no token other than EOS can be chosen")
+    return int(np.argmax(masked))
+
+
+def measure(
+    session: ComputeSession, ids: list[int], eos: int, args: argparse.Namespace
+) -> Iterator[Row]:
+    done = 0
+    for frontier in frontiers(args.ctx_start, args.ctx_max, args.step_incr, args.step_mul):
+        t0 = time.perf_counter()
+        session.prefill(ids[done:frontier], chunk=PREFILL_CHUNK)
+        prefill_s = time.perf_counter() - t0
+        snapshot = session.payload()
+        if frontier + args.gen_tokens > session.ctx:
+            raise Ds4Error(f"generation would exceed allocated context at frontier {frontier}")
+        logits = session.logits()
+        t0 = time.perf_counter()
+        for _ in range(args.gen_tokens):
+            logits = session.eval(greedy_not_eos(logits, eos))
+        gen_s = time.perf_counter() - t0
+        session.load_payload(snapshot)
+        yield Row(frontier, frontier - done, (frontier - done) / max(prefill_s, 1e-9),
+                  args.gen_tokens, args.gen_tokens / max(gen_s, 1e-9), len(snapshot))  # fmt: skip
+        done = frontier
+
+
+def run(args: argparse.Namespace) -> int:
+    alloc = check_flags(args)
+    from ds4.apps.cli_generate import model_path
+
+    model = model_path(args)
+    ids, eos = prompt_ids(args, model)
+    runner = wiring.model_runner(
+        model, backend=args.backend, numerics=args.numerics, threads=args.threads
+    )
+    session = runner.new_session(alloc)
+    rows: list[Row] = []
+    out: TextIO = sys.stdout
+    if args.csv is not None:
+        try:
+            out = Path(args.csv).open("w", encoding="utf-8")  # noqa: SIM115 (closed below)
+        except OSError as exc:
+            raise Ds4Error(f"cannot write {args.csv}: {exc.strerror}") from None
+    try:
+        out.write(CSV_HEADER + "\n")
+        out.flush()
+        for row in measure(session, ids, eos, args):
+            rows.append(row)
+            out.write(row.csv() + "\n")
+            out.flush()
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    if args.plot is not None:
+        from ds4.apps.bench_plot import plot_rows
+
+        plot_rows(rows, args.plot, title=f"{Path(model).stem} ({args.backend}, "
+                  f"{args.threads} threads) t/s")  # fmt: skip
+        print(f"ds4: wrote {args.plot}", file=sys.stderr)
+    return 0

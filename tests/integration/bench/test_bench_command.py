@@ -1,0 +1,105 @@
+"""`ds4 bench` on a tiny model: CSV columns and rows, snapshot sizes, plot, flag errors."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ds4.apps import bench_command, wiring
+from ds4.apps.bench_command import CSV_HEADER, frontiers
+from ds4.domain.errors import Ds4Error
+
+ROW = re.compile(r"^\d+,\d+,\d+\.\d\d,\d+,\d+\.\d\d,\d+$")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bench") / "q2.gguf"
+    made = subprocess.run(
+        [sys.executable, "-m", "ds4", "gguf", "tiny", "--out", str(out), "--quant", "q2",
+         "--preset", "tiny-2layer", "--quiet"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def prompt_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("bench_prompt") / "prompt.txt"
+    path.write_text("Quel ramo del lago di Como, che volge a mezzogiorno. " * 20, "utf-8")
+    return path
+
+
+def bench(*argv: str | Path) -> int:
+    parser = argparse.ArgumentParser(prog="ds4")
+    bench_command.register(parser.add_subparsers())
+    args = parser.parse_args(["bench", *map(str, argv)])
+    code: int = args.run(args)
+    return code
+
+
+def test_frontier_sequences() -> None:
+    assert list(frontiers(2048, 8192, 2048, 1)) == [2048, 4096, 6144, 8192]
+    assert list(frontiers(2048, 7000, 2048, 1)) == [2048, 4096, 6144, 7000]
+    assert list(frontiers(1000, 5000, 0, 2)) == [1000, 2000, 4000, 5000]
+    assert list(frontiers(1, 4, 0, 1.1)) == [1, 2, 3, 4]  # always at least one more
+    assert list(frontiers(64, 64, 16, 1)) == [64]
+
+
+def test_csv_rows_snapshot_sizes_and_plot(
+    tiny_model: Path, prompt_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plot = tmp_path / "speed.png"
+    code = bench("-m", tiny_model, "--prompt-file", prompt_file, "--ctx-start", "32",
+                 "--ctx-max", "64", "--step-incr", "16", "--gen-tokens", "3", "--threads", "1",
+                 "--plot", plot)  # fmt: skip
+    assert code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == CSV_HEADER
+    rows = [line.split(",") for line in lines[1:]]
+    assert all(ROW.match(line) for line in lines[1:])
+    assert [int(r[0]) for r in rows] == [32, 48, 64]
+    assert [int(r[1]) for r in rows] == [32, 16, 16]
+    assert all(int(r[3]) == 3 and float(r[2]) > 0 and float(r[4]) > 0 for r in rows)
+    # kvcache_bytes is the state at the frontier: the probe's tokens were restored away
+    runner = wiring.model_runner(str(tiny_model), backend="cpu")
+    ids = wiring.tokenizer(str(tiny_model), gguf_only=True).encode(prompt_file.read_text("utf-8"))
+    session = runner.new_session(64 + 3 + 1)
+    done = 0
+    for r in rows:
+        session.prefill(ids[done : int(r[0])])
+        done = int(r[0])
+        assert int(r[5]) == len(session.payload())
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_csv_option_writes_the_rows_to_a_file(
+    tiny_model: Path, prompt_file: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "rows.csv"
+    assert bench("-m", tiny_model, "--prompt-file", prompt_file, "--ctx-start", "40",
+                 "--ctx-max", "40", "--gen-tokens", "2", "--csv", out) == 0  # fmt: skip
+    header, row = out.read_text("utf-8").splitlines()
+    assert header == CSV_HEADER and row.startswith("40,40,") and ",2," in row
+    assert np.isfinite(float(row.split(",")[4]))
+
+
+def test_flag_and_prompt_errors(tiny_model: Path, prompt_file: Path) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        bench("-m", tiny_model)
+    assert exit_info.value.code == 2
+    with pytest.raises(SystemExit):
+        bench("-m", tiny_model, "--prompt-file", prompt_file, "--chat-prompt-file", prompt_file)
+    with pytest.raises(SystemExit):
+        bench("-m", tiny_model, "--prompt-file", prompt_file, "--ctx-start", "9",
+              "--ctx-max", "8")  # fmt: skip
+    with pytest.raises(Ds4Error, match=r"prompt has \d+ tokens, need at least --ctx-max=100000"):
+        bench("-m", tiny_model, "--prompt-file", prompt_file, "--ctx-start", "8",
+              "--ctx-max", "100000")  # fmt: skip
