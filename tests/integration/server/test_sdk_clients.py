@@ -170,7 +170,7 @@ def test_anthropic_stream_helper_and_tool_use(claude: Any) -> None:
     finals = []
     for _ in range(2):
         with claude.messages.stream(
-            model="claude-sonnet-4-5",
+            model="deepseek-v4-flash",
             max_tokens=1000,
             system=[{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
             messages=[{"role": "user", "content": "list files"}],
