@@ -33,6 +33,7 @@ kv_log = logging.getLogger("ds4.kvcache")
 class ServerOptions:
     model: str | None  # GGUF path (None: scripted backend without a model)
     backend: str = "reference"
+    threads: int | None = None
     script: str | None = None
     script_token_delay: float = 0.0
     ctx: int = 32768
@@ -59,6 +60,7 @@ def build_server(options: ServerOptions, trace: TextIO | None = None) -> BuiltSe
     runner = wiring.model_runner(
         options.model,
         backend=options.backend,
+        threads=options.threads,
         script=options.script,
         script_tokenizer=tokenizer,
         script_token_delay=options.script_token_delay,

@@ -15,6 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TextIO
 
+from ds4.apps import wiring
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.server_app import BuiltServer, ServerOptions, build_server
 from ds4.domain.errors import Ds4Error
@@ -58,9 +59,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--backend",
-        choices=("reference", "scripted"),
-        default="reference",
-        help="compute backend; scripted plays back --script outputs (for client tests)",
+        choices=("cpu", "reference", "scripted"),
+        default=wiring.default_backend(),
+        help="compute backend: cpu (native kernels), reference (numpy), or scripted, which "
+        "plays back --script outputs (for client tests)",
+    )
+    p.add_argument(
+        "-t",
+        "--threads",
+        type=_positive,
+        default=None,
+        help="cpu backend threads (default: every core)",
     )
     p.add_argument(
         "--script",
@@ -258,6 +267,7 @@ def run_server(args: argparse.Namespace) -> int:
     options = ServerOptions(
         model=model,
         backend=args.backend,
+        threads=args.threads,
         script=args.script,
         script_token_delay=args.script_token_delay,
         ctx=args.ctx,
