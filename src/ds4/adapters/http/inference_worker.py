@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ds4.domain.api.errors import ApiError
 from ds4.domain.api.served_events import ServedEvent
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished, Usage
@@ -27,6 +28,7 @@ class JobFailed:
     """The job ended without a generation (prefill failed); `message` is for the client."""
 
     message: str
+    error: ApiError | None = None  # a refusal with its own status (409: live state gone)
 
 
 JobOutput = ServedEvent | JobFailed
@@ -117,6 +119,9 @@ class InferenceWorker:
         try:
             for event in self.worker.run(job.prepared, cancel=cancelled):
                 job.deliver(event)
+        except ApiError as error:
+            log.warning("job refused: %s", error.message)
+            job.deliver(JobFailed(error.message, error))
         except Ds4Error as error:
             log.warning("job failed before generation: %s", error)
             job.deliver(JobFailed(str(error)))

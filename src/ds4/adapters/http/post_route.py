@@ -64,7 +64,8 @@ async def _watch_disconnect(receive: Receive, job: Job) -> None:
 def _prepare(state: ServerState, parse: Parser, body: bytes) -> PreparedJob:
     request = parse(body)
     with state.memory_lock:
-        return prepare_job(request, state.tokenizer, state.memory, state.config.ctx)
+        live = state.inference.worker.live
+        return prepare_job(request, state.tokenizer, state.memory, state.config.ctx, live)
 
 
 async def handle_count_tokens(
@@ -112,7 +113,7 @@ async def handle_post(
     watcher = asyncio.create_task(_watch_disconnect(receive, job))
     try:
         if request.stream:
-            await _stream(state, api, ctx, outputs, send)
+            await _stream(state, api, ctx, outputs, scope, send)
         else:
             await _json(scope, api, ctx, outputs, send)
     finally:
@@ -127,7 +128,7 @@ async def _json(
         output = await outputs.get()
         if isinstance(output, JobFailed):
             status = 503 if output.message == "server shutting down" else 500
-            await send_error(send, scope, ApiError(status, output.message))
+            await send_error(send, scope, output.error or ApiError(status, output.message))
             return
         if isinstance(output, Finished):
             if output.finish == "cancelled":
@@ -143,16 +144,22 @@ async def _stream(
     api: Api,
     ctx: ReplyContext,
     outputs: asyncio.Queue[JobOutput],
+    scope: Scope,
     send: Send,
 ) -> None:
+    """The SSE head goes out with the first event or keepalive, so a job the worker
+    refuses (409: live continuation state gone) still gets its HTTP status."""
     headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
     loop = asyncio.get_running_loop()
     keepalive = state.config.keepalive_seconds
     last_write = loop.time()
+    head_sent = False
 
     async def write(frames: list[bytes]) -> None:
-        nonlocal last_write
+        nonlocal last_write, head_sent
+        if not head_sent:
+            head_sent = True
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
         if frames:
             await send({"type": "http.response.body", "body": b"".join(frames), "more_body": True})
             last_write = loop.time()
@@ -167,9 +174,14 @@ async def _stream(
             await write([KEEPALIVE])
             continue
         if isinstance(output, JobFailed):
+            if output.error is not None and not head_sent:
+                await send_error(send, scope, output.error)
+                return
             await write([stream_error_frame(output.message, anthropic=api is Api.ANTHROPIC)])
             break
         if isinstance(output, PrefillProgress):
+            if not head_sent:
+                await write([])
             continue
         frames: list[bytes] = []
         if not opened:

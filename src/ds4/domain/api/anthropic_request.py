@@ -9,6 +9,8 @@ a user turn's text a user message after them.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+
 import msgspec
 
 from ds4.domain.api.errors import ApiError
@@ -184,3 +186,25 @@ def parse_messages(body: bytes) -> GenerationRequest:
         stops=stop_list(obj.get("stop_sequences")),
         stream=bool(wire.stream),
     )
+
+
+def validate_tool_results(messages: Sequence[Message], live_ids: Collection[str]) -> bool:
+    """Every tool_result's tool_use_id must be live-known or have a tool_use earlier in
+    the request (server.md §7.3); True when a live-only id requires live tool state."""
+    replayed: set[str] = set()
+    live_state = False
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            replayed.update(call.id for call in message.tool_calls if call.id)
+        elif isinstance(message, ToolResultMessage) and message.tool_call_id:
+            tool_id = message.tool_call_id
+            if tool_id in replayed:
+                continue
+            if tool_id not in live_ids:
+                raise ApiError(
+                    400,
+                    f"Anthropic continuation state is not available for tool_use_id {tool_id}; "
+                    "retry by replaying the full messages history",
+                )
+            live_state = True
+    return live_state

@@ -8,6 +8,8 @@ Reasoning items collect into a buffer that the next assistant-side item takes.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+
 import msgspec
 
 from ds4.domain.api.errors import ApiError, invalid_request
@@ -294,3 +296,29 @@ def parse_responses(body: bytes) -> GenerationRequest:
         reasoning_summary=reasoning.summary in _SUMMARIES,
         wire_tools=tools.wire,
     )
+
+
+def validate_tool_outputs(
+    messages: Sequence[Message], live_ids: Collection[str], thinking: bool
+) -> tuple[bool, bool]:
+    """Every tool output's call_id must be live-known or replayed earlier (server.md
+    §7.2); returns (requires_live_tool_state, requires_live_reasoning), else 400."""
+    calls: dict[str, AssistantMessage] = {}
+    live_state = live_reasoning = False
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            calls.update((call.id, message) for call in message.tool_calls if call.id)
+        elif isinstance(message, ToolResultMessage) and message.tool_call_id:
+            tool_id = message.tool_call_id
+            prior = calls.get(tool_id)
+            if prior is not None:
+                live_reasoning |= thinking and not prior.reasoning
+            elif tool_id in live_ids:
+                live_state = True
+            else:
+                raise ApiError(
+                    400,
+                    f"Responses continuation state is not available for call_id {tool_id}; "
+                    "retry by replaying the full input history",
+                )
+    return live_state, live_reasoning

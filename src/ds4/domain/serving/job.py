@@ -2,14 +2,16 @@
 
 Pure orchestration over the engine Session and the generation loop; the HTTP
 adapter runs it on its single worker thread and maps the events per API.
-Cache decision (server.md §6.2): the live tokens when they prefix the prompt
-("memory-token"); the live tokens when their text is a byte prefix of the prompt
-but their tokens are not (the model sampled one token where the renderer's
-tokenization has two; "memory-text", §6.3); otherwise, with a disk cache, the
-outgoing state is saved ("evict") and the longest stored text prefix is loaded
-("disk-text"); else the engine keeps the longest common token prefix it can and a
-"cold" checkpoint may be cut (§6.5). Continued checkpoints are written at aligned
-frontiers while prefilling and decoding (§6.6), shutdown saves the live state.
+Cache decision (server.md §6.2, serving.decision): the live bindings of §7
+(Responses visible transcript and call ids, Anthropic tool_use ids, the tool-less
+thinking transcript), the live tokens as a prefix ("memory-token"), the live text as
+a byte prefix ("memory-text"); otherwise, with a disk cache, the outgoing state is
+saved ("evict", keyed by its visible transcript when bound) and the longest stored
+text prefix is loaded ("disk-text"); else the engine keeps the longest common token
+prefix it can and a "cold" checkpoint may be cut (§6.5). Continued checkpoints are
+written at aligned frontiers while prefilling and decoding (§6.6), shutdown saves
+the live state. After a successful prefill the bindings the job did not continue
+from are dropped; after the turn they are remembered or cleared (§3.14).
 """
 
 from __future__ import annotations
@@ -21,15 +23,23 @@ from dataclasses import dataclass, field, replace
 
 from ds4.domain.api.generation_request import Api
 from ds4.domain.api.served_events import PromptReady, ServedEvent, ToolCallOpened
+from ds4.domain.chat.renderer import has_tool_context
 from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
-from ds4.domain.engine.session import Session, common_prefix
+from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished, PrefillProgress, ToolCallStarted, Usage
 from ds4.domain.generation.loop import TurnSettings, decode_turn, prefill
-from ds4.domain.kvcache.kvc_header import SaveReason
+from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason
 from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
+from ds4.domain.serving.decision import CacheDecision, cache_decision
 from ds4.domain.serving.eval_watch import EvalWatch
 from ds4.domain.serving.kv_checkpoints import DiskHit, KvCheckpoints
+from ds4.domain.serving.live_bindings import (
+    RESPONSES_TOOL_OUTPUT,
+    RESPONSES_VISIBLE,
+    LiveBindings,
+    TurnFacts,
+)
 from ds4.domain.serving.prepare import PreparedJob
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.domain.tools.tool_ids import ToolApi
@@ -46,26 +56,6 @@ def _no_trace(_line: str) -> None:
     return None
 
 
-@dataclass(frozen=True)
-class CacheDecision:
-    tokens: tuple[int, ...]  # the effective prompt
-    source: str  # "memory-token" | "memory-text" | "none"
-    common: int  # longest common token prefix with the live state
-
-
-def cache_decision(session: Session, job: PreparedJob, tokenizer: Tokenizer) -> CacheDecision:
-    live = tuple(session.tokens)
-    common = common_prefix(live, job.prompt_tokens)
-    if live and common == len(live) and len(job.prompt_tokens) >= len(live):
-        return CacheDecision(job.prompt_tokens, "memory-token", common)
-    if live:
-        live_text = tokenizer.decode(live)
-        if len(live_text) < len(job.prompt_text) and job.prompt_text.startswith(live_text):
-            suffix = tokenizer.encode(job.prompt_text[len(live_text) :])
-            return CacheDecision(live + tuple(suffix), "memory-text", len(live))
-    return CacheDecision(job.prompt_tokens, "none", common)
-
-
 @dataclass
 class Worker:
     """What the single inference worker owns."""
@@ -79,6 +69,7 @@ class Worker:
     trace: Trace = _no_trace
     kv: KvCheckpoints | None = None  # the disk KV cache (None: disabled)
     eval_watch: EvalWatch | None = None  # the session's engine, for saves while decoding
+    live: LiveBindings = field(default_factory=LiveBindings)  # §7, next to the session
 
     def settings(self, job: PreparedJob) -> TurnSettings:
         request = job.request
@@ -100,7 +91,8 @@ class Worker:
     def run(self, job: PreparedJob, *, cancel: CancelCheck = never_cancel) -> Iterator[ServedEvent]:
         """The job's events; the last is Finished (tool calls carrying their ids).
 
-        Raises Ds4Error when the prompt cannot be prefilled (nothing was generated).
+        Raises Ds4Error when the prompt cannot be prefilled (nothing was generated),
+        ApiError 409 when it needs live tool state that is gone.
         """
         request = job.request
         self.trace(
@@ -109,11 +101,18 @@ class Worker:
             f"think={job.think_mode.value} prompt_tokens={len(job.prompt_tokens)} ====="
         )
         self.trace(f"--- rendered prompt ---\n{job.prompt_text}")
-        decision = cache_decision(self.session, job, self.tokenizer)
         live = self.session.pos
+        try:
+            decision = cache_decision(self.session.tokens, job, self.tokenizer, self.live)
+        except Ds4Error as exc:
+            self.trace(f"--- cache decision --- live={live} refused: {exc}")
+            raise
+        if decision.note:
+            self.trace(f"--- {decision.note} ---")
         prompt, source, hit = decision.tokens, decision.source, self._disk_lookup(job, decision)
         if hit is not None:
             prompt, source = hit.tokens, "disk-text"
+        self._warn_reasoning(job, source, hit)
         self.trace(
             f"--- cache decision --- live={live} prompt={len(job.prompt_tokens)} "
             f"common={decision.common} source={source} "
@@ -130,6 +129,7 @@ class Worker:
             if hit is not None and self.kv is not None:
                 self.kv.discard(hit.sha, f"prefill after the load failed: {exc}")
             raise
+        self.live.keep_only(source)
         self.trace(f"--- prefill done --- cached={cached} evaluated={len(prompt) - cached}")
         yield PromptReady(len(prompt), cached)
         yield from self._decode(job, prompt, cached, cancel)
@@ -137,7 +137,21 @@ class Worker:
     def shutdown(self) -> None:
         """Clean exit: save the live state (reason `shutdown`); on the worker thread."""
         if self.kv is not None:
-            self.kv.shutdown(self.session)
+            self.kv.shutdown(self.session, self.live.disk_key(self.session.pos))
+
+    def _warn_reasoning(self, job: PreparedJob, source: str, hit: DiskHit | None) -> None:
+        """A stateless replay without its reasoning, and no state that still holds it."""
+        if not job.live.requires_live_reasoning or source in (
+            RESPONSES_VISIBLE,
+            RESPONSES_TOOL_OUTPUT,
+        ):
+            return
+        if hit is not None and hit.flags & KvcFlags.RESPONSES_VISIBLE:
+            return
+        self.trace(
+            "--- warning: responses replay of a tool call is missing reasoning state; "
+            "continuing from visible history ---"
+        )
 
     # ---- disk cache ------------------------------------------------------------
 
@@ -151,7 +165,7 @@ class Worker:
             )
         if self.kv is None:
             return None
-        self.kv.on_miss(self.session)
+        self.kv.on_miss(self.session, self.live.disk_key(self.session.pos))
         return self.kv.load(self.session, job.prompt_text, more_than=decision.common)
 
     def _prefill(
@@ -223,7 +237,9 @@ class Worker:
                 self.trace(f"--- trace: tool call {event.index} {event.name} id={call_id} ---")
                 yield ToolCallOpened(event.index, event.name, call_id)
             elif isinstance(event, Finished):
-                yield self._finish(event, api, shown)
+                finished = self._finish(event, api, shown)
+                self.live.after_turn(self._turn_facts(job), finished)
+                yield finished
             else:
                 yield event
 
@@ -240,3 +256,15 @@ class Worker:
             calls = self.memory.assign_ids(finished.tool_calls, api, shown)
             self.memory.remember(calls, finished.raw_dsml)
         return replace(finished, tool_calls=calls)
+
+    def _turn_facts(self, job: PreparedJob) -> TurnFacts:
+        request = job.request
+        return TurnFacts(
+            api=request.api,
+            prompt_text=job.prompt_text,
+            thinking=job.think_mode.thinking,
+            tools_active=request.tools_active,
+            preserves_reasoning=has_tool_context(request.messages, request.schemas),
+            reasoning_summary=request.reasoning_summary,
+            pos=self.session.pos,
+        )

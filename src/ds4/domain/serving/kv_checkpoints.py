@@ -4,7 +4,9 @@ What the worker asks of it, in job order: on a live miss, save the outgoing stat
 (`evict`) and try a disk text-prefix load; before prefilling a cold prompt, where to
 cut the `cold` checkpoint; during prefill and decode, whether the live state sits
 on a `continued` frontier; at exit, save the live state (`shutdown`). Keys are the
-detokenized bytes of the saved tokens; the KTM trailer carries the tool ids whose
+detokenized bytes of the saved tokens, except that an evict/shutdown save of a state
+bound to a visible transcript (§7) is keyed by that transcript with its header flag,
+so a client replaying the visible history finds it; the KTM trailer carries the tool ids whose
 sampled DSML occurs in the key, and is imported into tool memory on load.
 Every failure is logged and turns into "no checkpoint"; none reaches the client.
 """
@@ -21,6 +23,7 @@ from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason
 from ds4.domain.kvcache.policy import KvCacheOptions, chat_anchor, continued_target, store_len
+from ds4.domain.serving.live_bindings import DiskKey
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.ports.tokenizer import Tokenizer
 
@@ -55,12 +58,21 @@ class _Checkpointable:
         self._session.invalidate()
 
 
+def _key_kind(flags: KvcFlags) -> str:
+    if flags & KvcFlags.RESPONSES_VISIBLE:
+        return "responses-visible"
+    if flags & KvcFlags.THINKING_VISIBLE:
+        return "thinking-visible"
+    return "token-text"
+
+
 @dataclass(frozen=True)
 class DiskHit:
     tokens: tuple[int, ...]  # the effective prompt: stored tokens + the tokenized suffix
     loaded: int  # tokens restored from the file
     sha: str
     tool_ids: int  # ids imported from the KTM trailer
+    flags: KvcFlags = KvcFlags.NONE  # RESPONSES_VISIBLE / THINKING_VISIBLE: what the key is
 
 
 class KvCheckpoints:
@@ -88,8 +100,11 @@ class KvCheckpoints:
 
     # ---- saving --------------------------------------------------------------
 
-    def store(self, session: Session, reason: SaveReason, n: int) -> bool:
-        """Save the live state, which must hold exactly `n` tokens, as `reason`."""
+    def store(
+        self, session: Session, reason: SaveReason, n: int, key: DiskKey | None = None
+    ) -> bool:
+        """Save the live state, which must hold exactly `n` tokens, as `reason`; keyed by
+        `key` (a visible transcript) when given, else by the tokens' text."""
         name = reason.name.lower()
         if n < self.opts.min_tokens:
             return False
@@ -98,16 +113,21 @@ class KvCheckpoints:
                 f"kv cache skipped reason={name}: live checkpoint is at {session.pos}, not {n}"
             )
             return False
-        key = self.key_text(session.tokens)
-        try:
-            text = key.decode("utf-8")
-        except UnicodeDecodeError:
-            self._log(f"kv cache skipped reason={name}: key ends inside a UTF-8 character")
-            return False
+        flags = KvcFlags.NONE
+        if key is not None:
+            text, flags = key.text, key.flags
+        else:
+            try:
+                text = self.key_text(session.tokens).decode("utf-8")
+            except UnicodeDecodeError:
+                self._log(f"kv cache skipped reason={name}: key ends inside a UTF-8 character")
+                return False
         with self._lock:
             trailer = self.memory.ktm_trailer(text)
         try:
-            saved = self.disk.save(_Checkpointable(session), key, reason, trailer=trailer)
+            saved = self.disk.save(
+                _Checkpointable(session), text.encode("utf-8"), reason, flags=flags, trailer=trailer
+            )
         except (OSError, Ds4Error) as exc:
             self._log(f"kv cache store failed reason={name} tokens={n}: {exc}")
             return False
@@ -115,11 +135,11 @@ class KvCheckpoints:
             self.last_store = max(self.last_store, n)
         return saved
 
-    def on_miss(self, session: Session) -> None:
+    def on_miss(self, session: Session, key: DiskKey | None = None) -> None:
         """A request the live state does not serve: forget frontiers, save it (`evict`)."""
         self.last_store = 0
         if session.pos >= self.opts.min_tokens:
-            self.store(session, SaveReason.EVICT, session.pos)
+            self.store(session, SaveReason.EVICT, session.pos, key)
 
     def maybe_continued(self, session: Session) -> None:
         if continued_target(session.pos, self.last_store, self.opts):
@@ -141,9 +161,9 @@ class KvCheckpoints:
 
         return after_eval
 
-    def shutdown(self, session: Session) -> None:
+    def shutdown(self, session: Session, key: DiskKey | None = None) -> None:
         if session.pos >= self.opts.min_tokens:
-            self.store(session, SaveReason.SHUTDOWN, session.pos)
+            self.store(session, SaveReason.SHUTDOWN, session.pos, key)
 
     # ---- cold geometry -------------------------------------------------------
 
@@ -190,9 +210,10 @@ class KvCheckpoints:
         self.last_store = hit.tokens
         self._log(
             f"kv cache hit text tokens={hit.tokens} text={hit.text_bytes} "
-            f"quant={self.disk.quant_bits} key=token-text sha={hit.sha} tool_ids={imported}"
+            f"quant={self.disk.quant_bits} key={_key_kind(hit.flags)} sha={hit.sha} "
+            f"tool_ids={imported}"
         )
-        return DiskHit(tokens, hit.tokens, hit.sha, imported)
+        return DiskHit(tokens, hit.tokens, hit.sha, imported, hit.flags)
 
     def discard(self, sha: str, why: str) -> None:
         try:

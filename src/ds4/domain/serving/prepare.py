@@ -2,17 +2,23 @@
 
 Runs on the request side, concurrently with the worker: exact DSML replay from tool
 memory (§5.3), rendering, tokenizing, and the context-length pre-check, so a prompt
-that cannot fit is refused before it waits in the queue.
+that cannot fit is refused before it waits in the queue. Responses and Anthropic
+tool results are checked against the request's own history and the live bindings'
+ids (server.md §7.2, §7.3) and the live-continuation tail is prepared.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ds4.domain.api.anthropic_request import validate_tool_results
 from ds4.domain.api.errors import context_length_error
 from ds4.domain.api.generation_request import Api, GenerationRequest
+from ds4.domain.api.responses_request import validate_tool_outputs
 from ds4.domain.chat.messages import ThinkMode, effective_think_mode
 from ds4.domain.chat.renderer import render_chat
+from ds4.domain.serving.live_bindings import LiveBindings
+from ds4.domain.serving.live_tail import NO_PLAN, LivePlan, plan_for
 from ds4.domain.tools.replay_memory import ReplayStats, ToolReplayMemory
 from ds4.ports.tokenizer import Tokenizer
 
@@ -31,18 +37,41 @@ class PreparedJob:
     prompt_text: str
     prompt_tokens: tuple[int, ...]
     replay: ReplayStats
+    live: LivePlan = NO_PLAN
+
+
+def live_plan(
+    request: GenerationRequest, mode: ThinkMode, bindings: LiveBindings | None
+) -> LivePlan:
+    """Validate tool-result ids (ApiError 400) and prepare the live tail."""
+    api, messages = request.api, request.messages
+    known = bindings.known_ids(api) if bindings is not None else frozenset()
+    reasoning = False
+    if api is Api.RESPONSES:
+        live_state, reasoning = validate_tool_outputs(messages, known, mode.thinking)
+    elif api is Api.ANTHROPIC:
+        live_state = validate_tool_results(messages, known)
+    else:
+        return NO_PLAN
+    return plan_for(api, messages, mode, live_state=live_state, reasoning=reasoning)
 
 
 def prepare_job(
-    request: GenerationRequest, tokenizer: Tokenizer, memory: ToolReplayMemory, ctx: int
+    request: GenerationRequest,
+    tokenizer: Tokenizer,
+    memory: ToolReplayMemory,
+    ctx: int,
+    bindings: LiveBindings | None = None,
 ) -> PreparedJob:
-    """Render and tokenize; ApiError 400 (context_length_exceeded) when len >= ctx.
+    """Render and tokenize; ApiError 400 (context_length_exceeded) when len >= ctx, or
+    when a tool result names a call neither replayed nor live.
 
     The caller serializes access to `memory` (attach reorders its LRU)."""
     mode = effective_think_mode(request.think_mode, ctx)
+    plan = live_plan(request, mode, bindings)
     messages, stats = memory.attach(request.messages)
     text = render_chat(messages, request.schemas, mode)
     tokens = tuple(tokenizer.encode(text))
     if len(tokens) >= ctx:
         raise context_length_error(len(tokens), ctx, PROMPT_PARAM[request.api])
-    return PreparedJob(request, mode, text, tokens, stats)
+    return PreparedJob(request, mode, text, tokens, stats, plan)
