@@ -9,7 +9,9 @@ for the one the server handed out, as the agent would.
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,10 +63,21 @@ def sse(server: LiveServer, capture: dict[str, Any]) -> list[tuple[str | None, A
     return events
 
 
+TRACES: dict[str, io.StringIO] = {}  # server url -> its trace
+
+
 @pytest.fixture
 def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServer]:
-    with live_server(tmp_path, request.param, ctx=16384) as live:
+    trace = io.StringIO()
+    with live_server(tmp_path, request.param, trace, ctx=16384) as live:
+        TRACES[live.url] = trace
         yield live
+        del TRACES[live.url]
+
+
+def sources(server: LiveServer) -> list[str]:
+    """The server's cache decisions so far, in job order (server.md §3.14)."""
+    return re.findall(r"cache decision --- .*source=(\S+)", TRACES[server.url].getvalue())
 
 
 @pytest.mark.parametrize(
@@ -107,6 +120,7 @@ def test_claude_code_turn_with_its_fields_headers_and_beta_path(server: LiveServ
     assert next(d for n, d in events if n == "message_delta")["delta"]["stop_reason"] == "end_turn"
     usage = events[0][1]["message"]["usage"]
     assert usage["cache_read_input_tokens"] >= prompt  # continued from the live state
+    assert sources(server) == ["none", "anthropic-tool-output"]  # by tool_use_id (§7.3)
 
     # count_tokens (Claude Code calls it for /context): the same prompt length
     counted = httpx.post(
@@ -147,6 +161,7 @@ def test_codex_turn_with_developer_messages_hosted_tools_and_metadata(server: Li
     message = next(item for item in final["output"] if item["type"] == "message")
     assert message["content"][0]["text"] == "The directory contains hello.txt."
     assert final["usage"]["input_tokens_details"]["cached_tokens"] > 0
+    assert sources(server) == ["none", "responses-visible"]  # the replayed transcript (§7.2)
 
 
 @pytest.mark.parametrize("server", [[OPENCODE_TITLE, OPENCODE_TOOL_TURN, ANSWER]], indirect=True)
@@ -175,3 +190,4 @@ def test_opencode_title_request_then_tool_turn(server: LiveServer) -> None:
     content = "".join(c["delta"].get("content", "") for e in chunks for c in e["choices"])
     assert content == "The directory contains hello.txt."
     assert chunks[-1]["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
+    assert sources(server)[-1] == "memory-token"  # chat completions has no id binding
