@@ -16,6 +16,9 @@ import httpx
 from tests.integration.server.live_server import LiveServer, live_server, tool_call_dsml
 
 from ds4.adapters.http.inference_worker import Job
+from ds4.domain.chat.constants import EOS
+from ds4.domain.kvcache.kvc_header import KvcFlags, decode_header
+from ds4.domain.kvcache.policy import KvCacheOptions
 
 TOOL_TURN = "I should list the files.</think>Let me look." + tool_call_dsml("ls", path="/tmp")
 ANSWER = "Saw the listing.</think>The directory contains hello.txt."
@@ -30,6 +33,7 @@ ANTHROPIC_LS = {
     "description": "List a directory",
     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
 }
+DSML_TAIL = tool_call_dsml("ls", path="/tmp") + EOS
 RESPONSES_GONE = (
     "Responses continuation state is not available; retry by replaying the full input history"
 )
@@ -214,3 +218,39 @@ def test_toolless_thinking_chat_without_reasoning_continues_via_thinking_visible
         cached = second.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
         assert cached == live_positions(trace)[1]
         assert sources(trace) == ["none", "thinking-visible"]
+
+
+def test_evicted_responses_state_is_keyed_by_its_visible_transcript(tmp_path: Path) -> None:
+    """The hidden-reasoning state is saved under what the client will replay, so a
+    restarted server restores it from the visible history (§6.6, §7.2)."""
+    opts = KvCacheOptions(budget_bytes=0, min_tokens=16, cold_max_tokens=0)
+    disk: dict[str, Any] = {"kv_disk_dir": str(tmp_path / "kv"), "kv_cache": opts, "ctx": 8192}
+    user = {"role": "user", "content": "List /tmp"}
+    summaries = {"reasoning": {"summary": "auto"}}
+    with live_server(tmp_path, [TOOL_TURN, "</think>Other."], **disk) as server:
+        first = responses_turn(server, [user], **summaries)
+        other = post(server, "/chat/completions", {"messages": [{"role": "user", "content": "x"}]})
+        assert other.status_code == 200  # a full miss: the Responses state is evicted
+    files = [p.read_bytes() for p in (tmp_path / "kv").glob("*.kv")]
+    headers = [(decode_header(data[:48]), data) for data in files]
+    visible = [
+        data[52 : 52 + int.from_bytes(data[48:52], "little")].decode()
+        for header, data in headers
+        if header is not None and header.flags & KvcFlags.RESPONSES_VISIBLE
+    ]
+    assert len(visible) == 1
+    assert visible[0].endswith("I should list the files.</think>Let me look." + DSML_TAIL)
+    assert "<think>I should list the files.</think>" in visible[0]
+
+    replay = [user] + [
+        {k: v for k, v in item.items() if k not in ("id", "status")}
+        for item in first.json()["output"]
+    ]
+    replay.append({"type": "function_call_output", "call_id": replay[-1]["call_id"], "output": "x"})
+    trace = io.StringIO()
+    with live_server(tmp_path, [ANSWER], trace=trace, **disk) as server:
+        second = responses_turn(server, replay, **summaries)
+        assert second.status_code == 200, second.text
+    assert sources(trace) == ["disk-text"]
+    assert "key=responses-visible" in trace.getvalue()
+    assert "missing reasoning state" not in trace.getvalue()
