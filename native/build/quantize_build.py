@@ -16,6 +16,7 @@ ffibuilder.set_source(
     '#include "ds4_quantize.h"',
     sources=[
         "native/quantize/ds4_quantize.c",
+        "native/quantize/qz_half.c",
         "native/quantize/qz_search.c",
         "native/quantize/qz_kquants.c",
         "native/quantize/qz_iq2xxs.c",
