@@ -13,13 +13,15 @@ import os
 import sys
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ds4.apps import wiring
 from ds4.apps.help_format import DefaultsHelpFormatter
-from ds4.apps.server_app import BuiltServer, ServerOptions, build_server
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
+
+if TYPE_CHECKING:
+    from ds4.apps.server_app import BuiltServer
 
 DEMO_MODEL = Path.home() / ".cache" / "ds4" / "tiny-demo.gguf"
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -257,6 +259,9 @@ def _serve(built: BuiltServer, host: str, port: int) -> None:
 
 
 def run_server(args: argparse.Namespace) -> int:
+    # The HTTP stack (Litestar) loads only when a server actually starts.
+    from ds4.apps.server_app import ServerOptions, build_server
+
     host = "127.0.0.1" if args.host == "localhost" else args.host
     if args.backend == "scripted":
         model, demo = args.model, False
