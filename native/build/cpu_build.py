@@ -26,11 +26,54 @@ ffibuilder.cdef(
                     const float *route_weights, size_t n_used, float clamp, float *out,
                     int impl);
     uint64_t ds4_cpu_probe_macs(int kind, uint64_t iters_per_thread);
+
+    typedef struct {
+        const uint8_t *data; size_t row_stride; size_t expert_stride;
+        size_t rows, cols; int type;
+    } ds4_fw_mat;
+    typedef struct {
+        int n_embd, n_hc, n_head, head_dim, n_rot, q_rank, o_rank, n_groups;
+        int n_swa, ratio, has_indexer, n_idx_head, idx_dim, idx_top_k;
+        int n_expert, n_used, n_ff, hash_layer, norm_route, sinkhorn_iters;
+        size_t n_vocab;
+        float rms_eps, hc_eps, clamp, route_scale;
+        float rope_base, yarn_factor;
+        const float *yarn_ramp;
+        ds4_fw_mat hc_attn_fn, q_a, q_b, kv, out_a, out_b;
+        ds4_fw_mat comp_kv, comp_gate, idx_kv, idx_gate, idx_q_b, idx_proj;
+        ds4_fw_mat hc_ffn_fn, gate_inp, gate_exps, up_exps, down_exps, gate_sh, up_sh, down_sh;
+        const float *hc_attn_scale, *hc_attn_base, *attn_norm, *q_a_norm, *kv_norm, *sinks;
+        const float *comp_ape, *comp_norm, *idx_ape, *idx_norm;
+        const float *hc_ffn_scale, *hc_ffn_base, *ffn_norm, *probs_bias;
+        const int32_t *tid2eid;
+    } ds4_fw_layer;
+    typedef struct { float *kv, *score; float *rows; size_t n_rows, rows_cap; } ds4_fw_comp;
+    typedef struct { float *raw; ds4_fw_comp attn, index; } ds4_fw_state;
+    typedef struct { int impl; } ds4_fw_opts;
+    typedef struct {
+        int n_embd, n_hc; float rms_eps, hc_eps;
+        ds4_fw_mat hc_fn, output;
+        const float *hc_scale, *hc_base, *norm;
+    } ds4_fw_head;
+
+    int ds4_fw_layer_forward(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
+                             const int32_t *tokens, int64_t pos0, size_t n,
+                             const ds4_fw_opts *opt);
+    int ds4_fw_head_forward(const ds4_fw_head *H, const float *streams, size_t n,
+                            float *logits, const ds4_fw_opts *opt);
+    void ds4_fw_rmsnorm(const float *x, const float *w, size_t n, float eps, float *y);
+    void ds4_fw_rope(float *tail, int n_rot, int64_t pos, float base, float yarn_factor,
+                     const float *ramp, int inverse);
+    void ds4_fw_fp8_kv_sim(float *v, size_t n_nope);
+    void ds4_fw_fp4_sim(float *v, size_t n);
+    void ds4_fw_hadamard128(float *v);
+    void ds4_fw_hc_split(const float *mix, const float *scale, const float *base, int n_hc,
+                         int iters, float eps, float *pre, float *post, float *comb);
     """
 )
 ffibuilder.set_source(
     "ds4._native_cpu",
-    '#include "ds4_cpu.h"',
+    '#include "ds4_cpu.h"\n#include "ds4_forward.h"',
     sources=[
         "native/cpu/cpu_actquant.c",
         "native/cpu/cpu_dot_scalar.c",
@@ -40,6 +83,10 @@ ffibuilder.set_source(
         "native/cpu/cpu_pool.c",
         "native/cpu/cpu_probe.c",
         "native/cpu/cpu_tables.c",
+        "native/cpu/fwd_attn.c",
+        "native/cpu/fwd_ffn.c",
+        "native/cpu/fwd_layer.c",
+        "native/cpu/fwd_ops.c",
     ],
     include_dirs=["native/cpu", "native/common"],
     # No contraction and no fast-math: the scalar kernels must round exactly like the

@@ -6,6 +6,7 @@
 
 #include "cpu_internal.h"
 #include "cpu_pool.h"
+#include "fwd_internal.h"
 
 typedef struct {
     size_t n_embd, n_ff, n_used;
@@ -13,6 +14,7 @@ typedef struct {
     const int32_t *ids;
     const float *route_w;
     float clamp;
+    int libm_exp;
     ds4_dot_fn gate_dot, up_dot;
     const ds4_dot_fn *down_dots;   /* per used expert (scalar for -128 codes) */
     const ds4_block_q8k *xq;
@@ -21,12 +23,11 @@ typedef struct {
     float *out;
 } moe_job;
 
-/* Correctly rounded f32 exp as the numpy reference computes it (f64 exp, one rounding). */
-static inline float exp_f32(float x) { return (float)exp((double)x); }
-
-/* x * sigmoid(x) with the branch that cannot overflow (scalar_ops.silu). */
-static inline float silu(float x) {
-    float e = exp_f32(-fabsf(x));
+/* x * sigmoid(x) with the branch that cannot overflow (scalar_ops.silu). The numpy
+ * reference rounds an f64 exp once; the strict native forward uses libm's expf, as the
+ * validated reference build does (the two differ in rare last-ulp cases). */
+static inline float silu(float x, int libm_exp) {
+    float e = libm_exp ? expf(-fabsf(x)) : (float)exp(-(double)fabsf(x));
     float s = x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
     return x * s;
 }
@@ -46,7 +47,7 @@ static void moe_gate_up(void *ctx, size_t begin, size_t end) {
             g = fminf(g, job->clamp);
             u = fminf(fmaxf(u, -job->clamp), job->clamp);
         }
-        job->mid[i] = (silu(g) * u) * job->route_w[k];
+        job->mid[i] = (silu(g, job->libm_exp) * u) * job->route_w[k];
     }
 }
 
@@ -75,6 +76,15 @@ int ds4_cpu_moe(const float *x, size_t n_embd, size_t n_ff, size_t n_expert,
                 const ds4_cpu_experts *down, const int32_t *expert_ids,
                 const float *route_weights, size_t n_used, float clamp, float *out,
                 int impl) {
+    return ds4_cpu_moe_strict(x, n_embd, n_ff, n_expert, gate, up, down, expert_ids,
+                              route_weights, n_used, clamp, out, impl, 0);
+}
+
+int ds4_cpu_moe_strict(const float *x, size_t n_embd, size_t n_ff, size_t n_expert,
+                       const ds4_cpu_experts *gate, const ds4_cpu_experts *up,
+                       const ds4_cpu_experts *down, const int32_t *expert_ids,
+                       const float *route_weights, size_t n_used, float clamp, float *out,
+                       int impl, int libm_exp) {
     int rc;
     if ((rc = q8k_weight(gate, n_embd)) || (rc = q8k_weight(up, n_embd)) ||
         (rc = q8k_weight(down, n_ff)))
@@ -98,7 +108,7 @@ int ds4_cpu_moe(const float *x, size_t n_embd, size_t n_ff, size_t n_expert,
     const ds4_dot_table *in_table =
         ds4_cpu_act_has_min_code(ACT_Q8K, xq, n_embd) ? &ds4_dots_scalar : table;
     moe_job job = {n_embd, n_ff, n_used, gate, up, down, expert_ids, route_weights, clamp,
-                   ds4_cpu_pick_dot(in_table, gate->type), ds4_cpu_pick_dot(in_table, up->type),
+                   libm_exp, ds4_cpu_pick_dot(in_table, gate->type), ds4_cpu_pick_dot(in_table, up->type),
                    down_dots, xq, mid, midq, out};
     ds4_pool_run(moe_gate_up, &job, n_used * n_ff, 32);
     for (size_t k = 0; k < n_used; k++) {

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.support.strict_reference import use_strict_reference
 
 from ds4.adapters.compute.cpu import open_cpu_runner
 from ds4.adapters.compute.reference import open_reference_runner
@@ -25,10 +26,11 @@ def continue_with(session: ComputeSession, tokens: list[int]) -> np.ndarray:
     return np.stack([session.eval(t) for t in tokens])
 
 
-def test_payloads_are_interchangeable_with_scalar_kernels(
-    tiny_q2: Path, reference: ModelRunner, prompt: list[int]
+def test_exact_payloads_are_interchangeable_with_the_strict_reference(
+    tiny_q2: Path, reference: ModelRunner, prompt: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cpu = open_cpu_runner(str(tiny_q2), numerics="ds4", impl="scalar")
+    use_strict_reference(monkeypatch)
+    cpu = open_cpu_runner(str(tiny_q2), numerics="exact")
     head, tail = prompt[:21], prompt[21:]
     live_cpu, live_ref = cpu.new_session(CTX), reference.new_session(CTX)
     live_cpu.prefill(head)
@@ -68,7 +70,7 @@ def test_rewind_and_chunking_are_exact_on_the_cpu_backend(tiny_q2: Path, prompt:
     one_pass = cpu.new_session(CTX).prefill(prompt, all_logits=True)
     chunked = cpu.new_session(CTX).prefill(prompt, chunk=5, all_logits=True)
     stepped = cpu.new_session(CTX)
-    by_token = np.stack([stepped.eval(t) for t in prompt])  # decode path: moe_forward
+    by_token = np.stack([stepped.eval(t) for t in prompt])
     assert np.array_equal(chunked, one_pass)
     assert np.array_equal(by_token, one_pass)
     stepped.rewind(10)

@@ -25,13 +25,18 @@ class Numerics:
 
 
 DS4 = Numerics("ds4", kv_rounding=True, indexer_qat=True, activation_quant=True, iterated_rope=True)
+# ds4's rounding points with model.md's strict operation order (sequential f32 sums,
+# libm f32 transcendentals): only the native CPU backend's scalar path provides it.
+EXACT = Numerics(
+    "exact", kv_rounding=True, indexer_qat=True, activation_quant=True, iterated_rope=True
+)
 FP32 = Numerics(
     "fp32", kv_rounding=False, indexer_qat=False, activation_quant=False, iterated_rope=False
 )
 
 
 def numerics_named(name: str) -> Numerics:
-    for choice in (DS4, FP32):
+    for choice in (DS4, EXACT, FP32):
         if choice.name == name:
             return choice
-    raise Ds4Error(f"unknown numerics {name!r} (expected ds4 or fp32)")
+    raise Ds4Error(f"unknown numerics {name!r} (expected ds4, exact or fp32)")

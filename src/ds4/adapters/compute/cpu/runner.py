@@ -10,6 +10,7 @@ import numpy.typing as npt
 
 from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu.ffn import native_ffn
+from ds4.adapters.compute.cpu.native_forward import NativeForward
 from ds4.adapters.compute.cpu.native_weights import NativeWeightStore
 from ds4.adapters.compute.reference.attention_layer import LayerSetup
 from ds4.adapters.compute.reference.forward import Forward
@@ -45,16 +46,25 @@ def open_cpu_runner(
 ) -> ModelRunner:
     """Open and validate a main-model GGUF for the native CPU backend.
 
+    numerics: "ds4" (default) and "exact" run one native call per layer in model.md's
+    operation order; "exact" forces the scalar kernels, so every value is the strict
+    reference arithmetic. "fp32" (no low-precision simulation) runs the reference
+    engine's numpy structure with native weight products.
     threads: the kernel pool size (default: every core); impl: "auto" (best SIMD this
-    CPU has) or "scalar" (the nominal formulas, bit-identical to the numpy dots).
+    CPU has) or "scalar" (the nominal formulas).
     """
     chosen = numerics_named(numerics)
     if impl not in cpu_kernels.available_impls():
         have = ", ".join(cpu_kernels.available_impls())
         raise Ds4Error(f"CPU kernel set {impl!r} is not available (have: {have})")
+    if chosen.name == "exact":
+        impl = "scalar"
     n_threads = threads if threads is not None else os.cpu_count() or 1
     cpu_kernels.set_threads(n_threads)  # Ds4Error now for a bad count, not at first use
     model, hparams = load_model(path)
     deq = NativeDequantizer()
     store = NativeWeightStore(model, deq, chosen, threads=n_threads, impl=impl)
-    return CpuRunner(model, hparams, chosen, deq, CpuForward(hparams, store, chosen))
+    if chosen.name == "fp32":
+        return CpuRunner(model, hparams, chosen, deq, CpuForward(hparams, store, chosen))
+    native = NativeForward(hparams, model, store, cpu_kernels.IMPLS[impl])
+    return CpuRunner(model, hparams, chosen, deq, native)

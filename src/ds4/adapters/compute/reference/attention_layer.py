@@ -73,7 +73,7 @@ def _emit(setup: LayerSetup, comp: CompressorHistory, norm: str, last: int) -> N
     row = rmsnorm(pool(cand_kv, cand_sc), setup.vec(norm), setup.hp.rms_eps)
     first = np.array([last + 1 - comp.ratio], dtype=np.int64)
     row = apply_rope(row[None], setup.angles(first), setup.hp.n_rot)[0]
-    if d == setup.hp.head_dim:
+    if norm.startswith("attn_"):  # not by width: tiny shapes give both caches 128 dims
         row = _store_row(setup, row)
     else:
         if setup.numerics.indexer_qat:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 import numpy.typing as npt
 
@@ -16,6 +18,16 @@ from ds4.domain.model.hparams import DeepSeekV4HParams
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
+
+
+class ChunkForward(Protocol):
+    """What a session needs of a forward pass (numpy here, native in the CPU backend)."""
+
+    hp: DeepSeekV4HParams
+
+    def run(self, tokens: I64, positions: I64, states: list[LayerState]) -> F32: ...
+
+    def head(self, streams: F32) -> F32: ...
 
 
 class Forward:

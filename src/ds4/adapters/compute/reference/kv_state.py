@@ -30,6 +30,12 @@ class GrowRows:
             grown[: self.n] = self._data[: self.n]
             self._data = grown
 
+    def reserve(self, n: int) -> F32:
+        """Room for n rows; the whole backing array (rows past `n` are scratch), for a
+        native writer that then sets `n`."""
+        self._reserve(n)
+        return self._data
+
     def append(self, row: F32) -> None:
         self._reserve(self.n + 1)
         self._data[self.n] = row

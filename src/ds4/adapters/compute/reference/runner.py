@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ds4.adapters.compute.reference.forward import Forward
+from ds4.adapters.compute.reference.forward import ChunkForward, Forward
 from ds4.adapters.compute.reference.session import ReferenceSession
 from ds4.adapters.compute.reference.weights import WeightStore
 from ds4.adapters.gguf.reader import GGUFFile
@@ -24,12 +24,12 @@ class ReferenceRunner:
         hparams: DeepSeekV4HParams,
         numerics: Numerics,
         dequantizer: Dequantizer,
-        forward: Forward | None = None,
+        forward: ChunkForward | None = None,
     ) -> None:
         self._model = model
         self._hp = hparams
         self.numerics = numerics
-        self._forward = forward or Forward(
+        self._forward: ChunkForward = forward or Forward(
             hparams, WeightStore(model, dequantizer, numerics), numerics
         )
 
@@ -51,6 +51,8 @@ def open_reference_runner(
 ) -> ModelRunner:
     """Open and validate a main-model GGUF; Ds4Error naming every problem if it is unusable."""
     chosen = numerics_named(numerics)
+    if chosen.name == "exact":
+        raise Ds4Error("--numerics exact runs on the native CPU backend (--backend cpu)")
     model, hparams = load_model(path)
     return ReferenceRunner(model, hparams, chosen, dequantizer or NumpyDequantizer())
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.forward import Forward
+from ds4.adapters.compute.reference.forward import ChunkForward
 from ds4.adapters.compute.reference.kv_state import LayerState
 from ds4.adapters.compute.reference.payload import decode_payload, encode_payload
 from ds4.domain.errors import Ds4Error
@@ -16,7 +16,7 @@ F32 = npt.NDArray[np.float32]
 
 
 class ReferenceSession:
-    def __init__(self, forward: Forward, ctx: int) -> None:
+    def __init__(self, forward: ChunkForward, ctx: int) -> None:
         if ctx < 1:
             raise Ds4Error(f"context size must be at least 1, got {ctx}")
         self._fwd = forward

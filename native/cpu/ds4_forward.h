@@ -1,0 +1,100 @@
+/* Native forward pass of one DeepSeek V4 layer (model.md §3.2-3.9) and the output
+ * head (§3.10), in the exact operation order of the spec: sequential f32 reductions
+ * from 0, libm f32 transcendentals, reciprocal-multiply normalisers, f64 RMSNorm sums.
+ * Weight products go through the dot kernels of ds4_cpu.h; with the scalar kernels
+ * the whole pass is the spec's strict arithmetic ("exact" numerics), with SIMD kernels
+ * only the weight dot products are reassociated.
+ *
+ * The per-sequence state lives in caller-owned arrays indexed by absolute position
+ * (the Python session keeps them so it can rewind and snapshot); the caller reserves
+ * room for the chunk before each call. */
+#ifndef DS4_FORWARD_H
+#define DS4_FORWARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ds4_cpu.h"
+
+enum {
+    DS4_FW_BAD_STATE = 20,   /* state arrays missing or too small */
+    DS4_FW_BAD_TOKEN = 21,   /* hash routing: token outside the tid2eid table */
+    DS4_FW_OVERFLOW = 22     /* compressed-row capacity exceeded */
+};
+
+/* A weight matrix in GGUF blocks; data == NULL when the tensor is absent. */
+typedef struct {
+    const uint8_t *data;
+    size_t row_stride;     /* bytes between rows */
+    size_t expert_stride;  /* bytes between experts (3-D expert tensors) */
+    size_t rows, cols;
+    int type;              /* ggml type id */
+} ds4_fw_mat;
+
+typedef struct {
+    /* shape */
+    int n_embd, n_hc, n_head, head_dim, n_rot, q_rank, o_rank, n_groups;
+    int n_swa, ratio, has_indexer, n_idx_head, idx_dim, idx_top_k;
+    int n_expert, n_used, n_ff, hash_layer, norm_route, sinkhorn_iters;
+    size_t n_vocab;  /* rows of tid2eid's token axis */
+    float rms_eps, hc_eps, clamp, route_scale;
+    /* RoPE: base, and the per-pair YaRN ramp (n_rot/2 values; NULL = no YaRN) */
+    float rope_base, yarn_factor;
+    const float *yarn_ramp;
+    /* matrices */
+    ds4_fw_mat hc_attn_fn, q_a, q_b, kv, out_a, out_b;
+    ds4_fw_mat comp_kv, comp_gate, idx_kv, idx_gate, idx_q_b, idx_proj;
+    ds4_fw_mat hc_ffn_fn, gate_inp, gate_exps, up_exps, down_exps, gate_sh, up_sh, down_sh;
+    /* small vectors as f32 (ape rows: ratio x width, row-major) */
+    const float *hc_attn_scale, *hc_attn_base, *attn_norm, *q_a_norm, *kv_norm, *sinks;
+    const float *comp_ape, *comp_norm, *idx_ape, *idx_norm;
+    const float *hc_ffn_scale, *hc_ffn_base, *ffn_norm, *probs_bias;
+    const int32_t *tid2eid;  /* [n_vocab][n_used], NULL unless hash_layer */
+} ds4_fw_layer;
+
+/* One compressor's history: per-token projections (kv, score = gate + ape) at row p,
+ * `width` = lanes * row_width values each, and the emitted rows. */
+typedef struct {
+    float *kv, *score;    /* capacity >= pos0 + n rows */
+    float *rows;          /* capacity rows_cap */
+    size_t n_rows, rows_cap;
+} ds4_fw_comp;
+
+typedef struct {
+    float *raw;           /* row p = stored KV of position p; capacity >= pos0 + n */
+    ds4_fw_comp attn, index;
+} ds4_fw_state;
+
+typedef struct {
+    int impl;             /* DS4_CPU_IMPL_*; SCALAR = the strict arithmetic */
+} ds4_fw_opts;
+
+/* Advance `n` tokens at positions pos0.. through one layer: streams (n, n_hc, n_embd)
+ * in/out, tokens (n,) for hash routing. Rows pos0..pos0+n-1 of the state are written,
+ * compressed rows appended (n_rows updated). */
+int ds4_fw_layer_forward(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
+                         const int32_t *tokens, int64_t pos0, size_t n,
+                         const ds4_fw_opts *opt);
+
+typedef struct {
+    int n_embd, n_hc;
+    float rms_eps, hc_eps;
+    ds4_fw_mat hc_fn, output;
+    const float *hc_scale, *hc_base, *norm;
+} ds4_fw_head;
+
+/* Logits (n, output.rows) from final streams (n, n_hc, n_embd). */
+int ds4_fw_head_forward(const ds4_fw_head *H, const float *streams, size_t n, float *logits,
+                        const ds4_fw_opts *opt);
+
+/* The strict primitives, exported for tests. */
+void ds4_fw_rmsnorm(const float *x, const float *w, size_t n, float eps, float *y);
+void ds4_fw_rope(float *tail, int n_rot, int64_t pos, float base, float yarn_factor,
+                 const float *ramp, int inverse);
+void ds4_fw_fp8_kv_sim(float *v, size_t n_nope);
+void ds4_fw_fp4_sim(float *v, size_t n);
+void ds4_fw_hadamard128(float *v);
+void ds4_fw_hc_split(const float *mix, const float *scale, const float *base, int n_hc,
+                     int iters, float eps, float *pre, float *post, float *comb);
+
+#endif

@@ -1,0 +1,318 @@
+/* The attention sublayer (model.md §3.3-3.7): projections for the whole block, then per
+ * token in position order RoPE, KV rounding, cache push, compressor emissions, indexer
+ * top-k and attention with sinks, then the grouped output projection. */
+#include <stdlib.h>
+
+#include "cpu_pool.h"
+#include "fwd_internal.h"
+
+#define EMPTY_SCORE (-1.0e30f)
+
+static void rope_heads(const ds4_fw_layer *L, float *v, int n_heads, int width, int64_t pos,
+                       int inverse) {
+    for (int hd = 0; hd < n_heads; hd++)
+        ds4_fw_rope(v + (size_t)hd * width + (width - L->n_rot), L->n_rot, pos, L->rope_base,
+                    L->yarn_factor, L->yarn_ramp, inverse);
+}
+
+/* Pool the window ending at token p into one row (§3.4), then normalise, rotate at the
+ * window's first position and round as its cache requires. */
+static int emit_row(const ds4_fw_layer *L, ds4_fw_comp *c, int ratio, int d, const float *norm,
+                    int is_index, int64_t p) {
+    if (c->n_rows >= c->rows_cap) return DS4_FW_OVERFLOW;
+    size_t width = (size_t)(ratio == 4 ? 2 * d : d);
+    int64_t start = p + 1 - ratio;
+    float *pooled = malloc((size_t)d * sizeof *pooled);
+    if (!pooled) return DS4_CPU_NO_MEMORY;
+    for (int j = 0; j < d; j++) {
+        float mx = EMPTY_SCORE;  /* an empty slot's score; max is order-free */
+        if (ratio == 4) {
+            for (int i = 0; i < 4; i++) {
+                int64_t prev = start - 4 + i;
+                if (prev >= 0) mx = fmaxf(mx, c->score[(size_t)prev * width + j]);
+                mx = fmaxf(mx, c->score[(size_t)(start + i) * width + d + j]);
+            }
+        } else {
+            for (int i = 0; i < ratio; i++) mx = fmaxf(mx, c->score[(size_t)(start + i) * width + j]);
+        }
+        if (mx <= -5e29f) {
+            pooled[j] = 0.0f;
+            continue;
+        }
+        float den = 0.0f, num = 0.0f;
+        if (ratio == 4) {
+            for (int i = 0; i < 4; i++) {
+                int64_t prev = start - 4 + i;
+                float sp = prev >= 0 ? c->score[(size_t)prev * width + j] : EMPTY_SCORE;
+                float kp = prev >= 0 ? c->kv[(size_t)prev * width + j] : 0.0f;
+                size_t cur = (size_t)(start + i) * width + d + j;
+                float wp = expf(sp - mx), wc = expf(c->score[cur] - mx);
+                den += (wp + wc);
+                num += wp * kp;
+                num += wc * c->kv[cur];
+            }
+        } else {
+            for (int i = 0; i < ratio; i++) {
+                size_t at = (size_t)(start + i) * width + j;
+                float w = expf(c->score[at] - mx);
+                den += w;
+                num += w * c->kv[at];
+            }
+        }
+        pooled[j] = num / den;
+    }
+    float *row = c->rows + c->n_rows * (size_t)d;
+    ds4_fw_rmsnorm(pooled, norm, (size_t)d, L->rms_eps, row);
+    free(pooled);
+    rope_heads(L, row, 1, d, start, 0);
+    if (is_index) {
+        ds4_fw_hadamard128(row);
+        ds4_fw_fp4_sim(row, (size_t)d);
+    } else {
+        ds4_fw_fp8_kv_sim(row, (size_t)(d - L->n_rot));
+    }
+    ds4_fw_f16round(row, (size_t)d);
+    c->n_rows++;
+    return DS4_CPU_OK;
+}
+
+typedef struct {
+    float score;
+    size_t index;
+} scored_row;
+
+static int by_score_then_index(const void *a, const void *b) {
+    const scored_row *x = a, *y = b;
+    if (x->score > y->score) return -1;
+    if (x->score < y->score) return 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Mark the top_k compressed rows by indexer score (§3.5); ties go to the lower index,
+ * as a repeated strict-> arg-max scan in ascending order would pick them. */
+static int indexer_select(const ds4_fw_layer *L, const ds4_fw_comp *idx, float *iq,
+                          const float *iw, unsigned char *allowed) {
+    size_t n = idx->n_rows, ID = (size_t)L->idx_dim, IH = (size_t)L->n_idx_head;
+    scored_row *rows = malloc(n * sizeof *rows);
+    if (!rows) return DS4_CPU_NO_MEMORY;
+    for (size_t c = 0; c < n; c++) {
+        const float *r = idx->rows + c * ID;
+        float s = 0.0f;
+        for (size_t hd = 0; hd < IH; hd++) {
+            const float *q = iq + hd * ID;
+            float dot = 0.0f;
+            for (size_t i = 0; i < ID; i++) dot += r[i] * q[i];
+            s += fmaxf(0.0f, dot) * iw[hd];
+        }
+        rows[c].score = s;
+        rows[c].index = c;
+    }
+    qsort(rows, n, sizeof *rows, by_score_then_index);
+    memset(allowed, 0, n);
+    for (size_t k = 0; k < (size_t)L->idx_top_k && k < n; k++) allowed[rows[k].index] = 1;
+    free(rows);
+    return DS4_CPU_OK;
+}
+
+typedef struct {
+    const ds4_fw_layer *L;
+    const float *q;            /* (NH, Dh) */
+    const float *raw;          /* first visible raw row */
+    size_t n_raw;
+    const float *comp;         /* compressed rows */
+    size_t n_comp;
+    const unsigned char *allowed;  /* NULL = all */
+    float scale;
+    float *out;                /* (NH, Dh) */
+    float *scores;             /* (NH, n_raw + n_comp) scratch */
+} attn_job;
+
+static void attend_heads(void *ctx, size_t begin, size_t end) {
+    const attn_job *j = ctx;
+    size_t Dh = (size_t)j->L->head_dim, n_rows = j->n_raw + j->n_comp;
+    for (size_t hd = begin; hd < end; hd++) {
+        const float *q = j->q + hd * Dh;
+        float *s = j->scores + hd * n_rows;
+        float sink = j->L->sinks[hd];
+        float mx = sink;
+        for (size_t r = 0; r < n_rows; r++) {
+            int comp = r >= j->n_raw;
+            if (comp && j->allowed && !j->allowed[r - j->n_raw]) continue;
+            const float *row = comp ? j->comp + (r - j->n_raw) * Dh : j->raw + r * Dh;
+            float dot = 0.0f;
+            for (size_t i = 0; i < Dh; i++) dot += q[i] * row[i];
+            s[r] = dot * j->scale;
+            mx = fmaxf(mx, s[r]);
+        }
+        float den = expf(sink - mx);
+        float *acc = j->out + hd * Dh;
+        for (size_t i = 0; i < Dh; i++) acc[i] = 0.0f;
+        for (size_t r = 0; r < n_rows; r++) {
+            int comp = r >= j->n_raw;
+            if (comp && j->allowed && !j->allowed[r - j->n_raw]) continue;
+            const float *row = comp ? j->comp + (r - j->n_raw) * Dh : j->raw + r * Dh;
+            float w = expf(s[r] - mx);
+            den += w;
+            for (size_t i = 0; i < Dh; i++) acc[i] += w * row[i];
+        }
+        float inv = 1.0f / den;
+        for (size_t i = 0; i < Dh; i++) acc[i] *= inv;
+    }
+}
+
+/* Buffers of one block, carved from a single allocation. */
+typedef struct {
+    float *qr, *q, *kv, *ckv, *csc, *ikv, *isc, *iq, *iw, *heads, *seg, *part, *low, *scores;
+    unsigned char *allowed;
+    void *mem;
+} attn_buffers;
+
+static int alloc_buffers(const ds4_fw_layer *L, const ds4_fw_state *S, size_t n,
+                         attn_buffers *b) {
+    size_t Dh = (size_t)L->head_dim, NH = (size_t)L->n_head, G = (size_t)L->n_groups;
+    size_t cw = (size_t)(L->ratio == 4 ? 2 : 1) * Dh, iw = 2 * (size_t)L->idx_dim;
+    size_t max_rows = (size_t)L->n_swa + S->attn.rows_cap;
+    size_t counts[13] = {
+        n * (size_t)L->q_rank, n * NH * Dh, n * Dh,
+        L->ratio ? n * cw : 0, L->ratio ? n * cw : 0,
+        L->has_indexer ? n * iw : 0, L->has_indexer ? n * iw : 0,
+        L->has_indexer ? n * (size_t)(L->n_idx_head * L->idx_dim) : 0,
+        L->has_indexer ? n * (size_t)L->n_idx_head : 0,
+        n * NH * Dh, n * (NH * Dh / G), n * (size_t)L->o_rank, n * G * (size_t)L->o_rank,
+    };
+    size_t total = 0;
+    for (int i = 0; i < 13; i++) total += counts[i];
+    total += NH * max_rows;  /* attention scores */
+    size_t allowed_n = S->index.rows_cap + 1;
+    b->mem = malloc(total * sizeof(float) + allowed_n);
+    if (!b->mem) return DS4_CPU_NO_MEMORY;
+    float *p = b->mem;
+    float **slots[13] = {&b->qr, &b->q, &b->kv, &b->ckv, &b->csc, &b->ikv, &b->isc,
+                         &b->iq, &b->iw, &b->heads, &b->seg, &b->part, &b->low};
+    for (int i = 0; i < 13; i++) {
+        *slots[i] = p;
+        p += counts[i];
+    }
+    b->scores = p;
+    p += NH * max_rows;
+    b->allowed = (unsigned char *)p;
+    return DS4_CPU_OK;
+}
+
+/* Compressor inputs for the block: kv projection, and score = gate + ape[p % r]. */
+static int compressor_inputs(const ds4_fw_layer *L, const ds4_fw_mat *kvm,
+                             const ds4_fw_mat *gm, const float *ape, int ratio, const float *h,
+                             int64_t pos0, size_t n, float *kv, float *sc, int impl) {
+    size_t D = (size_t)L->n_embd, W = kvm->rows;
+    int rc = ds4_fw_matmul(kvm, 0, W, h, D, n, kv, W, impl);
+    if (!rc) rc = ds4_fw_matmul(gm, 0, W, h, D, n, sc, W, impl);
+    if (rc) return rc;
+    for (size_t t = 0; t < n; t++) {
+        const float *a = ape + (size_t)((pos0 + (int64_t)t) % ratio) * W;
+        for (size_t i = 0; i < W; i++) sc[t * W + i] += a[i];
+    }
+    return DS4_CPU_OK;
+}
+
+static int push_compressor(const ds4_fw_layer *L, ds4_fw_comp *c, int ratio, int d,
+                           const float *norm, int is_index, const float *kv, const float *sc,
+                           int64_t p) {
+    size_t W = (size_t)(ratio == 4 ? 2 * d : d);
+    memcpy(c->kv + (size_t)p * W, kv, W * sizeof *kv);
+    memcpy(c->score + (size_t)p * W, sc, W * sizeof *sc);
+    if ((p + 1) % ratio != 0) return DS4_CPU_OK;
+    return emit_row(L, c, ratio, d, norm, is_index, p);
+}
+
+int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *S, const float *h, int64_t pos0,
+                     size_t n, float *out, int impl) {
+    size_t D = (size_t)L->n_embd, Dh = (size_t)L->head_dim, NH = (size_t)L->n_head;
+    size_t R = (size_t)L->n_rot, QR = (size_t)L->q_rank, G = (size_t)L->n_groups;
+    size_t OR = (size_t)L->o_rank, gin = NH * Dh / G;
+    size_t IH = (size_t)L->n_idx_head, ID = (size_t)L->idx_dim;
+    if ((L->ratio && (!S->attn.kv || !S->attn.score || !S->attn.rows)) ||
+        (L->has_indexer && (!S->index.kv || !S->index.score || !S->index.rows)))
+        return DS4_FW_BAD_STATE;
+    if (L->has_indexer && ID != 128) return DS4_CPU_BAD_SHAPE;
+    attn_buffers b;
+    int rc = alloc_buffers(L, S, n, &b);
+    if (rc) return rc;
+
+    if ((rc = ds4_fw_matmul(&L->q_a, 0, QR, h, D, n, b.qr, QR, impl))) goto done;
+    for (size_t t = 0; t < n; t++) ds4_fw_rmsnorm(b.qr + t * QR, L->q_a_norm, QR, L->rms_eps, b.qr + t * QR);
+    if ((rc = ds4_fw_matmul(&L->q_b, 0, NH * Dh, b.qr, QR, n, b.q, NH * Dh, impl))) goto done;
+    for (size_t i = 0; i < n * NH; i++) ds4_fw_rmsnorm(b.q + i * Dh, NULL, Dh, L->rms_eps, b.q + i * Dh);
+    if ((rc = ds4_fw_matmul(&L->kv, 0, Dh, h, D, n, b.kv, Dh, impl))) goto done;
+    for (size_t t = 0; t < n; t++) ds4_fw_rmsnorm(b.kv + t * Dh, L->kv_norm, Dh, L->rms_eps, b.kv + t * Dh);
+    if (L->ratio &&
+        (rc = compressor_inputs(L, &L->comp_kv, &L->comp_gate, L->comp_ape, L->ratio, h, pos0, n,
+                                b.ckv, b.csc, impl)))
+        goto done;
+    int need_index = 0;
+    if (L->has_indexer) {
+        if ((rc = compressor_inputs(L, &L->idx_kv, &L->idx_gate, L->idx_ape, 4, h, pos0, n, b.ikv,
+                                    b.isc, impl)))
+            goto done;
+        /* The indexer's projections only matter once more rows exist than it keeps. */
+        need_index = (size_t)((pos0 + (int64_t)n) / 4) > (size_t)L->idx_top_k;
+        if (need_index) {
+            if ((rc = ds4_fw_matmul(&L->idx_q_b, 0, IH * ID, b.qr, QR, n, b.iq, IH * ID, impl)) ||
+                (rc = ds4_fw_matmul(&L->idx_proj, 0, IH, h, D, n, b.iw, IH, impl)))
+                goto done;
+            float wscale = 1.0f / sqrtf((float)(ID * IH));
+            for (size_t i = 0; i < n * IH; i++) b.iw[i] = b.iw[i] * wscale;
+        }
+    }
+
+    float scale = 1.0f / sqrtf((float)Dh);
+    for (size_t t = 0; t < n; t++) {
+        int64_t p = pos0 + (int64_t)t;
+        float *q = b.q + t * NH * Dh, *kv = b.kv + t * Dh;
+        rope_heads(L, q, (int)NH, (int)Dh, p, 0);
+        rope_heads(L, kv, 1, (int)Dh, p, 0);
+        ds4_fw_fp8_kv_sim(kv, Dh - R);
+        ds4_fw_f16round(kv, Dh);
+        memcpy(S->raw + (size_t)p * Dh, kv, Dh * sizeof *kv);
+        if (L->ratio) {
+            size_t W = (size_t)(L->ratio == 4 ? 2 : 1) * Dh;
+            rc = push_compressor(L, &S->attn, L->ratio, (int)Dh, L->comp_norm, 0,
+                                 b.ckv + t * W, b.csc + t * W, p);
+            if (rc) goto done;
+        }
+        const unsigned char *allowed = NULL;
+        if (L->has_indexer) {
+            rc = push_compressor(L, &S->index, 4, (int)ID, L->idx_norm, 1, b.ikv + t * 2 * ID,
+                                 b.isc + t * 2 * ID, p);
+            if (rc) goto done;
+            if (S->attn.n_rows > (size_t)L->idx_top_k && need_index) {
+                float *iq = b.iq + t * IH * ID;
+                rope_heads(L, iq, (int)IH, (int)ID, p, 0);
+                for (size_t hd = 0; hd < IH; hd++) {
+                    ds4_fw_hadamard128(iq + hd * ID);
+                    ds4_fw_fp4_sim(iq + hd * ID, ID);
+                }
+                if ((rc = indexer_select(L, &S->index, iq, b.iw + t * IH, b.allowed))) goto done;
+                allowed = b.allowed;
+            }
+        }
+        int64_t first = p + 1 - L->n_swa > 0 ? p + 1 - L->n_swa : 0;
+        attn_job job = {L, q, S->raw + (size_t)first * Dh, (size_t)(p + 1 - first),
+                        L->ratio ? S->attn.rows : NULL, L->ratio ? S->attn.n_rows : 0,
+                        allowed, scale, b.heads + t * NH * Dh, b.scores};
+        ds4_pool_run(attend_heads, &job, NH, 1);
+        rope_heads(L, b.heads + t * NH * Dh, (int)NH, (int)Dh, p, 1);
+    }
+
+    for (size_t g = 0; g < G; g++) {
+        for (size_t t = 0; t < n; t++)
+            memcpy(b.seg + t * gin, b.heads + t * NH * Dh + g * gin, gin * sizeof(float));
+        if ((rc = ds4_fw_matmul(&L->out_a, g * OR, OR, b.seg, gin, n, b.part, OR, impl)))
+            goto done;
+        for (size_t t = 0; t < n; t++)
+            memcpy(b.low + t * G * OR + g * OR, b.part + t * OR, OR * sizeof(float));
+    }
+    rc = ds4_fw_matmul(&L->out_b, 0, D, b.low, G * OR, n, out, D, impl);
+done:
+    free(b.mem);
+    return rc;
+}

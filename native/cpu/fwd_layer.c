@@ -1,0 +1,139 @@
+/* One layer (model.md §3.3): HC pre, attention, HC post, HC pre, FFN, HC post; and
+ * the output head (§3.10). Tokens go through in blocks of BLOCK_TOKENS so scratch
+ * memory stays bounded; blocks run in position order, so each token sees exactly the
+ * state a one-token decode would give it (§3.12). */
+#include <stdlib.h>
+
+#include "fwd_internal.h"
+
+#define BLOCK_TOKENS 64
+
+int ds4_fw_matmul(const ds4_fw_mat *m, size_t rows_from, size_t rows_n, const float *x,
+                  size_t x_stride, size_t n, float *y, size_t y_stride, int impl) {
+    if (!m->data || rows_from + rows_n > m->rows) return DS4_CPU_BAD_SHAPE;
+    if (x_stride != m->cols || y_stride != rows_n) return DS4_CPU_BAD_SHAPE;
+    return ds4_cpu_matmul(m->type, m->data + rows_from * m->row_stride, m->row_stride, rows_n,
+                          m->cols, x, n, y, impl);
+}
+
+/* HC pre for n tokens: per token the normalised flat streams, the 2S+S^2 projection,
+ * the split (pre/post/comb) and x_in = sum_h pre[h] X[h] (§3.2). */
+static int hc_pre(const ds4_fw_layer *L, const ds4_fw_mat *fn, const float *scale,
+                  const float *base, const float *streams, size_t n, float *x_in,
+                  float *post, float *comb, float *scratch, int impl) {
+    size_t D = (size_t)L->n_embd, S = (size_t)L->n_hc, flat_n = S * D, mix_n = fn->rows;
+    float *flat = scratch, *mix = scratch + n * flat_n;
+    for (size_t t = 0; t < n; t++)
+        ds4_fw_rmsnorm(streams + t * flat_n, NULL, flat_n, L->rms_eps, flat + t * flat_n);
+    int rc = ds4_fw_matmul(fn, 0, mix_n, flat, flat_n, n, mix, mix_n, impl);
+    if (rc) return rc;
+    for (size_t t = 0; t < n; t++) {
+        float pre[DS4_FW_MAX_HC];
+        ds4_fw_hc_split(mix + t * mix_n, scale, base, (int)S, L->sinkhorn_iters, L->hc_eps,
+                        pre, post + t * S, comb + t * S * S);
+        const float *X = streams + t * flat_n;
+        float *xi = x_in + t * D;
+        for (size_t d = 0; d < D; d++) {
+            float acc = 0.0f;
+            for (size_t h = 0; h < S; h++) acc += pre[h] * X[h * D + d];
+            xi[d] = acc;
+        }
+    }
+    return DS4_CPU_OK;
+}
+
+/* X_new[j] = post[j] * y + sum_i comb[i][j] X[i], in place over the streams. */
+static void hc_post(const ds4_fw_layer *L, const float *y, const float *post, const float *comb,
+                    float *streams, size_t n) {
+    size_t D = (size_t)L->n_embd, S = (size_t)L->n_hc;
+    float old[DS4_FW_MAX_HC];
+    for (size_t t = 0; t < n; t++) {
+        float *X = streams + t * S * D;
+        const float *c = comb + t * S * S, *p = post + t * S, *yt = y + t * D;
+        for (size_t d = 0; d < D; d++) {
+            for (size_t i = 0; i < S; i++) old[i] = X[i * D + d];
+            for (size_t j = 0; j < S; j++) {
+                float acc = p[j] * yt[d];
+                for (size_t i = 0; i < S; i++) acc += c[i * S + j] * old[i];
+                X[j * D + d] = acc;
+            }
+        }
+    }
+}
+
+static int layer_block(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
+                       const int32_t *tokens, int64_t pos0, size_t n, int impl, float *buf) {
+    size_t D = (size_t)L->n_embd, H = (size_t)L->n_hc;
+    size_t mix_n = 2 * H + H * H;
+    float *x_in = buf, *h = x_in + n * D, *y = h + n * D;
+    float *post = y + n * D, *comb = post + n * H, *scratch = comb + n * H * H;
+    int rc = hc_pre(L, &L->hc_attn_fn, L->hc_attn_scale, L->hc_attn_base, streams, n, x_in,
+                    post, comb, scratch, impl);
+    if (rc) return rc;
+    for (size_t t = 0; t < n; t++)
+        ds4_fw_rmsnorm(x_in + t * D, L->attn_norm, D, L->rms_eps, h + t * D);
+    if ((rc = ds4_fw_attention(L, S, h, pos0, n, y, impl))) return rc;
+    hc_post(L, y, post, comb, streams, n);
+
+    rc = hc_pre(L, &L->hc_ffn_fn, L->hc_ffn_scale, L->hc_ffn_base, streams, n, x_in, post, comb,
+                scratch, impl);
+    if (rc) return rc;
+    for (size_t t = 0; t < n; t++)
+        ds4_fw_rmsnorm(x_in + t * D, L->ffn_norm, D, L->rms_eps, h + t * D);
+    if ((rc = ds4_fw_ffn(L, h, tokens, n, y, impl))) return rc;
+    hc_post(L, y, post, comb, streams, n);
+    (void)mix_n;
+    return DS4_CPU_OK;
+}
+
+int ds4_fw_layer_forward(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
+                         const int32_t *tokens, int64_t pos0, size_t n,
+                         const ds4_fw_opts *opt) {
+    if (L->n_hc < 1 || L->n_hc > DS4_FW_MAX_HC || !S || !S->raw) return DS4_FW_BAD_STATE;
+    if (!ds4_cpu_dot_table(opt->impl)) return DS4_CPU_BAD_IMPL;
+    size_t D = (size_t)L->n_embd, H = (size_t)L->n_hc, mix_n = 2 * H + H * H;
+    size_t blk = n < BLOCK_TOKENS ? n : BLOCK_TOKENS;
+    size_t per_tok = 3 * D + H + H * H + H * D + mix_n;
+    float *buf = malloc((blk ? blk : 1) * per_tok * sizeof *buf);
+    if (!buf) return DS4_CPU_NO_MEMORY;
+    int rc = DS4_CPU_OK;
+    for (size_t b = 0; b < n && !rc; b += blk) {
+        size_t m = n - b < blk ? n - b : blk;
+        rc = layer_block(L, S, streams + b * H * D, tokens + b, pos0 + (int64_t)b, m,
+                         opt->impl, buf);
+    }
+    free(buf);
+    return rc;
+}
+
+int ds4_fw_head_forward(const ds4_fw_head *Hd, const float *streams, size_t n, float *logits,
+                        const ds4_fw_opts *opt) {
+    size_t D = (size_t)Hd->n_embd, S = (size_t)Hd->n_hc, flat_n = S * D;
+    if (Hd->n_hc < 1 || Hd->n_hc > DS4_FW_MAX_HC) return DS4_CPU_BAD_SHAPE;
+    if (Hd->hc_fn.rows != S || Hd->hc_fn.cols != flat_n || Hd->output.cols != D)
+        return DS4_CPU_BAD_SHAPE;
+    float *flat = malloc(flat_n * sizeof *flat), *z = malloc(2 * D * sizeof *z);
+    if (!flat || !z) {
+        free(flat), free(z);
+        return DS4_CPU_NO_MEMORY;
+    }
+    int rc = DS4_CPU_OK;
+    for (size_t t = 0; t < n && !rc; t++) {
+        const float *X = streams + t * flat_n;
+        float mix[DS4_FW_MAX_HC], w[DS4_FW_MAX_HC];
+        ds4_fw_rmsnorm(X, NULL, flat_n, Hd->rms_eps, flat);
+        if ((rc = ds4_fw_matmul(&Hd->hc_fn, 0, S, flat, flat_n, 1, mix, S, opt->impl))) break;
+        for (size_t h = 0; h < S; h++)
+            w[h] = ds4_fw_sigmoid_stable(mix[h] * Hd->hc_scale[0] + Hd->hc_base[h]) + Hd->hc_eps;
+        for (size_t d = 0; d < D; d++) {
+            float acc = 0.0f;
+            for (size_t h = 0; h < S; h++) acc += w[h] * X[h * D + d];
+            z[d] = acc;
+        }
+        ds4_fw_rmsnorm(z, Hd->norm, D, Hd->rms_eps, z + D);
+        rc = ds4_fw_matmul(&Hd->output, 0, Hd->output.rows, z + D, D, 1,
+                           logits + t * Hd->output.rows, Hd->output.rows, opt->impl);
+    }
+    free(flat), free(z);
+    return rc;
+}

@@ -1,0 +1,139 @@
+"""The model as the native forward sees it: one ds4_fw_layer struct per layer and the
+head struct, built once at load with pointers into the mmapped GGUF blocks (matrices)
+and into small f32 copies (norms, HC scale/base, sinks, ape, bias, YaRN ramp).
+
+Every array a struct points into is kept in `keep`, so the pointers stay valid for the
+life of the layout (the GGUF map itself outlives the runner).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ds4 import _native_cpu  # type: ignore[attr-defined]
+from ds4.adapters.compute import cpu_kernels
+from ds4.adapters.compute.reference.weights import WeightStore
+from ds4.domain.engine_math.rope import Yarn, yarn_ramp
+from ds4.domain.errors import Ds4Error
+from ds4.domain.gguf.ggml_types import GGMLType
+from ds4.domain.model.hparams import DeepSeekV4HParams
+from ds4.ports.model_file import ModelFile
+
+_ffi = _native_cpu.ffi
+
+# ds4_fw_layer matrix field -> tensor suffix after "blk.N."
+_LAYER_MATS = {
+    "hc_attn_fn": "hc_attn_fn.weight", "q_a": "attn_q_a.weight", "q_b": "attn_q_b.weight",
+    "kv": "attn_kv.weight", "out_a": "attn_output_a.weight", "out_b": "attn_output_b.weight",
+    "comp_kv": "attn_compressor_kv.weight", "comp_gate": "attn_compressor_gate.weight",
+    "idx_kv": "indexer_compressor_kv.weight", "idx_gate": "indexer_compressor_gate.weight",
+    "idx_q_b": "indexer.attn_q_b.weight", "idx_proj": "indexer.proj.weight",
+    "hc_ffn_fn": "hc_ffn_fn.weight", "gate_inp": "ffn_gate_inp.weight",
+    "gate_exps": "ffn_gate_exps.weight", "up_exps": "ffn_up_exps.weight",
+    "down_exps": "ffn_down_exps.weight", "gate_sh": "ffn_gate_shexp.weight",
+    "up_sh": "ffn_up_shexp.weight", "down_sh": "ffn_down_shexp.weight",
+}  # fmt: skip
+# ds4_fw_layer f32 vector field -> tensor suffix
+_LAYER_VECS = {
+    "hc_attn_scale": "hc_attn_scale.weight", "hc_attn_base": "hc_attn_base.weight",
+    "attn_norm": "attn_norm.weight", "q_a_norm": "attn_q_a_norm.weight",
+    "kv_norm": "attn_kv_a_norm.weight", "sinks": "attn_sinks.weight",
+    "comp_ape": "attn_compressor_ape.weight", "comp_norm": "attn_compressor_norm.weight",
+    "idx_ape": "indexer_compressor_ape.weight", "idx_norm": "indexer_compressor_norm.weight",
+    "hc_ffn_scale": "hc_ffn_scale.weight", "hc_ffn_base": "hc_ffn_base.weight",
+    "ffn_norm": "ffn_norm.weight", "probs_bias": "exp_probs_b.bias",
+}  # fmt: skip
+
+
+class NativeLayout:
+    def __init__(self, model: ModelFile, hp: DeepSeekV4HParams, weights: WeightStore) -> None:
+        self.hp = hp
+        self._model = model
+        self._weights = weights
+        self.keep: list[Any] = []
+        self.layers = [self._layer(il) for il in range(hp.n_layer)]
+        self.head = self._head()
+
+    # ---- pieces ------------------------------------------------------------
+
+    def _ptr(self, ctype: str, arr: npt.NDArray[Any]) -> Any:
+        arr = np.ascontiguousarray(arr)
+        self.keep.append(arr)
+        return _ffi.cast(ctype, arr.ctypes.data)
+
+    def _mat(self, dst: Any, name: str) -> None:
+        if name not in self._model.tensors:
+            return  # data stays NULL: the layer has no such tensor
+        info = self._model.tensors[name]
+        if info.ggml_type not in cpu_kernels.MATMUL_TYPES:
+            raise Ds4Error(f"{name}: the CPU backend has no kernel for {info.ggml_type.name}")
+        raw = self._model.raw(name)
+        self.keep.append(raw)
+        dst.data = _ffi.cast("const uint8_t *", raw.ctypes.data)
+        dst.row_stride = raw.strides[-2]
+        dst.expert_stride = raw.strides[0] if raw.ndim == 3 else 0
+        dst.rows = info.numpy_shape[-2]
+        dst.cols = info.numpy_shape[-1]
+        dst.type = int(info.ggml_type)
+
+    def _vec(self, name: str) -> Any:
+        if name not in self._model.tensors:
+            return _ffi.NULL
+        return self._ptr("const float *", self._weights.small(name).astype(np.float32))
+
+    # ---- structs -----------------------------------------------------------
+
+    def _layer(self, il: int) -> Any:
+        hp, pre = self.hp, f"blk.{il}."
+        ratio = hp.compress_ratios[il]
+        c = _ffi.new("ds4_fw_layer *")
+        self.keep.append(c)
+        c.n_embd, c.n_hc, c.n_head, c.head_dim = hp.n_embd, hp.n_hc, hp.n_head, hp.head_dim
+        c.n_rot, c.q_rank, c.o_rank, c.n_groups = (
+            hp.n_rot, hp.q_lora_rank, hp.o_lora_rank, hp.n_out_group,
+        )  # fmt: skip
+        c.n_swa, c.ratio, c.has_indexer = hp.n_swa, ratio, int(hp.has_indexer(il))
+        c.n_idx_head, c.idx_dim, c.idx_top_k = (
+            hp.n_indexer_head, hp.indexer_head_dim, hp.indexer_top_k,
+        )  # fmt: skip
+        c.n_expert, c.n_used, c.n_ff = hp.n_expert, hp.n_expert_used, hp.n_ff_exp
+        c.hash_layer, c.norm_route = int(hp.is_hash_layer(il)), int(hp.expert_weights_norm)
+        c.sinkhorn_iters, c.n_vocab = hp.sinkhorn_iters, hp.n_vocab
+        c.rms_eps, c.hc_eps = hp.rms_eps, hp.hc_eps
+        c.clamp, c.route_scale = hp.swiglu_clamp[il], hp.expert_weights_scale
+        if ratio == 0:
+            c.rope_base, c.yarn_factor, c.yarn_ramp = hp.rope_freq_base, 1.0, _ffi.NULL
+        else:
+            yarn = Yarn(hp.rope_scaling_factor, hp.rope_orig_ctx, hp.yarn_beta_fast,
+                        hp.yarn_beta_slow)  # fmt: skip
+            c.rope_base, c.yarn_factor = hp.compress_rope_freq_base, hp.rope_scaling_factor
+            ramp = yarn_ramp(hp.n_rot, hp.compress_rope_freq_base, yarn)
+            c.yarn_ramp = self._ptr("const float *", ramp.astype(np.float32))
+        for field, suffix in _LAYER_MATS.items():
+            self._mat(getattr(c, field), pre + suffix)
+        for field, suffix in _LAYER_VECS.items():
+            setattr(c, field, self._vec(pre + suffix))
+        if hp.is_hash_layer(il):
+            name = pre + "ffn_gate_tid2eid.weight"
+            info = self._model.tensors[name]
+            if info.ggml_type is not GGMLType.I32 or info.numpy_shape[-1] != hp.n_expert_used:
+                raise Ds4Error(f"{name}: expected I32 [{hp.n_expert_used}, n_vocab]")
+            table = np.ascontiguousarray(self._model.raw(name)).view("<i4")
+            c.n_vocab = table.shape[0]
+            c.tid2eid = self._ptr("const int32_t *", table)
+        return c
+
+    def _head(self) -> Any:
+        hp = self.hp
+        h = _ffi.new("ds4_fw_head *")
+        self.keep.append(h)
+        h.n_embd, h.n_hc, h.rms_eps, h.hc_eps = hp.n_embd, hp.n_hc, hp.rms_eps, hp.hc_eps
+        self._mat(h.hc_fn, "output_hc_fn.weight")
+        self._mat(h.output, "output.weight")
+        h.hc_scale = self._vec("output_hc_scale.weight")
+        h.hc_base = self._vec("output_hc_base.weight")
+        h.norm = self._vec("output_norm.weight")
+        return h
