@@ -193,9 +193,10 @@ static void check_table(const char *tname, const ds4_dot_table *table, size_t ti
             }
         }
     }
-    printf("%-5s %-8s %-4s %3d dots (4 activations, codes -128 included): %3d bit-identical, "
-           "worst err %.3f of bound%s\n",
-           bad ? "FAIL" : "ok", TYPES[ti].name, tname, n, exact, worst,
+    printf("%-5s %-8s %-4s %3d dots (4 activations%s): %3d bit-identical, worst err %.3f of "
+           "bound%s\n",
+           bad ? "FAIL" : "ok", TYPES[ti].name, tname, n,
+           kind == ACT_F32 ? "" : ", codes -128 included", exact, worst,
            kind == ACT_F32 ? "" : " (bound 0: exact)");
     failures += bad != 0;
     free(w);

@@ -16,8 +16,13 @@ for tool in "$cc" "$qemu"; do
     command -v "$tool" >/dev/null || { echo "neon_check: $tool not found" >&2; exit 2; }
 done
 
-out="${1:-$(mktemp -d)}"
-mkdir -p "$out"
+if [[ $# -ge 1 ]]; then
+    out="$1"
+    mkdir -p "$out"
+else
+    out="$(mktemp -d)"
+    trap 'rm -rf "$out"' EXIT
+fi
 flags=(-O2 -std=c11 -Wall -Wextra -Werror -ffp-contract=off -fno-fast-math -pthread
        -D_GNU_SOURCE -I"$root/native/cpu" -I"$root/native/common")
 objs=()
