@@ -78,6 +78,7 @@ ffibuilder.set_source(
         "native/cpu/cpu_actquant.c",
         "native/cpu/cpu_dot_scalar.c",
         "native/cpu/cpu_dot_avx2.c",
+        "native/cpu/cpu_dot_neon.c",
         "native/cpu/cpu_matmul.c",
         "native/cpu/cpu_moe.c",
         "native/cpu/cpu_pool.c",
@@ -90,8 +91,9 @@ ffibuilder.set_source(
     ],
     include_dirs=["native/cpu", "native/common"],
     # No contraction and no fast-math: the scalar kernels must round exactly like the
-    # numpy reference. SIMD code asks for AVX2/FMA per function (target attributes), so
-    # one build runs on any x86-64 and picks the kernels at run time.
+    # numpy reference. SIMD code asks for AVX2/FMA (x86-64) or SDOT (aarch64) per function
+    # (target attributes), so one build runs on any CPU of its architecture and picks the
+    # kernels at run time.
     extra_compile_args=[
         "-O2",
         "-std=c11",

@@ -88,6 +88,17 @@ extern const ds4_dot_table ds4_dots_scalar;
 #if defined(__x86_64__) || defined(__i386__)
 extern const ds4_dot_table ds4_dots_avx2;
 #endif
+#if defined(__aarch64__)
+extern const ds4_dot_table ds4_dots_neon;       /* baseline ARMv8 NEON */
+extern const ds4_dot_table ds4_dots_neon_sdot;  /* ARMv8.2 SDOT int8 sums */
+int ds4_cpu_have_sdot(void);                    /* run-time check (Linux HWCAP) */
+/* Function attribute enabling SDOT in one function (call it only if have_sdot). */
+#if defined(__clang__)
+#define DS4_SDOT __attribute__((target("dotprod")))
+#else
+#define DS4_SDOT __attribute__((target("arch=armv8.2-a+dotprod")))
+#endif
+#endif
 
 /* Kernel table for an implementation id (AUTO resolved); NULL if unavailable. */
 const ds4_dot_table *ds4_cpu_dot_table(int impl);

@@ -48,12 +48,19 @@ int ds4_cpu_impl_available(int impl) {
     case DS4_CPU_IMPL_AUTO:
     case DS4_CPU_IMPL_SCALAR: return 1;
     case DS4_CPU_IMPL_AVX2: return have_avx2();
+#if defined(__aarch64__)
+    case DS4_CPU_IMPL_NEON: return 1;  /* Advanced SIMD is mandatory on aarch64 */
+#endif
     default: return 0;
     }
 }
 
 int ds4_cpu_best_impl(void) {
+#if defined(__aarch64__)
+    return DS4_CPU_IMPL_NEON;
+#else
     return have_avx2() ? DS4_CPU_IMPL_AVX2 : DS4_CPU_IMPL_SCALAR;
+#endif
 }
 
 const ds4_dot_table *ds4_cpu_dot_table(int impl) {
@@ -62,6 +69,10 @@ const ds4_dot_table *ds4_cpu_dot_table(int impl) {
     if (!ds4_cpu_impl_available(impl)) return NULL;
 #if defined(__x86_64__) || defined(__i386__)
     if (impl == DS4_CPU_IMPL_AVX2) return &ds4_dots_avx2;
+#endif
+#if defined(__aarch64__)
+    if (impl == DS4_CPU_IMPL_NEON)
+        return ds4_cpu_have_sdot() ? &ds4_dots_neon_sdot : &ds4_dots_neon;
 #endif
     return impl == DS4_CPU_IMPL_SCALAR ? &ds4_dots_scalar : NULL;
 }

@@ -22,7 +22,8 @@ enum {
 enum {
     DS4_CPU_IMPL_AUTO = 0,
     DS4_CPU_IMPL_SCALAR = 1,
-    DS4_CPU_IMPL_AVX2 = 2
+    DS4_CPU_IMPL_AVX2 = 2,
+    DS4_CPU_IMPL_NEON = 3   /* aarch64; uses SDOT where the CPU reports it */
 };
 
 /* Q8_K activation block (formats.md §2.7): 292 bytes, no padding. */

@@ -4,7 +4,8 @@ Weights are passed as raw GGUF block bytes (a uint8 view of the mmapped tensor, 
 per output value); nothing is dequantized or copied. Activations are f32 and quantized
 natively as the weight type requires (per-32 with f32 scale for Q8_0, Q8_K for K-quants
 and IQ2_XXS). `impl` picks the kernels: "auto" (best this CPU has), "scalar" (the nominal
-formulas, bit-identical to the numpy reference) or a SIMD set by name ("avx2").
+formulas, bit-identical to the numpy reference) or a SIMD set by name ("avx2" on x86-64,
+"neon" on aarch64, which uses SDOT where the CPU has it).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ U8 = npt.NDArray[np.uint8]
 _ffi = _native_cpu.ffi
 _lib = _native_cpu.lib
 
-IMPLS: dict[str, int] = {"auto": 0, "scalar": 1, "avx2": 2}
+IMPLS: dict[str, int] = {"auto": 0, "scalar": 1, "avx2": 2, "neon": 3}
 MATMUL_TYPES = frozenset(
     {GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K,
      GGMLType.IQ2_XXS}
