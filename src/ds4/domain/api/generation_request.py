@@ -40,11 +40,12 @@ class Sampling:
 @dataclass(frozen=True)
 class WireTool:
     """How a prompt-side tool name maps back to the Responses wire (namespace tools,
-    hosted tool_search); chat and Anthropic use the prompt name as is."""
+    hosted tool_search, custom tools); chat and Anthropic use the prompt name as is."""
 
     wire_name: str
     namespace: str | None = None
     hosted_tool_search: bool = False
+    custom: bool = False  # a freeform custom tool: calls are custom_tool_call items
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Stream lifecycle: response.created; reasoning summary events (only when the client
 asked for summaries); message text events; at the end the reasoning and message
-items are closed, each tool call is emitted whole, and a terminal event
+items are closed, each tool call is emitted whole (function calls with their
+arguments events, custom tool calls with their input events), and a terminal event
 (completed / incomplete / failed) carries the full response.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ds4.domain.api.custom_tools import custom_call_input
 from ds4.domain.api.generation_request import WireTool
 from ds4.domain.api.reply_context import ReplyContext, arguments_object, arguments_string
 from ds4.domain.api.served_events import PromptReady, ServedEvent, wire_finish
@@ -58,6 +60,15 @@ def call_item(
             "call_id": call.id,
             "execution": "client",
             "arguments": arguments_object(call.arguments) if final else {},
+        }
+    if tool.custom:
+        return {
+            "id": "ctc_" + item_id.removeprefix("fc_"),
+            "type": "custom_tool_call",
+            "status": status,
+            "name": tool.wire_name,
+            "call_id": call.id,
+            "input": custom_call_input(call.arguments) if final else "",
         }
     item: dict[str, object] = {
         "id": item_id,
@@ -274,7 +285,20 @@ class ResponseStream:
             self._event("response.output_item.added", {"output_index": output_index, "item": added})
         ]
         done = call_item(item_id, call, status, wire)
-        if done["type"] == "function_call":
+        item_id = str(done["id"])
+        if done["type"] == "custom_tool_call":
+            where = {"item_id": item_id, "output_index": output_index}
+            frames.append(
+                self._event(
+                    "response.custom_tool_call_input.delta", {**where, "delta": done["input"]}
+                )
+            )
+            frames.append(
+                self._event(
+                    "response.custom_tool_call_input.done", {**where, "input": done["input"]}
+                )
+            )
+        elif done["type"] == "function_call":
             arguments = done["arguments"]
             frames.append(
                 self._event(

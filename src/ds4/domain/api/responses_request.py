@@ -3,6 +3,7 @@
 Input items are strict (an unexpected item or content part is a 400) while unknown
 top-level fields are ignored, so Codex's `include`, `prompt_cache_key`,
 `client_metadata`, `store`, `text`, and hosted tools such as `web_search` pass.
+Freeform custom tools become one-string-parameter functions (api.custom_tools).
 Reasoning items collect into a buffer that the next assistant-side item takes.
 """
 
@@ -12,6 +13,7 @@ from collections.abc import Collection, Sequence
 
 import msgspec
 
+from ds4.domain.api.custom_tools import custom_call_arguments, custom_tool_definition
 from ds4.domain.api.errors import ApiError, invalid_request
 from ds4.domain.api.generation_request import DEFAULT_MODEL, Api, GenerationRequest, WireTool
 from ds4.domain.api.json_body import decode_as, decode_object
@@ -136,7 +138,11 @@ class _Tools:
                 "parameters": tool.get("parameters") or _EMPTY_PARAMETERS,
             }
             self._put("tool_search", definition, WireTool("tool_search", hosted_tool_search=True))
-        elif kind in (None, "function", "custom") and isinstance(tool.get("name"), str):
+        elif kind == "custom":
+            definition = custom_tool_definition(tool)
+            name = str(definition["name"])
+            self._put(name, definition, WireTool(name, custom=True))
+        elif kind in (None, "function") and isinstance(tool.get("name"), str):
             name = str(tool["name"])
             self._put(name, tool, WireTool(name))
         # other hosted tools (web_search, file_search, image_generation, ...) are
@@ -207,6 +213,8 @@ class _Items:
         for key in ("action", "arguments", "input"):
             if key in item and (key != "action" or _CALL_ITEMS[kind] is not None):
                 arguments = _raw(item[key])
+                if key == "input" and kind == "custom_tool_call":
+                    arguments = custom_call_arguments(item[key])  # freeform text (ADR 0043)
                 break
         else:
             arguments = "{}"

@@ -11,7 +11,9 @@ text prefix is loaded ("disk-text"); else the engine keeps the longest common to
 prefix it can and a "cold" checkpoint may be cut (§6.5). Continued checkpoints are
 written at aligned frontiers while prefilling and decoding (§6.6), shutdown saves
 the live state. After a successful prefill the bindings the job did not continue
-from are dropped; after the turn they are remembered or cleared (§3.14).
+from are dropped; after the turn they are remembered or cleared (§3.14), and a chat
+or Anthropic turn whose calls cannot be replayed exactly has its live state rewritten
+to the canonical rendering before the reply goes out (§4.10, serving.canonicalize).
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ from ds4.domain.generation.events import Finished, PrefillProgress, ToolCallStar
 from ds4.domain.generation.loop import TurnSettings, decode_turn, prefill
 from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason
 from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
+from ds4.domain.serving.canonicalize import (
+    canonicalize_tool_checkpoint,
+    checkpoint_suffix,
+    should_canonicalize,
+)
 from ds4.domain.serving.decision import CacheDecision, cache_decision
 from ds4.domain.serving.eval_watch import EvalWatch
 from ds4.domain.serving.kv_checkpoints import DiskHit, KvCheckpoints
@@ -239,6 +246,7 @@ class Worker:
             elif isinstance(event, Finished):
                 finished = self._finish(event, api, shown)
                 self.live.after_turn(self._turn_facts(job), finished)
+                yield from self._canonicalize(job, finished, cancel)
                 yield finished
             else:
                 yield event
@@ -256,6 +264,31 @@ class Worker:
             calls = self.memory.assign_ids(finished.tool_calls, api, shown)
             self.memory.remember(calls, finished.raw_dsml)
         return replace(finished, tool_calls=calls)
+
+    def _canonicalize(
+        self, job: PreparedJob, finished: Finished, cancel: CancelCheck
+    ) -> Iterator[PrefillProgress]:
+        """§4.10, before the reply goes out: only chat and Anthropic turns with calls
+        the next request cannot replay exactly."""
+        if job.request.api not in (Api.CHAT, Api.ANTHROPIC) or finished.finish == "cancelled":
+            return
+        if not should_canonicalize(finished.tool_calls, finished.raw_dsml, self.memory.enabled):
+            return
+        rendered = job.prompt_text + checkpoint_suffix(finished, job.think_mode.thinking)
+        outcome = yield from canonicalize_tool_checkpoint(
+            self.session,
+            self.tokenizer,
+            rendered,
+            len(job.prompt_tokens),
+            disk_load=self._disk_load if self.kv is not None else None,
+            trace=self.trace,
+            cancel=cancel,
+        )
+        self.trace(f"--- tool checkpoint canonicalization {outcome.value} ---")
+
+    def _disk_load(self, session: Session, text: str, more_than: int) -> tuple[int, ...] | None:
+        hit = self.kv.load(session, text, more_than=more_than) if self.kv is not None else None
+        return None if hit is None else hit.tokens
 
     def _turn_facts(self, job: PreparedJob) -> TurnFacts:
         request = job.request
