@@ -39,6 +39,7 @@ ffibuilder.cdef(
         float rms_eps, hc_eps, clamp, route_scale;
         float rope_base, yarn_factor;
         const float *yarn_ramp;
+        const float *rope_inv_freq;
         ds4_fw_mat hc_attn_fn, q_a, q_b, kv, out_a, out_b;
         ds4_fw_mat comp_kv, comp_gate, idx_kv, idx_gate, idx_q_b, idx_proj;
         ds4_fw_mat hc_ffn_fn, gate_inp, gate_exps, up_exps, down_exps, gate_sh, up_sh, down_sh;
@@ -49,7 +50,7 @@ ffibuilder.cdef(
     } ds4_fw_layer;
     typedef struct { float *kv, *score; float *rows; size_t n_rows, rows_cap; } ds4_fw_comp;
     typedef struct { float *raw; ds4_fw_comp attn, index; } ds4_fw_state;
-    typedef struct { int impl; } ds4_fw_opts;
+    typedef struct { int impl, kv_rounding, indexer_qat, iterated_rope; } ds4_fw_opts;
     typedef struct {
         int n_embd, n_hc; float rms_eps, hc_eps;
         ds4_fw_mat hc_fn, output;
@@ -59,11 +60,16 @@ ffibuilder.cdef(
     int ds4_fw_layer_forward(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
                              const int32_t *tokens, int64_t pos0, size_t n,
                              const ds4_fw_opts *opt);
+    int ds4_fw_layers_forward(const ds4_fw_layer *layers, ds4_fw_state *states, int n_layer,
+                              float *streams, const int32_t *tokens, int64_t pos0, size_t n,
+                              const ds4_fw_opts *opt, int *failed_layer);
     int ds4_fw_head_forward(const ds4_fw_head *H, const float *streams, size_t n,
                             float *logits, const ds4_fw_opts *opt);
     void ds4_fw_rmsnorm(const float *x, const float *w, size_t n, float eps, float *y);
     void ds4_fw_rope(float *tail, int n_rot, int64_t pos, float base, float yarn_factor,
                      const float *ramp, int inverse);
+    void ds4_fw_rope_direct(float *tail, int n_rot, int64_t pos, const float *inv_freq,
+                            int inverse);
     void ds4_fw_fp8_kv_sim(float *v, size_t n_nope);
     void ds4_fw_fp4_sim(float *v, size_t n);
     void ds4_fw_hadamard128(float *v);

@@ -41,6 +41,8 @@ typedef struct {
     /* RoPE: base, and the per-pair YaRN ramp (n_rot/2 values; NULL = no YaRN) */
     float rope_base, yarn_factor;
     const float *yarn_ramp;
+    const float *rope_inv_freq;  /* n_rot/2 angles per position (YaRN-blended), for
+                                    the direct pos * inv_freq form of fp32 numerics */
     /* matrices */
     ds4_fw_mat hc_attn_fn, q_a, q_b, kv, out_a, out_b;
     ds4_fw_mat comp_kv, comp_gate, idx_kv, idx_gate, idx_q_b, idx_proj;
@@ -67,6 +69,9 @@ typedef struct {
 
 typedef struct {
     int impl;             /* DS4_CPU_IMPL_*; SCALAR = the strict arithmetic */
+    int kv_rounding;      /* FP8 E4M3 on KV rows, f16 rounding of cached rows */
+    int indexer_qat;      /* Hadamard + FP4 on indexer rows and queries */
+    int iterated_rope;    /* ds4's iterated f32 angle; 0 = pos * rope_inv_freq[k] */
 } ds4_fw_opts;
 
 /* Advance `n` tokens at positions pos0.. through one layer: streams (n, n_hc, n_embd)
@@ -75,6 +80,12 @@ typedef struct {
 int ds4_fw_layer_forward(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
                          const int32_t *tokens, int64_t pos0, size_t n,
                          const ds4_fw_opts *opt);
+
+/* All layers in order (layers[i] with states[i]); on failure *failed_layer names the
+ * layer whose error is returned. */
+int ds4_fw_layers_forward(const ds4_fw_layer *layers, ds4_fw_state *states, int n_layer,
+                          float *streams, const int32_t *tokens, int64_t pos0, size_t n,
+                          const ds4_fw_opts *opt, int *failed_layer);
 
 typedef struct {
     int n_embd, n_hc;
@@ -91,6 +102,8 @@ int ds4_fw_head_forward(const ds4_fw_head *H, const float *streams, size_t n, fl
 void ds4_fw_rmsnorm(const float *x, const float *w, size_t n, float eps, float *y);
 void ds4_fw_rope(float *tail, int n_rot, int64_t pos, float base, float yarn_factor,
                  const float *ramp, int inverse);
+void ds4_fw_rope_direct(float *tail, int n_rot, int64_t pos, const float *inv_freq,
+                        int inverse);
 void ds4_fw_fp8_kv_sim(float *v, size_t n_nope);
 void ds4_fw_fp4_sim(float *v, size_t n);
 void ds4_fw_hadamard128(float *v);

@@ -8,17 +8,28 @@
 
 #define EMPTY_SCORE (-1.0e30f)
 
-static void rope_heads(const ds4_fw_layer *L, float *v, int n_heads, int width, int64_t pos,
-                       int inverse) {
-    for (int hd = 0; hd < n_heads; hd++)
-        ds4_fw_rope(v + (size_t)hd * width + (width - L->n_rot), L->n_rot, pos, L->rope_base,
-                    L->yarn_factor, L->yarn_ramp, inverse);
+static void rope_heads(const ds4_fw_layer *L, const ds4_fw_opts *opt, float *v, int n_heads,
+                       int width, int64_t pos, int inverse) {
+    for (int hd = 0; hd < n_heads; hd++) {
+        float *tail = v + (size_t)hd * width + (width - L->n_rot);
+        if (opt->iterated_rope || !L->rope_inv_freq)
+            ds4_fw_rope(tail, L->n_rot, pos, L->rope_base, L->yarn_factor, L->yarn_ramp, inverse);
+        else
+            ds4_fw_rope_direct(tail, L->n_rot, pos, L->rope_inv_freq, inverse);
+    }
+}
+
+/* A KV row entering its cache: FP8 on the non-RoPE dims, then f16 (§7.4). */
+static void store_rounding(const ds4_fw_layer *L, const ds4_fw_opts *opt, float *row) {
+    if (!opt->kv_rounding) return;
+    ds4_fw_fp8_kv_sim(row, (size_t)(L->head_dim - L->n_rot));
+    ds4_fw_f16round(row, (size_t)L->head_dim);
 }
 
 /* Pool the window ending at token p into one row (§3.4), then normalise, rotate at the
  * window's first position and round as its cache requires. */
-static int emit_row(const ds4_fw_layer *L, ds4_fw_comp *c, int ratio, int d, const float *norm,
-                    int is_index, int64_t p) {
+static int emit_row(const ds4_fw_layer *L, const ds4_fw_opts *opt, ds4_fw_comp *c, int ratio,
+                    int d, const float *norm, int is_index, int64_t p) {
     if (c->n_rows >= c->rows_cap) return DS4_FW_OVERFLOW;
     size_t width = (size_t)(ratio == 4 ? 2 * d : d);
     int64_t start = p + 1 - ratio;
@@ -64,14 +75,16 @@ static int emit_row(const ds4_fw_layer *L, ds4_fw_comp *c, int ratio, int d, con
     float *row = c->rows + c->n_rows * (size_t)d;
     ds4_fw_rmsnorm(pooled, norm, (size_t)d, L->rms_eps, row);
     free(pooled);
-    rope_heads(L, row, 1, d, start, 0);
-    if (is_index) {
-        ds4_fw_hadamard128(row);
-        ds4_fw_fp4_sim(row, (size_t)d);
+    rope_heads(L, opt, row, 1, d, start, 0);
+    if (!is_index) {
+        store_rounding(L, opt, row);
     } else {
-        ds4_fw_fp8_kv_sim(row, (size_t)(d - L->n_rot));
+        if (opt->indexer_qat) {
+            ds4_fw_hadamard128(row);
+            ds4_fw_fp4_sim(row, (size_t)d);
+        }
+        if (opt->kv_rounding) ds4_fw_f16round(row, (size_t)d);
     }
-    ds4_fw_f16round(row, (size_t)d);
     c->n_rows++;
     return DS4_CPU_OK;
 }
@@ -214,20 +227,21 @@ static int compressor_inputs(const ds4_fw_layer *L, const ds4_fw_mat *kvm,
     return DS4_CPU_OK;
 }
 
-static int push_compressor(const ds4_fw_layer *L, ds4_fw_comp *c, int ratio, int d,
-                           const float *norm, int is_index, const float *kv, const float *sc,
-                           int64_t p) {
+static int push_compressor(const ds4_fw_layer *L, const ds4_fw_opts *opt, ds4_fw_comp *c,
+                           int ratio, int d, const float *norm, int is_index, const float *kv,
+                           const float *sc, int64_t p) {
     size_t W = (size_t)(ratio == 4 ? 2 * d : d);
     memcpy(c->kv + (size_t)p * W, kv, W * sizeof *kv);
     memcpy(c->score + (size_t)p * W, sc, W * sizeof *sc);
     if ((p + 1) % ratio != 0) return DS4_CPU_OK;
-    return emit_row(L, c, ratio, d, norm, is_index, p);
+    return emit_row(L, opt, c, ratio, d, norm, is_index, p);
 }
 
 int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *S, const float *h, int64_t pos0,
-                     size_t n, float *out, int impl) {
+                     size_t n, float *out, const ds4_fw_opts *opt) {
+    int impl = opt->impl;
     size_t D = (size_t)L->n_embd, Dh = (size_t)L->head_dim, NH = (size_t)L->n_head;
-    size_t R = (size_t)L->n_rot, QR = (size_t)L->q_rank, G = (size_t)L->n_groups;
+    size_t QR = (size_t)L->q_rank, G = (size_t)L->n_groups;
     size_t OR = (size_t)L->o_rank, gin = NH * Dh / G;
     size_t IH = (size_t)L->n_idx_head, ID = (size_t)L->idx_dim;
     if ((L->ratio && (!S->attn.kv || !S->attn.score || !S->attn.rows)) ||
@@ -268,26 +282,25 @@ int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *S, const float *h, int
     for (size_t t = 0; t < n; t++) {
         int64_t p = pos0 + (int64_t)t;
         float *q = b.q + t * NH * Dh, *kv = b.kv + t * Dh;
-        rope_heads(L, q, (int)NH, (int)Dh, p, 0);
-        rope_heads(L, kv, 1, (int)Dh, p, 0);
-        ds4_fw_fp8_kv_sim(kv, Dh - R);
-        ds4_fw_f16round(kv, Dh);
+        rope_heads(L, opt, q, (int)NH, (int)Dh, p, 0);
+        rope_heads(L, opt, kv, 1, (int)Dh, p, 0);
+        store_rounding(L, opt, kv);
         memcpy(S->raw + (size_t)p * Dh, kv, Dh * sizeof *kv);
         if (L->ratio) {
             size_t W = (size_t)(L->ratio == 4 ? 2 : 1) * Dh;
-            rc = push_compressor(L, &S->attn, L->ratio, (int)Dh, L->comp_norm, 0,
+            rc = push_compressor(L, opt, &S->attn, L->ratio, (int)Dh, L->comp_norm, 0,
                                  b.ckv + t * W, b.csc + t * W, p);
             if (rc) goto done;
         }
         const unsigned char *allowed = NULL;
         if (L->has_indexer) {
-            rc = push_compressor(L, &S->index, 4, (int)ID, L->idx_norm, 1, b.ikv + t * 2 * ID,
+            rc = push_compressor(L, opt, &S->index, 4, (int)ID, L->idx_norm, 1, b.ikv + t * 2 * ID,
                                  b.isc + t * 2 * ID, p);
             if (rc) goto done;
             if (S->attn.n_rows > (size_t)L->idx_top_k && need_index) {
                 float *iq = b.iq + t * IH * ID;
-                rope_heads(L, iq, (int)IH, (int)ID, p, 0);
-                for (size_t hd = 0; hd < IH; hd++) {
+                rope_heads(L, opt, iq, (int)IH, (int)ID, p, 0);
+                for (size_t hd = 0; hd < IH && opt->indexer_qat; hd++) {
                     ds4_fw_hadamard128(iq + hd * ID);
                     ds4_fw_fp4_sim(iq + hd * ID, ID);
                 }
@@ -300,7 +313,7 @@ int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *S, const float *h, int
                         L->ratio ? S->attn.rows : NULL, L->ratio ? S->attn.n_rows : 0,
                         allowed, scale, b.heads + t * NH * Dh, b.scores};
         ds4_pool_run(attend_heads, &job, NH, 1);
-        rope_heads(L, b.heads + t * NH * Dh, (int)NH, (int)Dh, p, 1);
+        rope_heads(L, opt, b.heads + t * NH * Dh, (int)NH, (int)Dh, p, 1);
     }
 
     for (size_t g = 0; g < G; g++) {

@@ -3,6 +3,7 @@
  * the clamped-SwiGLU shared expert. */
 #include <stdlib.h>
 
+#include "cpu_pool.h"
 #include "fwd_internal.h"
 
 #define MAX_USED 64
@@ -52,6 +53,183 @@ static int route_token(const ds4_fw_layer *L, const float *logit, int32_t token,
 
 static float silu(float x) { return x * ds4_fw_sigmoid_stable(x); }
 
+static int q8k_type(int type) { return type == T_Q2_K || type == T_Q4_K || type == T_IQ2_XXS; }
+
+/* One expert's matrix as a 2-D view. */
+static ds4_fw_mat expert_mat(const ds4_fw_mat *m, int32_t e) {
+    ds4_fw_mat one = *m;
+    one.data = m->data + (size_t)e * m->expert_stride;
+    return one;
+}
+
+/* ---- routed experts for a block of tokens, grouped by expert ----------------------
+ * Every (row, token) dot is the same kernel call on the same quantized activation as
+ * the one-token kernel (cpu_moe.c), and each token's down products are summed in slot
+ * order, so the result is bit-identical to running the tokens one at a time; grouping
+ * only lets a weight row serve every token that chose its expert while it is cached. */
+
+typedef struct {
+    int32_t expert;
+    size_t first, count;   /* pairs[first .. first+count) are (token, slot) of this expert */
+} expert_group;
+
+typedef struct {
+    const ds4_fw_layer *L;
+    const expert_group *groups;
+    const size_t *pairs;           /* token * K + slot, grouped by expert */
+    size_t rows, cols, row_tiles;  /* of the matrix this phase multiplies */
+    const ds4_cpu_experts *w1, *w2;/* gate, up (phase 1) or down, NULL (phase 2) */
+    const ds4_block_q8k *act;      /* per token (phase 1) or per pair (phase 2) */
+    size_t act_blocks;
+    const ds4_dot_fn *dots1, *dots2;  /* per activation: kernel for w1, w2 */
+    const float *route_w;          /* per pair */
+    float clamp;
+    float *out;                    /* phase 1: mid per pair (n_ff); phase 2: per pair (n_embd) */
+} grouped_job;
+
+#define GROUP_ROW_TILE 16
+
+static float silu_libm(float x) {
+    float e = expf(-fabsf(x));
+    float s = x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+    return x * s;
+}
+
+static void grouped_rows(void *ctx, size_t begin, size_t end) {
+    const grouped_job *j = ctx;
+    size_t K = (size_t)j->L->n_used;
+    for (size_t item = begin; item < end; item++) {
+        const expert_group *g = &j->groups[item / j->row_tiles];
+        size_t r0 = (item % j->row_tiles) * GROUP_ROW_TILE;
+        size_t r1 = r0 + GROUP_ROW_TILE < j->rows ? r0 + GROUP_ROW_TILE : j->rows;
+        const uint8_t *b1 = j->w1->base + (size_t)g->expert * j->w1->expert_stride;
+        const uint8_t *b2 = j->w2 ? j->w2->base + (size_t)g->expert * j->w2->expert_stride : NULL;
+        for (size_t i = g->first; i < g->first + g->count; i++) {
+            size_t pair = j->pairs[i];
+            size_t a = j->w2 ? pair / K : pair;  /* phase 1 reads the token's activation */
+            const ds4_block_q8k *act = j->act + a * j->act_blocks;
+            float *o = j->out + pair * j->rows;
+            for (size_t r = r0; r < r1; r++) {
+                float v = j->dots1[a](b1 + r * j->w1->row_stride, act, j->cols);
+                if (b2) {
+                    float u = j->dots2[a](b2 + r * j->w2->row_stride, act, j->cols);
+                    if (j->clamp > 1e-6f) {
+                        v = fminf(v, j->clamp);
+                        u = fminf(fmaxf(u, -j->clamp), j->clamp);
+                    }
+                    v = (silu_libm(v) * u) * j->route_w[pair];
+                }
+                o[r] = v;
+            }
+        }
+    }
+}
+
+static int moe_grouped(const ds4_fw_layer *L, const float *x, size_t n, const int32_t *ids,
+                       const float *wts, float *out, int impl) {
+    size_t D = (size_t)L->n_embd, F = (size_t)L->n_ff, K = (size_t)L->n_used;
+    size_t E = (size_t)L->n_expert, P = n * K, nb_d = D / 256, nb_f = F / 256;
+    const ds4_dot_table *table = ds4_cpu_dot_table(impl);
+    if (!table) return DS4_CPU_BAD_IMPL;
+    if (D % 256 || F % 256 || ds4_cpu_row_bytes(L->gate_exps.type, D) > L->gate_exps.row_stride ||
+        ds4_cpu_row_bytes(L->up_exps.type, D) > L->up_exps.row_stride ||
+        ds4_cpu_row_bytes(L->down_exps.type, F) > L->down_exps.row_stride)
+        return DS4_CPU_BAD_SHAPE;
+    for (size_t p = 0; p < n * K; p++)
+        if (ids[p] < 0 || (size_t)ids[p] >= E) return DS4_CPU_BAD_EXPERT;
+    ds4_cpu_experts gate = {L->gate_exps.data, L->gate_exps.expert_stride,
+                            L->gate_exps.row_stride, L->gate_exps.type};
+    ds4_cpu_experts up = {L->up_exps.data, L->up_exps.expert_stride, L->up_exps.row_stride,
+                          L->up_exps.type};
+    ds4_cpu_experts down = {L->down_exps.data, L->down_exps.expert_stride,
+                            L->down_exps.row_stride, L->down_exps.type};
+    size_t *pairs = malloc(P * sizeof *pairs), *count = calloc(E + 1, sizeof *count);
+    expert_group *groups = malloc((P ? P : 1) * sizeof *groups);
+    ds4_block_q8k *xq = malloc(n * nb_d * sizeof *xq), *mq = malloc(P * nb_f * sizeof *mq);
+    ds4_dot_fn *dots = malloc((2 * n + P) * sizeof *dots);
+    float *mid = malloc(P * F * sizeof *mid), *contrib = malloc(P * D * sizeof *contrib);
+    int rc = DS4_CPU_NO_MEMORY;
+    if (!pairs || !count || !groups || !xq || !mq || !dots || !mid || !contrib) goto done;
+
+    /* counting sort of the (token, slot) pairs by expert, stable in pair order */
+    for (size_t p = 0; p < P; p++) count[ids[p] + 1]++;
+    for (size_t e = 0; e < E; e++) count[e + 1] += count[e];
+    size_t n_groups = 0;
+    for (size_t e = 0; e < E; e++)
+        if (count[e + 1] > count[e]) groups[n_groups++] = (expert_group){(int32_t)e, count[e], count[e + 1] - count[e]};
+    for (size_t p = 0; p < P; p++) pairs[count[ids[p]]++] = p;
+
+    ds4_dot_fn *gdots = dots, *udots = dots + n, *ddots = dots + 2 * n;
+    for (size_t t = 0; t < n; t++) {
+        ds4_cpu_quantize_q8k(x + t * D, D, xq + t * nb_d);
+        const ds4_dot_table *tt =
+            ds4_cpu_act_has_min_code(ACT_Q8K, xq + t * nb_d, D) ? &ds4_dots_scalar : table;
+        gdots[t] = ds4_cpu_pick_dot(tt, gate.type);
+        udots[t] = ds4_cpu_pick_dot(tt, up.type);
+    }
+    size_t tiles_f = (F + GROUP_ROW_TILE - 1) / GROUP_ROW_TILE;
+    grouped_job job1 = {L, groups, pairs, F, D, tiles_f, &gate, &up, xq, nb_d, gdots, udots,
+                        wts, L->clamp, mid};
+    ds4_pool_run(grouped_rows, &job1, n_groups * tiles_f, 1);
+
+    for (size_t p = 0; p < P; p++) {
+        ds4_cpu_quantize_q8k(mid + p * F, F, mq + p * nb_f);
+        const ds4_dot_table *tt =
+            ds4_cpu_act_has_min_code(ACT_Q8K, mq + p * nb_f, F) ? &ds4_dots_scalar : table;
+        ddots[p] = ds4_cpu_pick_dot(tt, down.type);
+    }
+    size_t tiles_d = (D + GROUP_ROW_TILE - 1) / GROUP_ROW_TILE;
+    grouped_job job2 = {L, groups, pairs, D, F, tiles_d, &down, NULL, mq, nb_f, ddots, NULL,
+                        wts, 0.0f, contrib};
+    ds4_pool_run(grouped_rows, &job2, n_groups * tiles_d, 1);
+
+    for (size_t t = 0; t < n; t++) {
+        float *o = out + t * D;
+        for (size_t d = 0; d < D; d++) {
+            float acc = 0.0f;
+            for (size_t k = 0; k < K; k++) acc += contrib[(t * K + k) * D + d];
+            o[d] = acc;
+        }
+    }
+    rc = DS4_CPU_OK;
+done:
+    free(pairs), free(count), free(groups), free(xq), free(mq), free(dots), free(mid);
+    free(contrib);
+    return rc;
+}
+
+/* Routed experts for weight types without the fused Q8_K kernel (F32/F16/BF16/Q8_0):
+ * per slot gate/up products, clamped SwiGLU times the route weight, down product, and
+ * the slots summed in order (§3.8's composition). */
+static int moe_generic(const ds4_fw_layer *L, const float *x, const int32_t *ids,
+                       const float *wts, float *out, int impl) {
+    size_t D = (size_t)L->n_embd, F = (size_t)L->n_ff;
+    float *gt = malloc(3 * F * sizeof *gt + D * sizeof *gt);
+    if (!gt) return DS4_CPU_NO_MEMORY;
+    float *up = gt + F, *mid = up + F, *down = mid + F;
+    int rc = DS4_CPU_OK;
+    for (size_t d = 0; d < D; d++) out[d] = 0.0f;
+    for (int k = 0; k < L->n_used && !rc; k++) {
+        ds4_fw_mat g = expert_mat(&L->gate_exps, ids[k]), u = expert_mat(&L->up_exps, ids[k]);
+        ds4_fw_mat dn = expert_mat(&L->down_exps, ids[k]);
+        if ((rc = ds4_fw_matmul(&g, 0, F, x, D, 1, gt, F, impl)) ||
+            (rc = ds4_fw_matmul(&u, 0, F, x, D, 1, up, F, impl)))
+            break;
+        for (size_t i = 0; i < F; i++) {
+            float gv = gt[i], uv = up[i];
+            if (L->clamp > 1e-6f) {
+                gv = fminf(gv, L->clamp);
+                uv = fminf(fmaxf(uv, -L->clamp), L->clamp);
+            }
+            mid[i] = (silu(gv) * uv) * wts[k];
+        }
+        if ((rc = ds4_fw_matmul(&dn, 0, D, mid, F, 1, down, D, impl))) break;
+        for (size_t d = 0; d < D; d++) out[d] = out[d] + down[d];
+    }
+    free(gt);
+    return rc;
+}
+
 int ds4_fw_ffn(const ds4_fw_layer *L, const float *g, const int32_t *tokens, size_t n,
                float *out, int impl) {
     size_t D = (size_t)L->n_embd, E = (size_t)L->n_expert, K = (size_t)L->n_used;
@@ -60,8 +238,10 @@ int ds4_fw_ffn(const ds4_fw_layer *L, const float *g, const int32_t *tokens, siz
     if (L->hash_layer && !L->tid2eid) return DS4_FW_BAD_STATE;
     float *logit = malloc(n * E * sizeof *logit), *prob = malloc(E * sizeof *prob);
     float *gs = malloc(2 * n * FS * sizeof *gs), *moe = malloc(D * sizeof *moe);
+    int32_t *all_ids = malloc(n * K * sizeof *all_ids);
+    float *all_wts = malloc(n * K * sizeof *all_wts);
     int rc = DS4_CPU_NO_MEMORY;
-    if (!logit || !prob || !gs || !moe) goto done;
+    if (!logit || !prob || !gs || !moe || !all_ids || !all_wts) goto done;
     float *us = gs + n * FS;
     if ((rc = ds4_fw_matmul(&L->gate_inp, 0, E, g, D, n, logit, E, impl))) goto done;
 
@@ -71,14 +251,20 @@ int ds4_fw_ffn(const ds4_fw_layer *L, const float *g, const int32_t *tokens, siz
                           L->up_exps.type};
     ds4_cpu_experts down = {L->down_exps.data, L->down_exps.expert_stride,
                             L->down_exps.row_stride, L->down_exps.type};
+    int fused = q8k_type(gate.type) && q8k_type(up.type) && q8k_type(down.type);
     for (size_t t = 0; t < n; t++) {
-        int32_t ids[MAX_USED];
-        float wts[MAX_USED];
+        int32_t *ids = all_ids + t * K;
+        float *wts = all_wts + t * K;
         if ((rc = route_token(L, logit + t * E, tokens[t], prob, ids, wts))) goto done;
-        rc = ds4_cpu_moe_strict(g + t * D, D, (size_t)L->n_ff, E, &gate, &up, &down, ids, wts, K,
-                                L->clamp, out + t * D, impl, 1);
+        if (fused && n > 1) continue;  /* grouped below */
+        if (fused)
+            rc = ds4_cpu_moe_strict(g + t * D, D, (size_t)L->n_ff, E, &gate, &up, &down, ids,
+                                    wts, K, L->clamp, out + t * D, impl, 1);
+        else
+            rc = moe_generic(L, g + t * D, ids, wts, out + t * D, impl);
         if (rc) goto done;
     }
+    if (fused && n > 1 && (rc = moe_grouped(L, g, n, all_ids, all_wts, out, impl))) goto done;
 
     if ((rc = ds4_fw_matmul(&L->gate_sh, 0, FS, g, D, n, gs, FS, impl)) ||
         (rc = ds4_fw_matmul(&L->up_sh, 0, FS, g, D, n, us, FS, impl)))
@@ -99,6 +285,6 @@ int ds4_fw_ffn(const ds4_fw_layer *L, const float *g, const int32_t *tokens, siz
     }
     rc = DS4_CPU_OK;
 done:
-    free(logit), free(prob), free(gs), free(moe);
+    free(logit), free(prob), free(gs), free(moe), free(all_ids), free(all_wts);
     return rc;
 }

@@ -46,7 +46,7 @@ int ds4_fw_matmul(const ds4_fw_mat *m, size_t rows_from, size_t rows_n, const fl
 
 /* The attention sublayer over a block of tokens: h (n, n_embd) -> out (n, n_embd). */
 int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *S, const float *h, int64_t pos0,
-                     size_t n, float *out, int impl);
+                     size_t n, float *out, const ds4_fw_opts *opt);
 
 /* The FFN sublayer: g (n, n_embd) -> out (n, n_embd). */
 int ds4_fw_ffn(const ds4_fw_layer *L, const float *g, const int32_t *tokens, size_t n,

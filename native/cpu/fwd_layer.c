@@ -6,7 +6,7 @@
 
 #include "fwd_internal.h"
 
-#define BLOCK_TOKENS 64
+#define BLOCK_TOKENS 256
 
 int ds4_fw_matmul(const ds4_fw_mat *m, size_t rows_from, size_t rows_n, const float *x,
                   size_t x_stride, size_t n, float *y, size_t y_stride, int impl) {
@@ -62,7 +62,9 @@ static void hc_post(const ds4_fw_layer *L, const float *y, const float *post, co
 }
 
 static int layer_block(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
-                       const int32_t *tokens, int64_t pos0, size_t n, int impl, float *buf) {
+                       const int32_t *tokens, int64_t pos0, size_t n, const ds4_fw_opts *opt,
+                       float *buf) {
+    int impl = opt->impl;
     size_t D = (size_t)L->n_embd, H = (size_t)L->n_hc;
     size_t mix_n = 2 * H + H * H;
     float *x_in = buf, *h = x_in + n * D, *y = h + n * D;
@@ -72,7 +74,7 @@ static int layer_block(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
     if (rc) return rc;
     for (size_t t = 0; t < n; t++)
         ds4_fw_rmsnorm(x_in + t * D, L->attn_norm, D, L->rms_eps, h + t * D);
-    if ((rc = ds4_fw_attention(L, S, h, pos0, n, y, impl))) return rc;
+    if ((rc = ds4_fw_attention(L, S, h, pos0, n, y, opt))) return rc;
     hc_post(L, y, post, comb, streams, n);
 
     rc = hc_pre(L, &L->hc_ffn_fn, L->hc_ffn_scale, L->hc_ffn_base, streams, n, x_in, post, comb,
@@ -99,11 +101,23 @@ int ds4_fw_layer_forward(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
     int rc = DS4_CPU_OK;
     for (size_t b = 0; b < n && !rc; b += blk) {
         size_t m = n - b < blk ? n - b : blk;
-        rc = layer_block(L, S, streams + b * H * D, tokens + b, pos0 + (int64_t)b, m,
-                         opt->impl, buf);
+        rc = layer_block(L, S, streams + b * H * D, tokens + b, pos0 + (int64_t)b, m, opt, buf);
     }
     free(buf);
     return rc;
+}
+
+int ds4_fw_layers_forward(const ds4_fw_layer *layers, ds4_fw_state *states, int n_layer,
+                          float *streams, const int32_t *tokens, int64_t pos0, size_t n,
+                          const ds4_fw_opts *opt, int *failed_layer) {
+    for (int il = 0; il < n_layer; il++) {
+        int rc = ds4_fw_layer_forward(&layers[il], &states[il], streams, tokens, pos0, n, opt);
+        if (rc) {
+            *failed_layer = il;
+            return rc;
+        }
+    }
+    return DS4_CPU_OK;
 }
 
 int ds4_fw_head_forward(const ds4_fw_head *Hd, const float *streams, size_t n, float *logits,

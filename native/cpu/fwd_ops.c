@@ -36,6 +36,20 @@ void ds4_fw_rope(float *tail, int n_rot, int64_t pos, float base, float yarn_fac
     }
 }
 
+/* The HF form (fp32 numerics): angle = f32(pos) * inv_freq[k]. */
+void ds4_fw_rope_direct(float *tail, int n_rot, int64_t pos, const float *inv_freq,
+                        int inverse) {
+    float p = (float)pos;
+    for (int k = 0; k < n_rot / 2; k++) {
+        float th = p * inv_freq[k];
+        float c = cosf(th), s = sinf(th);
+        if (inverse) s = -s;
+        float x0 = tail[2 * k], x1 = tail[2 * k + 1];
+        tail[2 * k] = x0 * c - x1 * s;
+        tail[2 * k + 1] = x0 * s + x1 * c;
+    }
+}
+
 /* Round |u| (finite, already clamped to the format's range) to a minifloat grid with
  * `mant` mantissa bits and smallest normal exponent `min_exp`; ties to even mantissa
  * (the multiple's parity is the mantissa's, and rintf rounds ties to even). */

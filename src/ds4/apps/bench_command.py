@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.apps import wiring
-from ds4.apps.cli_command import add_backend_flags
+from ds4.apps.cli_command import add_backend_flags, add_numerics_flag
 from ds4.apps.cli_prompt import chat_prompt
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.chat.messages import ThinkMode
@@ -68,7 +68,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench.add_argument("-m", "--model", metavar="GGUF", help="model file (default: $DS4_MODEL, "
                        "else ./ds4flash.gguf)")  # fmt: skip
     add_backend_flags(bench)
-    bench.add_argument("--numerics", choices=["ds4", "fp32"], default="ds4", help="numerics")
+    add_numerics_flag(bench)
     bench.add_argument("--ctx-start", type=int, default=2048, help="first frontier")
     bench.add_argument("--ctx-max", type=int, default=32768, help="last frontier")
     bench.add_argument(

@@ -95,12 +95,7 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
     cli.add_argument("--min-p", type=float, default=0.05, help="relative to the best token")
     cli.add_argument("--seed", type=int, default=None, help="RNG seed > 0 (default: random)")
     add_backend_flags(cli)
-    cli.add_argument(
-        "--numerics",
-        choices=["ds4", "fp32"],
-        default="ds4",
-        help="ds4: simulate the engine's FP8/FP4 rounding; fp32: plain float32",
-    )
+    add_numerics_flag(cli)
     cli.add_argument("--chunk", type=int, default=256, help="prefill chunk in tokens")
     cli.add_argument(
         "--dump-logits",
@@ -132,6 +127,17 @@ def add_backend_flags(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=os.cpu_count() or 1,
         help="CPU threads for the cpu backend",
+    )
+
+
+def add_numerics_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--numerics",
+        choices=["ds4", "exact", "fp32"],
+        default="ds4",
+        help="ds4: the engine's rounding points (FP8/FP4 KV, int8 activations), fast kernels; "
+        "exact: the same in model.md's strict operation order, bit for bit (cpu backend, "
+        "scalar kernels); fp32: no low-precision simulation (HF-comparable)",
     )
 
 

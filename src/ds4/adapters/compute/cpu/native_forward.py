@@ -16,7 +16,9 @@ from ds4 import _native_cpu  # type: ignore[attr-defined]
 from ds4.adapters.compute.cpu.native_layout import NativeLayout
 from ds4.adapters.compute.reference.kv_state import CompressorHistory, LayerState
 from ds4.adapters.compute.reference.weights import WeightStore
+from ds4.domain.engine_math.numerics import Numerics
 from ds4.domain.errors import Ds4Error
+from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.model_file import ModelFile
 
@@ -39,46 +41,100 @@ _ERRORS = {
 
 
 def _fptr(arr: F32) -> Any:
-    return _ffi.cast("float *", arr.ctypes.data)
+    return _ffi.cast("float *", _ffi.from_buffer(arr))
+
+
+class _PointerCache:
+    """cffi pointers of the state arrays, reused while an array is not reallocated
+    (taking a fresh pointer costs microseconds, a decode step needs dozens)."""
+
+    def __init__(self) -> None:
+        self._arrays: dict[int, tuple[F32, Any]] = {}
+
+    def get(self, arr: F32) -> Any:
+        hit = self._arrays.get(id(arr))
+        if hit is not None and hit[0] is arr:
+            return hit[1]
+        ptr = _fptr(arr)
+        if len(self._arrays) > 4096:  # a long-lived runner: drop stale entries
+            self._arrays.clear()
+        self._arrays[id(arr)] = (arr, ptr)
+        return ptr
 
 
 class NativeForward:
     """Forward-compatible (run/head) evaluation on the native layer kernels.
 
-    impl_code: the kernel set (1 = scalar: model.md's strict arithmetic, bit for bit).
+    numerics: which rounding points to simulate (quantized weights always take the
+    integer dots); impl_code: the kernel set (1 = scalar: with ds4 numerics, model.md's
+    strict arithmetic bit for bit).
     `native_seconds` accumulates the time spent inside native calls, so a benchmark can
     report Python's share of a decode step.
     """
 
     def __init__(
-        self, hp: DeepSeekV4HParams, model: ModelFile, weights: WeightStore, impl_code: int
+        self,
+        hp: DeepSeekV4HParams,
+        model: ModelFile,
+        weights: WeightStore,
+        numerics: Numerics,
+        impl_code: int,
     ) -> None:
         self.hp = hp
         self.weights = weights
         self.layout = NativeLayout(model, hp, weights)
-        self.opts = _ffi.new("ds4_fw_opts *", {"impl": impl_code})
-        self._cstates = [_ffi.new("ds4_fw_state *") for _ in range(hp.n_layer)]
+        embd = model.tensors["token_embd.weight"]
+        self._embd_f16 = (
+            model.raw("token_embd.weight").view("<f2") if embd.ggml_type is GGMLType.F16 else None
+        )
+        self.opts = _ffi.new(
+            "ds4_fw_opts *",
+            {
+                "impl": impl_code,
+                "kv_rounding": int(numerics.kv_rounding),
+                "indexer_qat": int(numerics.indexer_qat),
+                "iterated_rope": int(numerics.iterated_rope),
+            },
+        )
+        self._cstates = _ffi.new("ds4_fw_state[]", hp.n_layer)
+        self._failed = _ffi.new("int *")
+        self._ptrs = _PointerCache()
+        self._bound: list[tuple[LayerState, int] | None] = [None] * hp.n_layer
         self.native_seconds = 0.0
 
-    def _bind_comp(self, dst: Any, comp: CompressorHistory, end: int) -> None:
-        dst.kv = _fptr(comp.kv.reserve(end))
-        dst.score = _fptr(comp.score.reserve(end))
-        cap = end // comp.ratio + 1
-        dst.rows = _fptr(comp.rows.reserve(cap))
-        dst.n_rows, dst.rows_cap = comp.rows.n, cap
+    def _bind_comp(self, dst: Any, comp: CompressorHistory, room: int) -> None:
+        ptr = self._ptrs.get
+        dst.kv = ptr(comp.kv.reserve(room))
+        dst.score = ptr(comp.score.reserve(room))
+        cap = room // comp.ratio + 1
+        dst.rows = ptr(comp.rows.reserve(cap))
+        dst.rows_cap = cap
 
-    def _bind(self, il: int, state: LayerState, start: int, end: int) -> Any:
+    def _bind(self, il: int, state: LayerState, start: int, end: int) -> None:
+        """Point layer il's C state at the arrays of `state`, with room up to `end`.
+
+        Pointers stay valid until an array is reallocated, which only a bind does
+        (rewinds truncate in place, restores make new LayerStates): a decode step
+        whose state and room are unchanged only refreshes the row counts.
+        """
         if state.raw.n != start:
             raise Ds4Error(f"layer {il} holds {state.raw.n} positions, expected {start}")
         c = self._cstates[il]
-        c.raw = _fptr(state.raw.reserve(end))
-        c.attn.kv = c.attn.score = c.attn.rows = c.index.kv = c.index.score = _ffi.NULL
-        c.index.rows = _ffi.NULL
+        bound = self._bound[il]
+        if bound is None or bound[0] is not state or end > bound[1]:
+            room = max(end, 2 * start)  # amortised: rebinding is rare in decode
+            c.raw = self._ptrs.get(state.raw.reserve(room))
+            c.attn.kv = c.attn.score = c.attn.rows = c.index.kv = c.index.score = _ffi.NULL
+            c.index.rows = _ffi.NULL
+            if state.attn is not None:
+                self._bind_comp(c.attn, state.attn, room)
+            if state.index is not None:
+                self._bind_comp(c.index, state.index, room)
+            self._bound[il] = (state, room)
         if state.attn is not None:
-            self._bind_comp(c.attn, state.attn, end)
+            c.attn.n_rows = state.attn.rows.n
         if state.index is not None:
-            self._bind_comp(c.index, state.index, end)
-        return c
+            c.index.n_rows = state.index.rows.n
 
     @staticmethod
     def _commit(state: LayerState, c: Any, end: int) -> None:
@@ -89,25 +145,32 @@ class NativeForward:
                 comp.rows.n = int(cc.n_rows)
 
     def run(self, tokens: I64, positions: I64, states: list[LayerState]) -> F32:
-        """Evaluate consecutive positions into the states; return streams (n, S, D)."""
+        """Evaluate positions[0].. (consecutive, as sessions give them) into the states;
+        return the streams (n, S, D)."""
         hp, n = self.hp, int(tokens.size)
         start = int(positions[0]) if n else 0
-        if n and not np.array_equal(positions, np.arange(start, start + n)):
-            raise Ds4Error("the native forward takes consecutive positions")
-        e = self.weights.rows("token_embd.weight", tokens)
-        streams = np.ascontiguousarray(np.repeat(e[:, None, :], hp.n_hc, axis=1), np.float32)
-        ids = np.ascontiguousarray(tokens, dtype=np.int32)
-        sp, tp = _fptr(streams), _ffi.cast("int32_t *", ids.ctypes.data)
+        streams = np.empty((n, hp.n_hc, hp.n_embd), dtype=np.float32)
+        if self._embd_f16 is not None:  # the usual F16 table: convert while broadcasting
+            streams[:] = self._embd_f16[tokens][:, None, :]
+        else:
+            streams[:] = self.weights.rows("token_embd.weight", tokens)[:, None, :]
+        ids = tokens.astype(np.int32)
         end = start + n
         for il in range(hp.n_layer):
-            c = self._bind(il, states[il], start, end)
-            t0 = time.perf_counter()
-            rc = _lib.ds4_fw_layer_forward(self.layout.layers[il], c, sp, tp, start, n, self.opts)
-            self.native_seconds += time.perf_counter() - t0
-            if rc:
-                states[il].truncate(start)
-                raise Ds4Error(f"layer {il}: {_ERRORS.get(rc, f'native error {rc}')}")
-            self._commit(states[il], c, end)
+            self._bind(il, states[il], start, end)
+        t0 = time.perf_counter()
+        rc = _lib.ds4_fw_layers_forward(
+            self.layout.layers, self._cstates, hp.n_layer, _fptr(streams),
+            _ffi.cast("int32_t *", _ffi.from_buffer(ids)), start, n, self.opts, self._failed,
+        )  # fmt: skip
+        self.native_seconds += time.perf_counter() - t0
+        if rc:
+            for state in states:
+                state.truncate(start)
+            il = int(self._failed[0])
+            raise Ds4Error(f"layer {il}: {_ERRORS.get(rc, f'native error {rc}')}")
+        for il in range(hp.n_layer):
+            self._commit(states[il], self._cstates[il], end)
         return streams
 
     def head(self, streams: F32) -> F32:

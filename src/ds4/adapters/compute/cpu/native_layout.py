@@ -16,7 +16,7 @@ import numpy.typing as npt
 from ds4 import _native_cpu  # type: ignore[attr-defined]
 from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.reference.weights import WeightStore
-from ds4.domain.engine_math.rope import Yarn, yarn_ramp
+from ds4.domain.engine_math.rope import RopeParams, Yarn, rope_angles, yarn_ramp
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.model.hparams import DeepSeekV4HParams
@@ -54,7 +54,9 @@ class NativeLayout:
         self._model = model
         self._weights = weights
         self.keep: list[Any] = []
-        self.layers = [self._layer(il) for il in range(hp.n_layer)]
+        self.layers = _ffi.new("ds4_fw_layer[]", hp.n_layer)  # one array: one native call
+        for il in range(hp.n_layer):
+            self._layer(il, self.layers[il])
         self.head = self._head()
 
     # ---- pieces ------------------------------------------------------------
@@ -86,11 +88,9 @@ class NativeLayout:
 
     # ---- structs -----------------------------------------------------------
 
-    def _layer(self, il: int) -> Any:
+    def _layer(self, il: int, c: Any) -> None:
         hp, pre = self.hp, f"blk.{il}."
         ratio = hp.compress_ratios[il]
-        c = _ffi.new("ds4_fw_layer *")
-        self.keep.append(c)
         c.n_embd, c.n_hc, c.n_head, c.head_dim = hp.n_embd, hp.n_hc, hp.n_head, hp.head_dim
         c.n_rot, c.q_rank, c.o_rank, c.n_groups = (
             hp.n_rot, hp.q_lora_rank, hp.o_lora_rank, hp.n_out_group,
@@ -105,13 +105,18 @@ class NativeLayout:
         c.rms_eps, c.hc_eps = hp.rms_eps, hp.hc_eps
         c.clamp, c.route_scale = hp.swiglu_clamp[il], hp.expert_weights_scale
         if ratio == 0:
+            rope = RopeParams(hp.n_rot, hp.rope_freq_base, None)
             c.rope_base, c.yarn_factor, c.yarn_ramp = hp.rope_freq_base, 1.0, _ffi.NULL
         else:
             yarn = Yarn(hp.rope_scaling_factor, hp.rope_orig_ctx, hp.yarn_beta_fast,
                         hp.yarn_beta_slow)  # fmt: skip
+            rope = RopeParams(hp.n_rot, hp.compress_rope_freq_base, yarn)
             c.rope_base, c.yarn_factor = hp.compress_rope_freq_base, hp.rope_scaling_factor
             ramp = yarn_ramp(hp.n_rot, hp.compress_rope_freq_base, yarn)
             c.yarn_ramp = self._ptr("const float *", ramp.astype(np.float32))
+        # the direct form's per-pair frequency is its angle at position 1
+        inv_freq = rope_angles(np.array([1], dtype=np.int64), rope, iterated=False)[0]
+        c.rope_inv_freq = self._ptr("const float *", inv_freq.astype(np.float32))
         for field, suffix in _LAYER_MATS.items():
             self._mat(getattr(c, field), pre + suffix)
         for field, suffix in _LAYER_VECS.items():
@@ -124,7 +129,6 @@ class NativeLayout:
             table = np.ascontiguousarray(self._model.raw(name)).view("<i4")
             c.n_vocab = table.shape[0]
             c.tid2eid = self._ptr("const int32_t *", table)
-        return c
 
     def _head(self) -> Any:
         hp = self.hp

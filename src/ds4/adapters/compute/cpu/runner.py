@@ -1,43 +1,23 @@
-"""CpuRunner: the reference engine's structure and per-token state, with every weight
-product on the native kernels (ds4._native_cpu) over the mmapped GGUF blocks."""
+"""CpuRunner: the reference engine's sessions and per-token state, evaluated by the
+native forward (ds4._native_cpu: one call for all layers, one for the head) over the
+mmapped GGUF blocks."""
 
 from __future__ import annotations
 
 import os
 
-import numpy as np
-import numpy.typing as npt
-
 from ds4.adapters.compute import cpu_kernels
-from ds4.adapters.compute.cpu.ffn import native_ffn
 from ds4.adapters.compute.cpu.native_forward import NativeForward
 from ds4.adapters.compute.cpu.native_weights import NativeWeightStore
-from ds4.adapters.compute.reference.attention_layer import LayerSetup
-from ds4.adapters.compute.reference.forward import Forward
 from ds4.adapters.compute.reference.runner import ReferenceRunner, load_model
 from ds4.adapters.quant.native_dequant import NativeDequantizer
-from ds4.domain.engine_math.numerics import Numerics, numerics_named
+from ds4.domain.engine_math.numerics import numerics_named
 from ds4.domain.errors import Ds4Error
-from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.compute import ModelRunner
-
-F32 = npt.NDArray[np.float32]
-I64 = npt.NDArray[np.int64]
-
-
-class CpuForward(Forward):
-    def __init__(
-        self, hp: DeepSeekV4HParams, weights: NativeWeightStore, numerics: Numerics
-    ) -> None:
-        super().__init__(hp, weights, numerics)
-        self.native = weights
-
-    def ffn(self, setup: LayerSetup, g: F32, tokens: I64) -> F32:
-        return native_ffn(self.native, setup, g, tokens)
 
 
 class CpuRunner(ReferenceRunner):
-    """A ReferenceRunner whose forward pass is CpuForward (sessions, state and payloads
+    """A ReferenceRunner whose forward pass is NativeForward (sessions, state and payloads
     are the reference engine's, so snapshots move freely between the two backends)."""
 
 
@@ -46,10 +26,10 @@ def open_cpu_runner(
 ) -> ModelRunner:
     """Open and validate a main-model GGUF for the native CPU backend.
 
-    numerics: "ds4" (default) and "exact" run one native call per layer in model.md's
-    operation order; "exact" forces the scalar kernels, so every value is the strict
-    reference arithmetic. "fp32" (no low-precision simulation) runs the reference
-    engine's numpy structure with native weight products.
+    numerics: "ds4" (default) simulates the engine's rounding points, "exact" does the same
+    on the scalar kernels (model.md's strict arithmetic, bit for bit), "fp32" simulates
+    none (HF-comparable; quantized weights still take the integer dots). All three run
+    one native call for all layers per chunk and one for the head.
     threads: the kernel pool size (default: every core); impl: "auto" (best SIMD this
     CPU has) or "scalar" (the nominal formulas).
     """
@@ -64,7 +44,5 @@ def open_cpu_runner(
     model, hparams = load_model(path)
     deq = NativeDequantizer()
     store = NativeWeightStore(model, deq, chosen, threads=n_threads, impl=impl)
-    if chosen.name == "fp32":
-        return CpuRunner(model, hparams, chosen, deq, CpuForward(hparams, store, chosen))
-    native = NativeForward(hparams, model, store, cpu_kernels.IMPLS[impl])
+    native = NativeForward(hparams, model, store, chosen, cpu_kernels.IMPLS[impl])
     return CpuRunner(model, hparams, chosen, deq, native)

@@ -44,17 +44,22 @@ class ReferenceSession:
     def logits(self) -> F32:
         if self._logits is None:
             raise Ds4Error("no logits: the session holds no tokens")
-        return self._logits.copy()
+        view = self._logits.view()  # read-only instead of a 0.5 MB copy per token
+        view.flags.writeable = False
+        return view
 
     # ---- evaluation --------------------------------------------------------
 
     def _check(self, tokens: Sequence[int]) -> npt.NDArray[np.int64]:
-        ids = np.asarray(list(tokens), dtype=np.int64).reshape(-1)
+        ids = np.array(tokens, dtype=np.int64).reshape(-1)
         if len(self._tokens) + ids.size > self._ctx:
             raise Ds4Error(
                 f"{len(self._tokens) + ids.size} tokens do not fit the context of {self._ctx}"
             )
-        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= self._hp.n_vocab):
+        lo, hi = (int(ids[0]), int(ids[0])) if ids.size == 1 else (0, 0)
+        if ids.size > 1:
+            lo, hi = int(ids.min()), int(ids.max())
+        if ids.size and (lo < 0 or hi >= self._hp.n_vocab):
             bad = int(ids[(ids < 0) | (ids >= self._hp.n_vocab)][0])
             raise Ds4Error(f"token id {bad} is outside the vocabulary (0..{self._hp.n_vocab - 1})")
         return ids
@@ -69,8 +74,9 @@ class ReferenceSession:
             for s in self._states:  # leave the state as it was before this chunk
                 s.truncate(start)
             raise
-        self._tokens.extend(int(t) for t in ids)
-        self._logits = logits[-1].copy()
+        self._tokens.extend(ids.tolist())
+        # a one-row result is ours alone: keep it without another 0.5 MB copy
+        self._logits = logits[-1] if logits.shape[0] == 1 else logits[-1].copy()
         return logits
 
     def prefill(

@@ -1,0 +1,178 @@
+"""One Flash-shaped layer through the native forward (random weights, real dims and types).
+
+The layer is Flash's common kind (ratio-4 compressor + indexer, biased top-k routing,
+256 experts, q2 mixture: Q8_0 projections, F16 HC/router/compressor/indexer, IQ2_XXS
+gate/up and Q2_K down experts), held in memory (no GGUF file) and evaluated by the same
+ds4_fw_layers_forward the cpu backend runs: HC, attention with sinks and window,
+compressor emissions, indexer, routed + shared experts.
+
+- prefill: a chunk of --prefill tokens, tokens/s;
+- decode: --decode more tokens one at a time; weight bytes the step reads / time, as a
+  fraction of this machine's copy bandwidth measured in the same run.
+
+Run: .venv/bin/python bench/flash_layer_bench.py [--prefill 512] [--decode 16] [--numerics ds4]
+About 3 GB of RAM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+
+import numpy as np
+import numpy.typing as npt
+from cpu_kernels_bench import copy_bandwidth, expert_tensor, random_blocks
+
+from ds4.adapters.compute import cpu_kernels
+from ds4.adapters.compute.cpu.native_forward import NativeForward
+from ds4.adapters.compute.reference.kv_state import LayerState
+from ds4.adapters.compute.reference.weights import WeightStore
+from ds4.adapters.quant.native_dequant import NativeDequantizer
+from ds4.domain.convert.quant_presets import quant_plan
+from ds4.domain.engine_math.numerics import numerics_named
+from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
+from ds4.domain.gguf.records import MetaValue, TensorInfo
+from ds4.domain.model.catalog import TensorSpec, model_tensors
+from ds4.domain.model.hparams import DeepSeekV4HParams
+from ds4.domain.model.presets import FLASH
+
+U8 = npt.NDArray[np.uint8]
+
+
+class MemoryModel:
+    """The ModelFile port over in-memory tensors: random layer weights, lazily zeroed
+    top-level tables (only the embedding rows of the tokens used are filled)."""
+
+    def __init__(self, hp: DeepSeekV4HParams, tokens: list[int], seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        plan = quant_plan("q2", hp)
+        self._raw: dict[str, U8] = {}
+        self._tensors: dict[str, TensorInfo] = {}
+        for spec in model_tensors(hp):
+            kind = plan.tensor_type(spec, hp)
+            raw = self._make(spec, kind, rng, tokens)
+            self._raw[spec.name] = raw
+            self._tensors[spec.name] = TensorInfo(spec.name, spec.dims, kind, 0, raw.nbytes)
+
+    @staticmethod
+    def _make(spec: TensorSpec, kind: GGMLType, rng: np.random.Generator, tokens: list[int]) -> U8:
+        shape = tuple(reversed(spec.dims))
+        geo = BLOCK_GEOMETRY[kind]
+        row_bytes = shape[-1] // geo.elements * geo.nbytes
+        if spec.layer is None:  # embedding / head: zero pages until touched
+            raw = np.zeros((*shape[:-1], row_bytes), dtype=np.uint8)
+            if spec.name == "token_embd.weight":
+                rows = rng.standard_normal((len(tokens), shape[-1])) * 0.5
+                raw[tokens] = rows.astype(np.float16).view(np.uint8)
+            return raw
+        if kind is GGMLType.F32:
+            base = 1.0 if spec.name.endswith("norm.weight") else 0.0
+            vals = base + rng.standard_normal(shape) * 0.05
+            return vals.astype(np.float32).view(np.uint8).reshape(*shape[:-1], row_bytes)
+        if kind is GGMLType.F16:
+            vals = rng.standard_normal(shape) * 0.02
+            return vals.astype(np.float16).view(np.uint8).reshape(*shape[:-1], row_bytes)
+        if len(shape) == 3:
+            return expert_tensor(kind, shape[0], shape[1], shape[2], rng)
+        return random_blocks(kind, shape[0], shape[1], rng)
+
+    @property
+    def path(self) -> str:
+        return "<memory>"
+
+    @property
+    def version(self) -> int:
+        return 3
+
+    @property
+    def alignment(self) -> int:
+        return 32
+
+    @property
+    def file_size(self) -> int:
+        return sum(r.nbytes for r in self._raw.values())
+
+    @property
+    def metadata(self) -> dict[str, MetaValue]:
+        return {}
+
+    @property
+    def tensors(self) -> dict[str, TensorInfo]:
+        return self._tensors
+
+    def raw(self, name: str) -> U8:
+        return self._raw[name]
+
+    def close(self) -> None:
+        self._raw.clear()
+
+
+def decode_bytes(model: MemoryModel, hp: DeepSeekV4HParams, indexer_active: bool) -> int:
+    """Weight bytes one decode step of layer 0 reads (head and embedding excluded)."""
+    total = 0
+    for name, info in model.tensors.items():
+        if not name.startswith("blk.0.") or len(info.numpy_shape) < 2:
+            continue
+        if name.endswith(("tid2eid.weight", "_ape.weight")):
+            continue
+        if ".indexer." in name and not indexer_active:
+            continue
+        raw = model.raw(name)
+        total += raw[0].nbytes * hp.n_expert_used if raw.ndim == 3 else raw.nbytes
+    return total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prefill", type=int, default=512, help="tokens in the prefill chunk")
+    ap.add_argument("--decode", type=int, default=16, help="decode steps after the prefill")
+    ap.add_argument("--numerics", choices=["ds4", "exact"], default="ds4")
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args()
+    if args.threads:
+        cpu_kernels.set_threads(args.threads)
+    hp = dataclasses.replace(
+        FLASH, n_layer=1, compress_ratios=(4,), n_hash_layer=0, swiglu_clamp=(10.0,)
+    )
+    n_total = args.prefill + args.decode
+    rng = np.random.default_rng(1)
+    tokens = [int(t) for t in rng.choice(hp.n_vocab, n_total, replace=False)]
+    t0 = time.perf_counter()
+    model = MemoryModel(hp, tokens, seed=2)
+    numerics = numerics_named(args.numerics)
+    impl = "scalar" if args.numerics == "exact" else "auto"
+    weights = WeightStore(model, NativeDequantizer(), numerics)
+    fwd = NativeForward(hp, model, weights, numerics, cpu_kernels.IMPLS[impl])
+    print(f"built one Flash layer in memory ({model.file_size / 2**30:.1f} GiB incl. lazy "
+          f"tables) in {time.perf_counter() - t0:.0f} s; {cpu_kernels.threads()} threads, "
+          f"{cpu_kernels.best_impl() if impl == 'auto' else 'scalar'} kernels, "
+          f"{args.numerics} numerics")  # fmt: skip
+    bandwidth = copy_bandwidth()
+    print(f"memory bandwidth (numpy copy, read+write): {bandwidth / 1e9:.1f} GB/s")
+
+    states = [LayerState(hp, 0)]
+    ids = np.array(tokens, dtype=np.int64)
+    t0 = time.perf_counter()
+    fwd.run(ids[: args.prefill], np.arange(args.prefill, dtype=np.int64), states)
+    t_pre = time.perf_counter() - t0
+    print(f"prefill {args.prefill} tokens: {t_pre:.2f} s = {args.prefill / t_pre:.1f} tok/s")
+
+    times: list[float] = []
+    for i in range(args.prefill, n_total):
+        before = fwd.native_seconds
+        fwd.run(ids[i : i + 1], np.array([i], dtype=np.int64), states)
+        times.append(fwd.native_seconds - before)
+    indexer_active = n_total // 4 > hp.indexer_top_k
+    nbytes = decode_bytes(model, hp, indexer_active)
+    best, median = min(times), float(np.median(times))
+    for label, t in (("best", best), ("median", median)):
+        rate = nbytes / t
+        print(f"decode ({label} of {len(times)}): {t * 1e3:.2f} ms/token, "
+              f"{nbytes / 1e6:.1f} MB of weights -> {rate / 1e9:.1f} GB/s = "
+              f"{rate / bandwidth:.1%} of bandwidth")  # fmt: skip
+    print(f"indexer projections read per step: {indexer_active}")
+
+
+if __name__ == "__main__":
+    main()
