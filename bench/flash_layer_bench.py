@@ -10,7 +10,8 @@ compressor emissions, indexer, routed + shared experts.
 - decode: --decode more tokens one at a time; weight bytes the step reads / time, as a
   fraction of this machine's copy bandwidth measured in the same run.
 
-Run: .venv/bin/python bench/flash_layer_bench.py [--prefill 512] [--decode 16] [--numerics ds4]
+Run (from the repository root): .venv/bin/python -m bench.flash_layer_bench [--prefill 512]
+[--decode 16] [--numerics ds4|exact]
 About 3 GB of RAM.
 """
 
@@ -22,7 +23,7 @@ import time
 
 import numpy as np
 import numpy.typing as npt
-from cpu_kernels_bench import copy_bandwidth, expert_tensor, random_blocks
+from bench.cpu_kernels_bench import copy_bandwidth, expert_tensor, random_blocks
 
 from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu.native_forward import NativeForward
@@ -66,13 +67,12 @@ class MemoryModel:
                 rows = rng.standard_normal((len(tokens), shape[-1])) * 0.5
                 raw[tokens] = rows.astype(np.float16).view(np.uint8)
             return raw
-        if kind is GGMLType.F32:
+        if kind in (GGMLType.F32, GGMLType.F16):
             base = 1.0 if spec.name.endswith("norm.weight") else 0.0
-            vals = base + rng.standard_normal(shape) * 0.05
-            return vals.astype(np.float32).view(np.uint8).reshape(*shape[:-1], row_bytes)
-        if kind is GGMLType.F16:
-            vals = rng.standard_normal(shape) * 0.02
-            return vals.astype(np.float16).view(np.uint8).reshape(*shape[:-1], row_bytes)
+            vals = base + rng.standard_normal(shape) * (0.05 if kind is GGMLType.F32 else 0.02)
+            dtype = np.float32 if kind is GGMLType.F32 else np.float16
+            out: U8 = vals.astype(dtype).view(np.uint8).reshape(*shape[:-1], row_bytes)
+            return out
         if len(shape) == 3:
             return expert_tensor(kind, shape[0], shape[1], shape[2], rng)
         return random_blocks(kind, shape[0], shape[1], rng)
