@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 import numpy.typing as npt
-from bench.cpu_kernels_bench import copy_bandwidth, expert_tensor, random_blocks
+from bench.cpu_kernels_bench import copy_bandwidth, expert_tensor, random_blocks, simd_peaks
 
 from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu.native_forward import NativeForward
@@ -123,6 +123,20 @@ def decode_bytes(model: MemoryModel, hp: DeepSeekV4HParams, indexer_active: bool
     return total
 
 
+def token_macs(model: MemoryModel, hp: DeepSeekV4HParams, indexer_active: bool) -> int:
+    """Multiply-adds of weight products per token in layer 0 (routed: the used experts)."""
+    total = 0
+    for name, info in model.tensors.items():
+        shape = info.numpy_shape
+        if not name.startswith("blk.0.") or len(shape) < 2 or name.endswith("tid2eid.weight"):
+            continue
+        if name.endswith("_ape.weight") or (".indexer." in name and not indexer_active):
+            continue
+        macs = shape[-1] * shape[-2]
+        total += macs * hp.n_expert_used if len(shape) == 3 else macs
+    return total
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prefill", type=int, default=512, help="tokens in the prefill chunk")
@@ -149,14 +163,19 @@ def main() -> None:
           f"{cpu_kernels.best_impl() if impl == 'auto' else 'scalar'} kernels, "
           f"{args.numerics} numerics")  # fmt: skip
     bandwidth = copy_bandwidth()
-    print(f"memory bandwidth (numpy copy, read+write): {bandwidth / 1e9:.1f} GB/s")
+    int8_peak, f32_peak = simd_peaks()
+    print(f"memory bandwidth (numpy copy, read+write): {bandwidth / 1e9:.1f} GB/s; SIMD peak "
+          f"probes: int8 {int8_peak / 1e9:.1f}, f32 {f32_peak / 1e9:.1f} GMAC/s")  # fmt: skip
 
     states = [LayerState(hp, 0)]
     ids = np.array(tokens, dtype=np.int64)
     t0 = time.perf_counter()
     fwd.run(ids[: args.prefill], np.arange(args.prefill, dtype=np.int64), states)
     t_pre = time.perf_counter() - t0
-    print(f"prefill {args.prefill} tokens: {t_pre:.2f} s = {args.prefill / t_pre:.1f} tok/s")
+    rate = token_macs(model, hp, args.prefill // 4 > hp.indexer_top_k) * args.prefill / t_pre
+    print(f"prefill {args.prefill} tokens: {t_pre:.2f} s = {args.prefill / t_pre:.1f} tok/s, "
+          f"{rate / 1e9:.1f} GMAC/s = {rate / int8_peak:.1%} of int8 peak, "
+          f"{rate / f32_peak:.1%} of f32 peak")  # fmt: skip
 
     times: list[float] = []
     for i in range(args.prefill, n_total):

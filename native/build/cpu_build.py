@@ -94,6 +94,7 @@ ffibuilder.set_source(
         "native/cpu/fwd_ffn.c",
         "native/cpu/fwd_layer.c",
         "native/cpu/fwd_ops.c",
+        "native/cpu/fwd_vec.c",
     ],
     include_dirs=["native/cpu", "native/common"],
     # No contraction and no fast-math: the scalar kernels must round exactly like the

@@ -101,25 +101,36 @@ static int by_score_then_index(const void *a, const void *b) {
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
+typedef struct {
+    const ds4_fw_layer *L;
+    const ds4_fw_vec *vec;
+    const float *rows, *iq, *iw;
+    scored_row *out;
+} score_job;
+
+/* score[c] = sum_hd max(0, rows[c] . iq[hd]) * w[hd], each row by one thread. */
+static void score_rows(void *ctx, size_t begin, size_t end) {
+    const score_job *j = ctx;
+    size_t ID = (size_t)j->L->idx_dim, IH = (size_t)j->L->n_idx_head;
+    for (size_t c = begin; c < end; c++) {
+        const float *r = j->rows + c * ID;
+        float s = 0.0f;
+        for (size_t hd = 0; hd < IH; hd++)
+            s += fmaxf(0.0f, j->vec->dot(r, j->iq + hd * ID, ID)) * j->iw[hd];
+        j->out[c].score = s;
+        j->out[c].index = c;
+    }
+}
+
 /* Mark the top_k compressed rows by indexer score (§3.5); ties go to the lower index,
  * as a repeated strict-> arg-max scan in ascending order would pick them. */
-static int indexer_select(const ds4_fw_layer *L, const ds4_fw_comp *idx, float *iq,
-                          const float *iw, unsigned char *allowed) {
-    size_t n = idx->n_rows, ID = (size_t)L->idx_dim, IH = (size_t)L->n_idx_head;
+static int indexer_select(const ds4_fw_layer *L, const ds4_fw_vec *vec, const ds4_fw_comp *idx,
+                          const float *iq, const float *iw, unsigned char *allowed) {
+    size_t n = idx->n_rows;
     scored_row *rows = malloc(n * sizeof *rows);
     if (!rows) return DS4_CPU_NO_MEMORY;
-    for (size_t c = 0; c < n; c++) {
-        const float *r = idx->rows + c * ID;
-        float s = 0.0f;
-        for (size_t hd = 0; hd < IH; hd++) {
-            const float *q = iq + hd * ID;
-            float dot = 0.0f;
-            for (size_t i = 0; i < ID; i++) dot += r[i] * q[i];
-            s += fmaxf(0.0f, dot) * iw[hd];
-        }
-        rows[c].score = s;
-        rows[c].index = c;
-    }
+    score_job job = {L, vec, idx->rows, iq, iw, rows};
+    ds4_pool_run(score_rows, &job, n, 64);
     qsort(rows, n, sizeof *rows, by_score_then_index);
     memset(allowed, 0, n);
     for (size_t k = 0; k < (size_t)L->idx_top_k && k < n; k++) allowed[rows[k].index] = 1;
@@ -129,6 +140,7 @@ static int indexer_select(const ds4_fw_layer *L, const ds4_fw_comp *idx, float *
 
 typedef struct {
     const ds4_fw_layer *L;
+    const ds4_fw_vec *vec;
     const float *q;            /* (NH, Dh) */
     const float *raw;          /* first visible raw row */
     size_t n_raw;
@@ -152,9 +164,7 @@ static void attend_heads(void *ctx, size_t begin, size_t end) {
             int comp = r >= j->n_raw;
             if (comp && j->allowed && !j->allowed[r - j->n_raw]) continue;
             const float *row = comp ? j->comp + (r - j->n_raw) * Dh : j->raw + r * Dh;
-            float dot = 0.0f;
-            for (size_t i = 0; i < Dh; i++) dot += q[i] * row[i];
-            s[r] = dot * j->scale;
+            s[r] = j->vec->dot(q, row, Dh) * j->scale;
             mx = fmaxf(mx, s[r]);
         }
         float den = expf(sink - mx);
@@ -166,7 +176,7 @@ static void attend_heads(void *ctx, size_t begin, size_t end) {
             const float *row = comp ? j->comp + (r - j->n_raw) * Dh : j->raw + r * Dh;
             float w = expf(s[r] - mx);
             den += w;
-            for (size_t i = 0; i < Dh; i++) acc[i] += w * row[i];
+            j->vec->axpy(acc, w, row, Dh);
         }
         float inv = 1.0f / den;
         for (size_t i = 0; i < Dh; i++) acc[i] *= inv;
@@ -279,6 +289,7 @@ int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *S, const float *h, int
     }
 
     float scale = 1.0f / sqrtf((float)Dh);
+    const ds4_fw_vec *vec = ds4_fw_vec_for(impl);
     for (size_t t = 0; t < n; t++) {
         int64_t p = pos0 + (int64_t)t;
         float *q = b.q + t * NH * Dh, *kv = b.kv + t * Dh;
@@ -304,12 +315,13 @@ int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *S, const float *h, int
                     ds4_fw_hadamard128(iq + hd * ID);
                     ds4_fw_fp4_sim(iq + hd * ID, ID);
                 }
-                if ((rc = indexer_select(L, &S->index, iq, b.iw + t * IH, b.allowed))) goto done;
+                rc = indexer_select(L, vec, &S->index, iq, b.iw + t * IH, b.allowed);
+                if (rc) goto done;
                 allowed = b.allowed;
             }
         }
         int64_t first = p + 1 - L->n_swa > 0 ? p + 1 - L->n_swa : 0;
-        attn_job job = {L, q, S->raw + (size_t)first * Dh, (size_t)(p + 1 - first),
+        attn_job job = {L, vec, q, S->raw + (size_t)first * Dh, (size_t)(p + 1 - first),
                         L->ratio ? S->attn.rows : NULL, L->ratio ? S->attn.n_rows : 0,
                         allowed, scale, b.heads + t * NH * Dh, b.scores};
         ds4_pool_run(attend_heads, &job, NH, 1);

@@ -35,6 +35,15 @@ static inline uint16_t ds4_f32_to_f16_rne(float f) {
 
 static inline float ds4_f16_to_f32_exact(uint16_t h) { return f16_to_f32(h); }
 
+/* Dot product and acc += w * x over f32 vectors (attention, indexer). */
+typedef struct {
+    float (*dot)(const float *a, const float *b, size_t n);
+    void (*axpy)(float *acc, float w, const float *x, size_t n);
+} ds4_fw_vec;
+
+/* Strictly sequential for the scalar implementation, SIMD for the others. */
+const ds4_fw_vec *ds4_fw_vec_for(int impl);
+
 float ds4_fw_sigmoid_stable(float x);
 float ds4_fw_softplus(float x);
 void ds4_fw_f16round(float *v, size_t n);
