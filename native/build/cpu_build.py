@@ -48,8 +48,10 @@ ffibuilder.cdef(
         const float *hc_ffn_scale, *hc_ffn_base, *ffn_norm, *probs_bias;
         const int32_t *tid2eid;
     } ds4_fw_layer;
-    typedef struct { float *kv, *score; float *rows; size_t n_rows, rows_cap; } ds4_fw_comp;
-    typedef struct { float *raw; ds4_fw_comp attn, index; } ds4_fw_state;
+    typedef struct {
+        float *kv, *score; int64_t base; float *rows; size_t n_rows, rows_cap;
+    } ds4_fw_comp;
+    typedef struct { float *raw; int64_t raw_base; ds4_fw_comp attn, index; } ds4_fw_state;
     typedef struct { int impl, kv_rounding, indexer_qat, iterated_rope; } ds4_fw_opts;
     typedef struct {
         int n_embd, n_hc; float rms_eps, hc_eps;

@@ -54,16 +54,18 @@ typedef struct {
     const int32_t *tid2eid;  /* [n_vocab][n_used], NULL unless hash_layer */
 } ds4_fw_layer;
 
-/* One compressor's history: per-token projections (kv, score = gate + ape) at row p,
- * `width` = lanes * row_width values each, and the emitted rows. */
+/* One compressor's history: per-token projections (kv, score = gate + ape) of position
+ * p at row p - base, `width` = lanes * row_width values each, and the emitted rows. */
 typedef struct {
-    float *kv, *score;    /* capacity >= pos0 + n rows */
+    float *kv, *score;    /* rows base .. pos0 + n - 1 */
+    int64_t base;         /* oldest kept position (older history was trimmed) */
     float *rows;          /* capacity rows_cap */
     size_t n_rows, rows_cap;
 } ds4_fw_comp;
 
 typedef struct {
-    float *raw;           /* row p = stored KV of position p; capacity >= pos0 + n */
+    float *raw;           /* stored KV of position p at row p - raw_base */
+    int64_t raw_base;
     ds4_fw_comp attn, index;
 } ds4_fw_state;
 

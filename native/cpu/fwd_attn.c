@@ -33,6 +33,10 @@ static int emit_row(const ds4_fw_layer *L, const ds4_fw_opts *opt, ds4_fw_comp *
     if (c->n_rows >= c->rows_cap) return DS4_FW_OVERFLOW;
     size_t width = (size_t)(ratio == 4 ? 2 * d : d);
     int64_t start = p + 1 - ratio;
+    int64_t oldest = ratio == 4 && start >= 4 ? start - 4 : start;
+    if (oldest < c->base) return DS4_FW_BAD_STATE;  /* the window's inputs were trimmed */
+    const float *kv_rows = c->kv, *sc_rows = c->score;  /* position q at row q - base */
+    int64_t b = c->base;
     float *pooled = malloc((size_t)d * sizeof *pooled);
     if (!pooled) return DS4_CPU_NO_MEMORY;
     for (int j = 0; j < d; j++) {
@@ -40,11 +44,11 @@ static int emit_row(const ds4_fw_layer *L, const ds4_fw_opts *opt, ds4_fw_comp *
         if (ratio == 4) {
             for (int i = 0; i < 4; i++) {
                 int64_t prev = start - 4 + i;
-                if (prev >= 0) mx = fmaxf(mx, c->score[(size_t)prev * width + j]);
-                mx = fmaxf(mx, c->score[(size_t)(start + i) * width + d + j]);
+                if (prev >= 0) mx = fmaxf(mx, sc_rows[(size_t)(prev - b) * width + j]);
+                mx = fmaxf(mx, sc_rows[(size_t)(start + i - b) * width + d + j]);
             }
         } else {
-            for (int i = 0; i < ratio; i++) mx = fmaxf(mx, c->score[(size_t)(start + i) * width + j]);
+            for (int i = 0; i < ratio; i++) mx = fmaxf(mx, sc_rows[(size_t)(start + i - b) * width + j]);
         }
         if (mx <= -5e29f) {
             pooled[j] = 0.0f;
@@ -54,20 +58,20 @@ static int emit_row(const ds4_fw_layer *L, const ds4_fw_opts *opt, ds4_fw_comp *
         if (ratio == 4) {
             for (int i = 0; i < 4; i++) {
                 int64_t prev = start - 4 + i;
-                float sp = prev >= 0 ? c->score[(size_t)prev * width + j] : EMPTY_SCORE;
-                float kp = prev >= 0 ? c->kv[(size_t)prev * width + j] : 0.0f;
-                size_t cur = (size_t)(start + i) * width + d + j;
-                float wp = expf(sp - mx), wc = expf(c->score[cur] - mx);
+                float sp = prev >= 0 ? sc_rows[(size_t)(prev - b) * width + j] : EMPTY_SCORE;
+                float kp = prev >= 0 ? kv_rows[(size_t)(prev - b) * width + j] : 0.0f;
+                size_t cur = (size_t)(start + i - b) * width + d + j;
+                float wp = expf(sp - mx), wc = expf(sc_rows[cur] - mx);
                 den += (wp + wc);
                 num += wp * kp;
-                num += wc * c->kv[cur];
+                num += wc * kv_rows[cur];
             }
         } else {
             for (int i = 0; i < ratio; i++) {
-                size_t at = (size_t)(start + i) * width + j;
-                float w = expf(c->score[at] - mx);
+                size_t at = (size_t)(start + i - b) * width + j;
+                float w = expf(sc_rows[at] - mx);
                 den += w;
-                num += w * c->kv[at];
+                num += w * kv_rows[at];
             }
         }
         pooled[j] = num / den;
@@ -241,8 +245,9 @@ static int push_compressor(const ds4_fw_layer *L, const ds4_fw_opts *opt, ds4_fw
                            int ratio, int d, const float *norm, int is_index, const float *kv,
                            const float *sc, int64_t p) {
     size_t W = (size_t)(ratio == 4 ? 2 * d : d);
-    memcpy(c->kv + (size_t)p * W, kv, W * sizeof *kv);
-    memcpy(c->score + (size_t)p * W, sc, W * sizeof *sc);
+    if (p < c->base) return DS4_FW_BAD_STATE;
+    memcpy(c->kv + (size_t)(p - c->base) * W, kv, W * sizeof *kv);
+    memcpy(c->score + (size_t)(p - c->base) * W, sc, W * sizeof *sc);
     if ((p + 1) % ratio != 0) return DS4_CPU_OK;
     return emit_row(L, opt, c, ratio, d, norm, is_index, p);
 }
@@ -296,7 +301,8 @@ int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *S, const float *h, int
         rope_heads(L, opt, q, (int)NH, (int)Dh, p, 0);
         rope_heads(L, opt, kv, 1, (int)Dh, p, 0);
         store_rounding(L, opt, kv);
-        memcpy(S->raw + (size_t)p * Dh, kv, Dh * sizeof *kv);
+        if (p < S->raw_base) { rc = DS4_FW_BAD_STATE; goto done; }
+        memcpy(S->raw + (size_t)(p - S->raw_base) * Dh, kv, Dh * sizeof *kv);
         if (L->ratio) {
             size_t W = (size_t)(L->ratio == 4 ? 2 : 1) * Dh;
             rc = push_compressor(L, opt, &S->attn, L->ratio, (int)Dh, L->comp_norm, 0,
@@ -321,7 +327,9 @@ int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *S, const float *h, int
             }
         }
         int64_t first = p + 1 - L->n_swa > 0 ? p + 1 - L->n_swa : 0;
-        attn_job job = {L, vec, q, S->raw + (size_t)first * Dh, (size_t)(p + 1 - first),
+        if (first < S->raw_base) { rc = DS4_FW_BAD_STATE; goto done; }
+        attn_job job = {L, vec, q, S->raw + (size_t)(first - S->raw_base) * Dh,
+                        (size_t)(p + 1 - first),
                         L->ratio ? S->attn.rows : NULL, L->ratio ? S->attn.n_rows : 0,
                         allowed, scale, b.heads + t * NH * Dh, b.scores};
         ds4_pool_run(attend_heads, &job, NH, 1);

@@ -27,6 +27,19 @@ def tiny_q2(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_all_kinds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Six layers: dense, ratio 4 + indexer (hash and top-k routed), ratio 128."""
+    out = tmp_path_factory.mktemp("all_kinds") / "tiny.gguf"
+    result = subprocess.run(
+        [sys.executable, "-m", "ds4", "gguf", "tiny", "--out", str(out), "--quant", "q2",
+         "--seed", "11", "--quiet"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="session")
 def tiny_f32(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny(tmp_path_factory.mktemp("cpu_f32") / "f32.gguf", "f32")
 

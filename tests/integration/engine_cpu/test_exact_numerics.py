@@ -9,8 +9,6 @@ top-k and 64 greedy steps.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,19 +19,6 @@ from tests.support.strict_reference import use_strict_reference
 from ds4.adapters.compute.cpu import open_cpu_runner
 from ds4.adapters.compute.reference import open_reference_runner
 from ds4.domain.errors import Ds4Error
-
-
-@pytest.fixture(scope="module")
-def tiny_all_kinds(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Six layers: dense, ratio 4 + indexer (hash and top-k routed), ratio 128."""
-    out = tmp_path_factory.mktemp("exact") / "tiny.gguf"
-    result = subprocess.run(
-        [sys.executable, "-m", "ds4", "gguf", "tiny", "--out", str(out), "--quant", "q2",
-         "--seed", "11", "--quiet"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
-    return out
 
 
 def test_exact_greedy_run_equals_the_strict_reference(

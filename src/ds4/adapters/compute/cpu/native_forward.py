@@ -114,15 +114,16 @@ class NativeForward:
         """Point layer il's C state at the arrays of `state`, with room up to `end`.
 
         Pointers stay valid until an array is reallocated, which only a bind does
-        (rewinds truncate in place, restores make new LayerStates): a decode step
-        whose state and room are unchanged only refreshes the row counts.
+        (rewinds truncate and trims shift rows in place, restores make new
+        LayerStates): a decode step whose state and room are unchanged only refreshes
+        the row counts and history bases.
         """
         if state.raw.n != start:
             raise Ds4Error(f"layer {il} holds {state.raw.n} positions, expected {start}")
         c = self._cstates[il]
         bound = self._bound[il]
         if bound is None or bound[0] is not state or end > bound[1]:
-            room = max(end, 2 * start)  # amortised: rebinding is rare in decode
+            room = end + max(64, end - state.raw.base)  # amortised: rare rebinds in decode
             c.raw = self._ptrs.get(state.raw.reserve(room))
             c.attn.kv = c.attn.score = c.attn.rows = c.index.kv = c.index.score = _ffi.NULL
             c.index.rows = _ffi.NULL
@@ -131,10 +132,12 @@ class NativeForward:
             if state.index is not None:
                 self._bind_comp(c.index, state.index, room)
             self._bound[il] = (state, room)
-        if state.attn is not None:
-            c.attn.n_rows = state.attn.rows.n
-        if state.index is not None:
-            c.index.n_rows = state.index.rows.n
+        c.raw_base = state.raw.base  # trims move rows down inside the same array
+        for comp, cc in ((state.attn, c.attn), (state.index, c.index)):
+            if comp is not None:
+                cc.n_rows, cc.base = comp.rows.n, comp.kv.base
+                if comp.score.base != comp.kv.base:
+                    raise Ds4Error(f"layer {il}: compressor kv and score histories disagree")
 
     @staticmethod
     def _commit(state: LayerState, c: Any, end: int) -> None:

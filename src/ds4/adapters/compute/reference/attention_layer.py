@@ -69,7 +69,9 @@ def _store_row(setup: LayerSetup, row: F32) -> F32:
 def _emit(setup: LayerSetup, comp: CompressorHistory, norm: str, last: int) -> None:
     """Pool the window ending at token `last` into one compressed row (model.md §3.4)."""
     d = comp.row_width
-    cand_kv, cand_sc = window_candidates(comp.kv.view(), comp.score.view(), last, comp.ratio, d)
+    lo = max(0, last + 1 - comp.ratio - (4 if comp.ratio == 4 else 0))  # the overlap window
+    kv, sc = comp.kv.span(lo, last + 1), comp.score.span(lo, last + 1)
+    cand_kv, cand_sc = window_candidates(kv, sc, last - lo, comp.ratio, d)
     row = rmsnorm(pool(cand_kv, cand_sc), setup.vec(norm), setup.hp.rms_eps)
     first = np.array([last + 1 - comp.ratio], dtype=np.int64)
     row = apply_rope(row[None], setup.angles(first), setup.hp.n_rot)[0]
@@ -132,7 +134,7 @@ def attention_sublayer(setup: LayerSetup, h: F32, positions: I64, state: LayerSt
                 comp.score.append(inputs[1][t])
                 if (p + 1) % comp.ratio == 0:
                     _emit(setup, comp, norm, p)
-        rows = state.raw.view()[max(0, p + 1 - hp.n_swa) : p + 1]
+        rows = state.raw.span(max(0, p + 1 - hp.n_swa), p + 1)
         if state.attn is not None:
             comp_rows = state.attn.rows.view()
             index = state.index

@@ -1,10 +1,11 @@
 """Per-layer state of one sequence (model.md §4.1), kept per token so rewinds are cheap.
 
-Beyond what ds4 keeps, every raw KV row and every token's compressor inputs (kv
-projection and score = gate + ape) are retained; the compressor frontier of §4.1 is a
-view of the last window(s) of those inputs. A restored payload only carries the last
-window of raw rows and the frontier, so `known_from` records from which token the
-per-token history is complete (rewinds below it need a recompute).
+Beyond what ds4 keeps, recent raw KV rows and each recent token's compressor inputs (kv
+projection and score = gate + ape) are retained, so a rewind within that history is
+exact and cheap; the compressor frontier of §4.1 is a view of the last window(s) of
+those inputs. Older history is trimmed (each array's `base`); a restored payload starts
+with only the last window of raw rows and the frontier. Rewinds below what is kept
+need a recompute (the session's rewind floor says so).
 """
 
 from __future__ import annotations
@@ -18,42 +19,68 @@ F32 = npt.NDArray[np.float32]
 
 
 class GrowRows:
-    """An append-only (n, width) f32 array with amortised doubling and truncation."""
+    """Append-only (n, width) f32 rows indexed by absolute position, with amortised
+    doubling, truncation and trimming: rows before `base` may be dropped, so a long
+    sequence keeps only the recent history it still needs."""
 
     def __init__(self, width: int) -> None:
         self._data = np.zeros((16, width), dtype=np.float32)
-        self.n = 0
+        self.base = 0  # absolute index of _data[0]
+        self.n = 0  # absolute end
 
     def _reserve(self, n: int) -> None:
-        if n > self._data.shape[0]:
-            grown = np.zeros((max(n, 2 * self._data.shape[0]), self._data.shape[1]), np.float32)
-            grown[: self.n] = self._data[: self.n]
+        need = n - self.base
+        if need > self._data.shape[0]:
+            grown = np.zeros((max(need, 2 * self._data.shape[0]), self._data.shape[1]), np.float32)
+            grown[: self.n - self.base] = self._data[: self.n - self.base]
             self._data = grown
 
     def reserve(self, n: int) -> F32:
-        """Room for n rows; the whole backing array (rows past `n` are scratch), for a
-        native writer that then sets `n`."""
+        """Room up to absolute row n; the whole backing array (row p at p - base, rows past
+        `n` are scratch), for a native writer that then sets `n`."""
         self._reserve(n)
         return self._data
 
     def append(self, row: F32) -> None:
         self._reserve(self.n + 1)
-        self._data[self.n] = row
+        self._data[self.n - self.base] = row
         self.n += 1
 
     def set_rows(self, start: int, rows: F32) -> None:
-        """Write rows at [start, start+len) and make that the end (zeros fill any gap)."""
+        """Write rows at [start, start+len) and make that the end (zeros fill any gap).
+        An empty array starts at `start` (a restored window needs nothing before it)."""
+        if self.n == self.base:
+            self.base = self.n = start
+        if start < self.base:
+            raise ValueError(f"row {start} is before the kept history ({self.base})")
         end = start + rows.shape[0]
         self._reserve(end)
-        self._data[self.n : start] = 0
-        self._data[start:end] = rows
+        self._data[self.n - self.base : start - self.base] = 0
+        self._data[start - self.base : end - self.base] = rows
         self.n = end
 
     def truncate(self, n: int) -> None:
-        self.n = min(self.n, n)
+        self.n = max(self.base, min(self.n, n))
+
+    def trim(self, keep_from: int) -> None:
+        """Forget rows before keep_from (moved only once enough piled up: amortised)."""
+        keep_from = min(keep_from, self.n)
+        drop = keep_from - self.base
+        if drop <= 0 or drop < self._data.shape[0] // 2:
+            return
+        kept = self.n - keep_from
+        self._data[:kept] = self._data[drop : drop + kept].copy()
+        self.base = keep_from
+
+    def span(self, start: int, end: int) -> F32:
+        """Rows [start, end) by absolute position (start must be kept)."""
+        if start < self.base or end > self.n:
+            raise ValueError(f"rows {start}..{end} are outside the kept {self.base}..{self.n}")
+        return self._data[start - self.base : end - self.base]
 
     def view(self) -> F32:
-        return self._data[: self.n]
+        """Every kept row, from `base`."""
+        return self._data[: self.n - self.base]
 
 
 class CompressorHistory:
@@ -85,13 +112,14 @@ class CompressorHistory:
         slots = 2 * r if r == 4 else r
         s_kv = np.zeros((slots, self.width), dtype=np.float32)
         s_sc = np.full((slots, self.width), -1.0e30, dtype=np.float32)
-        kv, sc = self.kv.view(), self.score.view()
+        kv, sc = self.kv.span, self.score.span
         base = n_tokens - n_tokens % r
         if r == 4 and base >= 4:
-            s_kv[0:4], s_sc[0:4] = kv[base - 4 : base], sc[base - 4 : base]
+            s_kv[0:4], s_sc[0:4] = kv(base - 4, base), sc(base - 4, base)
         first = 4 if r == 4 else 0
         cur = n_tokens - base
-        s_kv[first : first + cur], s_sc[first : first + cur] = kv[base:n_tokens], sc[base:n_tokens]
+        s_kv[first : first + cur] = kv(base, n_tokens)
+        s_sc[first : first + cur] = sc(base, n_tokens)
         return s_kv, s_sc
 
     def restore_frontier(self, n_tokens: int, s_kv: F32, s_sc: F32) -> None:
@@ -111,6 +139,7 @@ class CompressorHistory:
 class LayerState:
     def __init__(self, hp: DeepSeekV4HParams, layer: int) -> None:
         self.ratio = hp.compress_ratios[layer]
+        self.n_swa = hp.n_swa
         self.raw = GrowRows(hp.head_dim)  # row p = position p (f16-rounded with ds4 numerics)
         self.attn = CompressorHistory(self.ratio, hp.head_dim) if self.ratio else None
         self.index = CompressorHistory(4, hp.indexer_head_dim) if hp.has_indexer(layer) else None
@@ -120,6 +149,15 @@ class LayerState:
         for comp in (self.attn, self.index):
             if comp is not None:
                 comp.truncate(n_tokens)
+
+    def trim(self, keep_from: int) -> None:
+        """Forget per-token history before keep_from, never what the raw window or a
+        compressor frontier after `raw.n` tokens still reads."""
+        n = self.raw.n
+        self.raw.trim(min(keep_from, n - min(n, self.n_swa)))
+        for comp in self.compressors():
+            comp.kv.trim(min(keep_from, comp.frontier_start(n)))
+            comp.score.trim(min(keep_from, comp.frontier_start(n)))
 
     def compressors(self) -> list[CompressorHistory]:
         return [c for c in (self.attn, self.index) if c is not None]

@@ -51,7 +51,7 @@ def encode_payload(
     n_index = [s.index.rows.n if s.index else 0 for s in states]
     parts += [np.array(n_comp, "<u4").tobytes(), np.array(n_index, "<u4").tobytes()]
     for s in states:
-        parts.append(np.asarray(s.raw.view()[t - r : t], "<f4").tobytes())
+        parts.append(np.asarray(s.raw.span(t - r, t), "<f4").tobytes())
         for comp in s.compressors():
             parts.append(np.asarray(comp.rows.view(), "<f4").tobytes())
             for arr in comp.frontier(t):

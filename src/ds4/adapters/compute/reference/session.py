@@ -15,10 +15,18 @@ from ds4.domain.errors import Ds4Error
 F32 = npt.NDArray[np.float32]
 
 
+# Per-token history kept for exact rewinds: the last REWIND_HISTORY positions (about
+# 0.5 GB across Flash's 43 layers); older rewinds recompute from a checkpoint or token 0.
+REWIND_HISTORY = 1024
+
+
 class ReferenceSession:
-    def __init__(self, forward: ChunkForward, ctx: int) -> None:
+    def __init__(
+        self, forward: ChunkForward, ctx: int, *, rewind_history: int = REWIND_HISTORY
+    ) -> None:
         if ctx < 1:
             raise Ds4Error(f"context size must be at least 1, got {ctx}")
+        self._history = max(1, rewind_history)
         self._fwd = forward
         self._hp = forward.hp
         self._ctx = ctx
@@ -75,6 +83,13 @@ class ReferenceSession:
                 s.truncate(start)
             raise
         self._tokens.extend(ids.tolist())
+        keep_from = len(self._tokens) - self._history
+        if keep_from > 0:
+            for s in self._states:
+                s.trim(keep_from)
+            at = self._restored_at
+            if at is not None and not self._history_ok(at):
+                self._restored_at = None  # its rows are gone: no longer a rewind target
         # a one-row result is ours alone: keep it without another 0.5 MB copy
         self._logits = logits[-1] if logits.shape[0] == 1 else logits[-1].copy()
         return logits
@@ -107,17 +122,14 @@ class ReferenceSession:
     # ---- rewind ------------------------------------------------------------
 
     def _history_ok(self, m: int) -> bool:
-        """Whether the kept per-token history rebuilds the state after m tokens exactly."""
-        at = self._restored_at
-        if at is None or m >= at:
-            return True
-        raw_from = at - min(at, self._hp.n_swa)
-        if max(0, m + 1 - self._hp.n_swa) < raw_from:
-            return False
+        """Whether the kept per-token history rebuilds the state after m tokens exactly
+        (a restore or a trim leaves only recent rows: each array's base)."""
         for s in self._states:
+            if max(0, m + 1 - self._hp.n_swa) < s.raw.base:
+                return False
             for comp in s.compressors():
                 need = comp.frontier_start(m)
-                if need < m and need < comp.frontier_start(at):
+                if need < m and need < comp.kv.base:
                     return False
         return True
 

@@ -1,0 +1,78 @@
+"""Bounded per-token history: sessions forget rewind history older than their window,
+without changing a single logit, and rewinds below it fall back to a recompute."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ds4.adapters.compute.cpu import open_cpu_runner
+from ds4.adapters.compute.reference import open_reference_runner
+from ds4.adapters.compute.reference.session import ReferenceSession
+from ds4.domain.errors import Ds4Error
+
+N = 300
+HISTORY = 40
+
+
+@pytest.fixture(scope="module")
+def tokens() -> list[int]:
+    return [int(t) for t in np.random.default_rng(9).integers(0, 129_280, N)]
+
+
+def session(path: Path, history: int, backend: str = "cpu") -> ReferenceSession:
+    runner = (
+        open_cpu_runner(str(path), numerics="ds4")
+        if backend == "cpu"
+        else open_reference_runner(str(path), numerics="ds4")
+    )
+    return ReferenceSession(runner._forward, 512, rewind_history=history)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_trimmed_history_changes_no_logit(
+    tiny_all_kinds: Path, tokens: list[int], backend: str
+) -> None:
+    """Past the first ratio-128 window (token 127) with 40 tokens of history."""
+    full = session(tiny_all_kinds, 10_000, backend)
+    short = session(tiny_all_kinds, HISTORY, backend)
+    n, steps = (N, 150) if backend == "cpu" else (136, 130)
+    chunks = [tokens[:100], *[[t] for t in tokens[100:steps]], tokens[steps:n]]
+    for chunk in chunks:
+        assert np.array_equal(full.prefill(chunk, all_logits=True),
+                              short.prefill(chunk, all_logits=True))  # fmt: skip
+    assert full.payload() == short.payload()
+    kept = max(s.raw.view().shape[0] for s in short._states)
+    assert kept <= 2 * 128 + 16  # history, window and the widest frontier, amortised
+    assert min(s.raw.base for s in short._states) > 0
+
+
+def test_rewinds_within_and_beyond_the_history(tiny_all_kinds: Path, tokens: list[int]) -> None:
+    short = session(tiny_all_kinds, HISTORY)
+    whole = short.prefill(tokens[:100], all_logits=True)
+    whole = np.concatenate([whole, [short.eval(t) for t in tokens[100:]]])
+    assert min(s.raw.base for s in short._states) >= 100  # trimmed while decoding
+    near = N - 10
+    assert short.rewind_floor(near) == near
+    short.rewind(near)
+    assert np.array_equal(short.logits(), whole[near - 1])
+    assert short.rewind_floor(90) == 0  # its rows are gone: only a recompute gets there
+    with pytest.raises(Ds4Error, match="cannot rewind exactly"):
+        short.rewind(90)
+
+
+def test_a_restore_point_is_forgotten_once_trimmed_away(
+    tiny_all_kinds: Path, tokens: list[int]
+) -> None:
+    live = session(tiny_all_kinds, HISTORY)
+    live.prefill(tokens[:150])
+    restored = session(tiny_all_kinds, HISTORY)
+    restored.load_payload(live.payload())
+    assert restored.rewind_floor(150) == 150
+    for t in tokens[150:]:
+        restored.eval(t)
+    want = session(tiny_all_kinds, 10_000)
+    assert np.array_equal(restored.logits(), want.prefill(tokens))
+    assert restored.rewind_floor(150) == 0
