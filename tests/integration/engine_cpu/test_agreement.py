@@ -95,7 +95,6 @@ def test_fp32_prompt_logits_agree(tiny_f32: Path, prompt: list[int]) -> None:
     assert np.abs(b - a).max() <= 1e-5 * float(np.abs(a).max())
 
 
-@pytest.mark.slow
 def test_fp32_greedy_continuations_are_identical(tiny_f32: Path, prompt: list[int]) -> None:
     want = greedy_run(open_reference_runner(str(tiny_f32), numerics="fp32"), prompt)
     got = greedy_run(open_cpu_runner(str(tiny_f32), numerics="fp32"), prompt)
