@@ -53,6 +53,11 @@ static int route_token(const ds4_fw_layer *L, const float *logit, int32_t token,
 
 static float silu(float x) { return x * ds4_fw_sigmoid_stable(x); }
 
+static ds4_cpu_experts experts_of(const ds4_fw_mat *m) {
+    ds4_cpu_experts e = {m->data, m->expert_stride, m->row_stride, m->type};
+    return e;
+}
+
 static int q8k_type(int type) { return type == T_Q2_K || type == T_Q4_K || type == T_IQ2_XXS; }
 
 /* One expert's matrix as a 2-D view. */
@@ -137,12 +142,8 @@ static int moe_grouped(const ds4_fw_layer *L, const float *x, size_t n, const in
         return DS4_CPU_BAD_SHAPE;
     for (size_t p = 0; p < n * K; p++)
         if (ids[p] < 0 || (size_t)ids[p] >= E) return DS4_CPU_BAD_EXPERT;
-    ds4_cpu_experts gate = {L->gate_exps.data, L->gate_exps.expert_stride,
-                            L->gate_exps.row_stride, L->gate_exps.type};
-    ds4_cpu_experts up = {L->up_exps.data, L->up_exps.expert_stride, L->up_exps.row_stride,
-                          L->up_exps.type};
-    ds4_cpu_experts down = {L->down_exps.data, L->down_exps.expert_stride,
-                            L->down_exps.row_stride, L->down_exps.type};
+    ds4_cpu_experts gate = experts_of(&L->gate_exps), up = experts_of(&L->up_exps);
+    ds4_cpu_experts down = experts_of(&L->down_exps);
     size_t *pairs = malloc(P * sizeof *pairs), *count = calloc(E + 1, sizeof *count);
     expert_group *groups = malloc((P ? P : 1) * sizeof *groups);
     ds4_block_q8k *xq = malloc(n * nb_d * sizeof *xq), *mq = malloc(P * nb_f * sizeof *mq);
@@ -245,12 +246,8 @@ int ds4_fw_ffn(const ds4_fw_layer *L, const float *g, const int32_t *tokens, siz
     float *us = gs + n * FS;
     if ((rc = ds4_fw_matmul(&L->gate_inp, 0, E, g, D, n, logit, E, impl))) goto done;
 
-    ds4_cpu_experts gate = {L->gate_exps.data, L->gate_exps.expert_stride,
-                            L->gate_exps.row_stride, L->gate_exps.type};
-    ds4_cpu_experts up = {L->up_exps.data, L->up_exps.expert_stride, L->up_exps.row_stride,
-                          L->up_exps.type};
-    ds4_cpu_experts down = {L->down_exps.data, L->down_exps.expert_stride,
-                            L->down_exps.row_stride, L->down_exps.type};
+    ds4_cpu_experts gate = experts_of(&L->gate_exps), up = experts_of(&L->up_exps);
+    ds4_cpu_experts down = experts_of(&L->down_exps);
     int fused = q8k_type(gate.type) && q8k_type(up.type) && q8k_type(down.type);
     for (size_t t = 0; t < n; t++) {
         int32_t *ids = all_ids + t * K;

@@ -65,16 +65,17 @@ static float round_minifloat(float u, int mant, int min_exp) {
     return copysignf(r, u);
 }
 
-static float pow2_scale(float amax, float top) {
+/* The power-of-two block scale 2^ceil(log2(max(amax, floor) / top)), log2f in f32. */
+static float block_scale(const float *v, size_t n, float floor, float top) {
+    float amax = 0.0f;
+    for (size_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(v[i]));
+    amax = fmaxf(amax, floor);
     return ldexpf(1.0f, (int)ceilf(log2f(amax / top)));
 }
 
 void ds4_fw_fp8_kv_sim(float *v, size_t n_nope) {
     for (size_t b = 0; b + 64 <= n_nope; b += 64) {
-        float amax = 0.0f;
-        for (size_t i = b; i < b + 64; i++) amax = fmaxf(amax, fabsf(v[i]));
-        amax = fmaxf(amax, 1e-4f);
-        float scale = pow2_scale(amax, 448.0f);
+        float scale = block_scale(v + b, 64, 1e-4f, 448.0f);
         for (size_t i = b; i < b + 64; i++) {
             float u = fminf(fmaxf(v[i] / scale, -448.0f), 448.0f);
             v[i] = round_minifloat(u, 3, -6) * scale;
@@ -96,10 +97,7 @@ static float e2m1_round(float a) {
 
 void ds4_fw_fp4_sim(float *v, size_t n) {
     for (size_t b = 0; b + 32 <= n; b += 32) {
-        float amax = 0.0f;
-        for (size_t i = b; i < b + 32; i++) amax = fmaxf(amax, fabsf(v[i]));
-        amax = fmaxf(amax, 7.052966104933725e-38f);
-        float scale = pow2_scale(amax, 6.0f);
+        float scale = block_scale(v + b, 32, 7.052966104933725e-38f, 6.0f);
         for (size_t i = b; i < b + 32; i++) {
             float u = fminf(fmaxf(v[i] / scale, -6.0f), 6.0f);
             v[i] = copysignf(e2m1_round(fabsf(u)), u) * scale;
