@@ -135,8 +135,11 @@ def main() -> None:
             row_bytes = cols // 256 * GEOMETRY[ggml_type][1]
             hot_rows = (256 << 10) // row_bytes
             stream_rows = (64 << 20) // row_bytes
-            for case, rows, reps in (("hot", hot_rows, 40), ("stream", stream_rows, 1)):
-                gbs, ratio = measure(mod, ggml_type, cols, rows, reps, args.rounds)
+            for case, rows, reps, rounds in (
+                ("hot", hot_rows, 4, 10 * args.rounds),
+                ("stream", stream_rows, 1, args.rounds),
+            ):
+                gbs, ratio = measure(mod, ggml_type, cols, rows, reps, rounds)
                 cells = " ".join(f"{gbs[n]:8.2f}" for n in NAMES)
                 print(f"{name:10s} {case:7s} {cells}  {ratio:5.2f}x")
 
