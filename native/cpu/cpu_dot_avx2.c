@@ -104,37 +104,29 @@ AVX2 static float dot_q8_0(const uint8_t *w, const void *act, size_t cols) {
     return hsum_ps(_mm256_add_ps(a0, a1));
 }
 
-/* Shuffle controls giving int16 lanes = scale byte 2m (low 128) / 2m+1 (high 128). */
-AVX2 static inline __m256i q2k_scale_ctrl(int m) {
-    int8_t c[32];
-    for (int i = 0; i < 16; i++) {
-        c[i] = (int8_t)(i % 2 ? -128 : 2 * m);
-        c[16 + i] = (int8_t)(i % 2 ? -128 : 2 * m + 1);
-    }
-    return _mm256_loadu_si256((const __m256i *)(const void *)c);
-}
-
-AVX2 static inline int hsum_i32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
+/* Shuffle controls giving int16 lanes = scale byte 2m (low 128) / 2m+1 (high 128), as
+ * constants: building them on the stack per call cost store-forwarding stalls. */
+#define Q2K_LANE(b) b, -128, b, -128, b, -128, b, -128, b, -128, b, -128, b, -128, b, -128
+#define Q2K_CTRL(m) {Q2K_LANE(2 * (m)), Q2K_LANE(2 * (m) + 1)}
+static const int8_t q2k_scale_ctrl[8][32] __attribute__((aligned(32))) = {
+    Q2K_CTRL(0), Q2K_CTRL(1), Q2K_CTRL(2), Q2K_CTRL(3),
+    Q2K_CTRL(4), Q2K_CTRL(5), Q2K_CTRL(6), Q2K_CTRL(7),
+};
+#undef Q2K_CTRL
+#undef Q2K_LANE
 
 AVX2 static float dot_q2_k(const uint8_t *w, const void *act, size_t cols) {
     const ds4_block_q8k *y = act;
-    __m256i ctrl[8];
-    for (int m = 0; m < 8; m++) ctrl[m] = q2k_scale_ctrl(m);
     const __m256i mask2 = _mm256_set1_epi8(3);
     const __m128i mask4 = _mm_set1_epi8(15);
-    __m256 acc = _mm256_setzero_ps();
-    float macc = 0.0f;
+    /* isum and the mins term stay int32 lanes per block, each scaled once in f32 */
+    __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
     for (size_t b = 0; b < cols / 256; b++, w += 84) {
         const int8_t *q8 = y[b].q;
         __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)w);
         __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), mask4));
         __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)y[b].bsums);
-        int summs = hsum_i32(_mm256_madd_epi16(mins, bs));
+        __m256i summs = _mm256_madd_epi16(mins, bs);
         __m256i scales = _mm256_broadcastsi128_si256(_mm_and_si128(sc, mask4));
         __m256i isum = _mm256_setzero_si256();
         #pragma GCC unroll 4
@@ -146,16 +138,17 @@ AVX2 static float dot_q2_k(const uint8_t *w, const void *act, size_t cols) {
                 __m256i q8v = _mm256_loadu_si256(
                     (const __m256i *)(const void *)(q8 + 128 * h + 32 * j));
                 __m256i p16 = _mm256_maddubs_epi16(q2, q8v);
-                __m256i s16 = _mm256_shuffle_epi8(scales, ctrl[4 * h + j]);
+                const __m256i *ctrl = (const __m256i *)(const void *)q2k_scale_ctrl[4 * h + j];
+                __m256i s16 = _mm256_shuffle_epi8(scales, _mm256_load_si256(ctrl));
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p16, s16));
             }
         }
-        float dall = y[b].d * f16c(w + 80);
-        float dmin = y[b].d * f16c(w + 82);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(isum), acc);
-        macc += dmin * (float)summs;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * f16c(w + 80)), _mm256_cvtepi32_ps(isum),
+                              acc);
+        macc = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * f16c(w + 82)), _mm256_cvtepi32_ps(summs),
+                               macc);
     }
-    return hsum_ps(acc) - macc;
+    return hsum_ps(acc) - hsum_ps(macc);
 }
 
 AVX2 static float dot_q4_k(const uint8_t *w, const void *act, size_t cols) {
