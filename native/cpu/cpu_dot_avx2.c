@@ -5,8 +5,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 
 #include <immintrin.h>
+#include <pthread.h>
 
 #include "cpu_internal.h"
+#include "ds4_iq2xxs_levels.h"
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -102,37 +104,29 @@ AVX2 static float dot_q8_0(const uint8_t *w, const void *act, size_t cols) {
     return hsum_ps(_mm256_add_ps(a0, a1));
 }
 
-/* Shuffle controls giving int16 lanes = scale byte 2m (low 128) / 2m+1 (high 128). */
-AVX2 static inline __m256i q2k_scale_ctrl(int m) {
-    int8_t c[32];
-    for (int i = 0; i < 16; i++) {
-        c[i] = (int8_t)(i % 2 ? -128 : 2 * m);
-        c[16 + i] = (int8_t)(i % 2 ? -128 : 2 * m + 1);
-    }
-    return _mm256_loadu_si256((const __m256i *)(const void *)c);
-}
-
-AVX2 static inline int hsum_i32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
+/* Shuffle controls giving int16 lanes = scale byte 2m (low 128) / 2m+1 (high 128), as
+ * constants: building them on the stack per call cost store-forwarding stalls. */
+#define Q2K_LANE(b) b, -128, b, -128, b, -128, b, -128, b, -128, b, -128, b, -128, b, -128
+#define Q2K_CTRL(m) {Q2K_LANE(2 * (m)), Q2K_LANE(2 * (m) + 1)}
+static const int8_t q2k_scale_ctrl[8][32] __attribute__((aligned(32))) = {
+    Q2K_CTRL(0), Q2K_CTRL(1), Q2K_CTRL(2), Q2K_CTRL(3),
+    Q2K_CTRL(4), Q2K_CTRL(5), Q2K_CTRL(6), Q2K_CTRL(7),
+};
+#undef Q2K_CTRL
+#undef Q2K_LANE
 
 AVX2 static float dot_q2_k(const uint8_t *w, const void *act, size_t cols) {
     const ds4_block_q8k *y = act;
-    __m256i ctrl[8];
-    for (int m = 0; m < 8; m++) ctrl[m] = q2k_scale_ctrl(m);
     const __m256i mask2 = _mm256_set1_epi8(3);
     const __m128i mask4 = _mm_set1_epi8(15);
-    __m256 acc = _mm256_setzero_ps();
-    float macc = 0.0f;
+    /* isum and the mins term stay int32 lanes per block, each scaled once in f32 */
+    __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
     for (size_t b = 0; b < cols / 256; b++, w += 84) {
         const int8_t *q8 = y[b].q;
         __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)w);
         __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), mask4));
         __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)y[b].bsums);
-        int summs = hsum_i32(_mm256_madd_epi16(mins, bs));
+        __m256i summs = _mm256_madd_epi16(mins, bs);
         __m256i scales = _mm256_broadcastsi128_si256(_mm_and_si128(sc, mask4));
         __m256i isum = _mm256_setzero_si256();
         #pragma GCC unroll 4
@@ -144,16 +138,17 @@ AVX2 static float dot_q2_k(const uint8_t *w, const void *act, size_t cols) {
                 __m256i q8v = _mm256_loadu_si256(
                     (const __m256i *)(const void *)(q8 + 128 * h + 32 * j));
                 __m256i p16 = _mm256_maddubs_epi16(q2, q8v);
-                __m256i s16 = _mm256_shuffle_epi8(scales, ctrl[4 * h + j]);
+                const __m256i *ctrl = (const __m256i *)(const void *)q2k_scale_ctrl[4 * h + j];
+                __m256i s16 = _mm256_shuffle_epi8(scales, _mm256_load_si256(ctrl));
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p16, s16));
             }
         }
-        float dall = y[b].d * f16c(w + 80);
-        float dmin = y[b].d * f16c(w + 82);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(isum), acc);
-        macc += dmin * (float)summs;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * f16c(w + 80)), _mm256_cvtepi32_ps(isum),
+                              acc);
+        macc = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * f16c(w + 82)), _mm256_cvtepi32_ps(summs),
+                               macc);
     }
-    return hsum_ps(acc) - macc;
+    return hsum_ps(acc) - hsum_ps(macc);
 }
 
 AVX2 static float dot_q4_k(const uint8_t *w, const void *act, size_t cols) {
@@ -188,26 +183,88 @@ AVX2 static float dot_q4_k(const uint8_t *w, const void *act, size_t cols) {
     return hsum_ps(acc) - macc;
 }
 
+/* IQ2_XXS side data of one block, stored to side[0..15]. The 8 groups' sign/scale words
+ * s_g (the odd u32 of qs) give side[g] = the four 7-bit sign fields of s_g as bytes, each
+ * with its parity as bit 7 (ds4_iq2_ksigns), and side[8 + g] = two int16 copies of the
+ * group scale 2 * (s_g >> 28) + 1. */
+AVX2 static inline void iq2_side(const uint8_t *qs, uint32_t side[16]) {
+    __m256 a = _mm256_loadu_ps((const float *)(const void *)qs);
+    __m256 b = _mm256_loadu_ps((const float *)(const void *)(qs + 32));
+    /* odd dwords: s0 s1 s4 s5 | s2 s3 s6 s7, then qword order 0 2 1 3 -> s0..s7 */
+    __m256i s = _mm256_castps_si256(_mm256_shuffle_ps(a, b, 0xdd));
+    s = _mm256_permute4x64_epi64(s, 0xd8);
+    const __m256i m7 = _mm256_set1_epi32(0x7f);
+    __m256i t = _mm256_or_si256(
+        _mm256_or_si256(_mm256_and_si256(s, m7),
+                        _mm256_and_si256(_mm256_slli_epi32(s, 1), _mm256_slli_epi32(m7, 8))),
+        _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(s, 2), _mm256_slli_epi32(m7, 16)),
+                        _mm256_and_si256(_mm256_slli_epi32(s, 3), _mm256_slli_epi32(m7, 24))));
+    /* parity of each 7-bit field: fold the nibbles, then a 16-entry table (0 or 0x80) */
+    const __m256i par4 = _mm256_setr_epi8(
+        0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0,
+        0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+    __m256i nib = _mm256_and_si256(_mm256_xor_si256(t, _mm256_srli_epi16(t, 4)),
+                                   _mm256_set1_epi8(15));
+    __m256i k = _mm256_or_si256(t, _mm256_shuffle_epi8(par4, nib));
+    __m256i l = _mm256_or_si256(_mm256_srli_epi32(s, 27), _mm256_set1_epi32(1));
+    l = _mm256_or_si256(l, _mm256_slli_epi32(l, 16));
+    _mm256_store_si256((__m256i *)(void *)side, k);
+    _mm256_store_si256((__m256i *)(void *)(side + 8), l);
+}
+
+/* ds4_iq2_grid with each 8-byte row repeated 4 times (32 aligned bytes per index), so an
+ * aligned load gives row idx at every qword and one blend keeps the wanted one: no
+ * shuffle and no cache-line split. 8 KiB, built once on first use. */
+static uint64_t iq2_grid_x4[256][4] __attribute__((aligned(64)));
+static pthread_once_t iq2_grid_x4_once = PTHREAD_ONCE_INIT;
+
+static void iq2_grid_x4_build(void) {
+    static const uint8_t level_value[4] = {8, 25, 43, 0};
+    for (int idx = 0; idx < 256; idx++) {
+        uint64_t g = 0;
+        for (int i = 0; i < 8; i++)
+            g |= (uint64_t)level_value[(DS4_IQ2XXS_LEVELS[idx] >> (2 * i)) & 3] << (8 * i);
+        for (int k = 0; k < 4; k++) iq2_grid_x4[idx][k] = g;
+    }
+}
+
+/* The four 8-byte grid rows of one group's index bytes idx[0..3], as 32 bytes. */
+AVX2 static inline __m256i iq2_grid4(const uint8_t *idx) {
+#define ROW(i) _mm256_load_si256((const __m256i *)(const void *)iq2_grid_x4[idx[i]])
+    __m256i g = _mm256_blend_epi32(ROW(0), ROW(1), 0x0c);
+    g = _mm256_blend_epi32(g, ROW(2), 0x30);
+    return _mm256_blend_epi32(g, ROW(3), 0xc0);
+#undef ROW
+}
+
 AVX2 static float dot_iq2_xxs(const uint8_t *w, const void *act, size_t cols) {
     const ds4_block_q8k *y = act;
+    pthread_once(&iq2_grid_x4_once, iq2_grid_x4_build);
+    /* sign byte k of a group goes to bytes 8k..8k+7, then bit i of byte 8k + i */
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+    const __m256i c127 = _mm256_set1_epi8(127);
     __m256 acc = _mm256_setzero_ps();
-    for (size_t b = 0; b < cols / 256; b++, w += 66) {
+    size_t nb = cols / 256;
+    uint32_t side[2][16] __attribute__((aligned(32)));
+    if (nb) iq2_side(w + 2, side[0]);
+    for (size_t b = 0; b < nb; b++, w += 66) {
         const int8_t *q8 = y[b].q;
+        const uint32_t *sd = side[b & 1];
+        /* next block's side data now, off the critical path (the last block redoes its own) */
+        iq2_side(w + 2 + (b + 1 < nb ? 66 : 0), side[(b + 1) & 1]);
         __m256i bsum = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) {
-            uint32_t a = rd_u32(w + 2 + 8 * g), s = rd_u32(w + 6 + 8 * g);
-            __m256i grid = _mm256_set_epi64x(
-                (long long)ds4_iq2_grid[a >> 24], (long long)ds4_iq2_grid[(a >> 16) & 255],
-                (long long)ds4_iq2_grid[(a >> 8) & 255], (long long)ds4_iq2_grid[a & 255]);
-            __m256i sign = _mm256_set_epi64x((long long)ds4_iq2_sign_mask[(s >> 21) & 127],
-                                             (long long)ds4_iq2_sign_mask[(s >> 14) & 127],
-                                             (long long)ds4_iq2_sign_mask[(s >> 7) & 127],
-                                             (long long)ds4_iq2_sign_mask[s & 127]);
+            __m256i grid = iq2_grid4(w + 2 + 8 * g);
+            /* (sign bit of each value) + 127: 127 keeps the code, 128..255 negates it */
+            __m256i neg = _mm256_shuffle_epi8(_mm256_set1_epi32((int)sd[g]), spread);
+            neg = _mm256_add_epi8(_mm256_and_si256(neg, bit), c127);
             __m256i q8v = _mm256_loadu_si256((const __m256i *)(const void *)(q8 + 32 * g));
-            __m256i p16 = _mm256_maddubs_epi16(grid, _mm256_sign_epi8(q8v, sign));
-            __m256i ls = _mm256_set1_epi16((short)(2 * (s >> 28) + 1));
-            bsum = _mm256_add_epi32(bsum, _mm256_madd_epi16(p16, ls));
+            __m256i p16 = _mm256_maddubs_epi16(grid, _mm256_sign_epi8(q8v, neg));
+            __m256i l16 = _mm256_set1_epi32((int)sd[8 + g]);
+            bsum = _mm256_add_epi32(bsum, _mm256_madd_epi16(p16, l16));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(f16c(w) * y[b].d), _mm256_cvtepi32_ps(bsum), acc);
     }
