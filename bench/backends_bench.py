@@ -32,8 +32,9 @@ def sh(*args: str) -> None:
     subprocess.run([sys.executable, *args], cwd=REPO, check=True, capture_output=True)
 
 
-def fixtures(work: Path) -> tuple[Path, Path, Path]:
-    """(hf dir, f32 gguf of the same weights, q2 tiny gguf), made when missing."""
+def fixtures(work: Path) -> tuple[Path, Path, Path, Path]:
+    """(hf dir, f32 gguf of the same weights, q2 tiny-2layer and tiny ggufs), made when
+    missing."""
     hf = work / "mixed" / "hf"
     if not hf.is_dir():
         sh("-m", "tools.oracle.make_fixtures", "--out", str(work), "--schedule", "mixed")
@@ -45,7 +46,10 @@ def fixtures(work: Path) -> tuple[Path, Path, Path]:
     if not q2.exists():
         sh("-m", "ds4", "gguf", "tiny", "--out", str(q2), "--quant", "q2", "--preset",
            "tiny-2layer", "--quiet")  # fmt: skip
-    return hf, f32, q2
+    q2_six = work / "tiny6_q2.gguf"
+    if not q2_six.exists():
+        sh("-m", "ds4", "gguf", "tiny", "--out", str(q2_six), "--quant", "q2", "--quiet")
+    return hf, f32, q2, q2_six
 
 
 def ds4_rates(
@@ -111,7 +115,7 @@ def main() -> int:
     ap.add_argument("--decode", type=int, default=32)
     ap.add_argument("--skip-hf", action="store_true")
     args = ap.parse_args()
-    hf, f32, q2 = fixtures(args.work)
+    hf, f32, q2, q2_six = fixtures(args.work)
     prompt = [0] + [
         int(t) for t in np.random.default_rng(5).integers(100, 128000, args.prefill - 1)
     ]
@@ -132,7 +136,8 @@ def main() -> int:
         print(f"cpu / {other}: prefill {rates['cpu'][0] / rates[other][0]:.1f}x, "
               f"decode {rates['cpu'][1] / rates[other][1]:.1f}x")  # fmt: skip
     cases = (("f32 mixed", f32, "fp32"), ("q2 tiny-2layer", q2, "ds4"),
-             ("q2 tiny-2layer", q2, "exact"))  # fmt: skip
+             ("q2 tiny-2layer", q2, "exact"), ("q2 tiny (6 layers)", q2_six, "ds4"),
+             ("q2 tiny (6 layers)", q2_six, "exact"))  # fmt: skip
     for label, path, numerics in cases:
         runner = open_cpu_runner(str(path), numerics=numerics, threads=args.threads)
         ms, native_ms = python_share(runner, prompt, args.decode)

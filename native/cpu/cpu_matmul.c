@@ -92,6 +92,8 @@ size_t ds4_cpu_row_bytes(int type, size_t cols) {
 
 /* Rows per tile: a tile of weight rows stays in cache while every token visits it. */
 #define ROW_TILE 8
+/* Multiply-adds below which a product is not worth handing to other threads. */
+#define SMALL_PRODUCT (64 * 1024)
 
 typedef struct {
     const uint8_t *w;
@@ -152,8 +154,10 @@ int ds4_cpu_matmul(int type, const uint8_t *w, size_t row_stride, size_t rows, s
     }
     matmul_job job = {w, row_stride, rows, cols, n_tok, act_bytes,
                       kind == ACT_F32 ? (const uint8_t *)x : acts, dots, y};
-    /* Small chunks balance the load; a multiple of the tile keeps tiles whole. */
+    /* Small chunks balance the load; a multiple of the tile keeps tiles whole. A small
+     * product runs on the calling thread: waking the pool would cost more. */
     size_t grain = ROW_TILE * (n_tok > 1 ? 1 : 4);
+    if (rows * cols * n_tok < SMALL_PRODUCT) grain = rows;
     ds4_pool_run(matmul_rows, &job, rows, grain);
     free(dots);
     free(acts);

@@ -99,7 +99,17 @@ class NativeForward:
         self._cstates = _ffi.new("ds4_fw_state[]", hp.n_layer)
         self._failed = _ffi.new("int *")
         self._ptrs = _PointerCache()
+        self._one_streams = np.empty((1, hp.n_hc, hp.n_embd), dtype=np.float32)
+        self._one_id = np.zeros(1, dtype=np.int32)
+        self._one_ptrs = (
+            _fptr(self._one_streams),
+            _ffi.cast("int32_t *", _ffi.from_buffer(self._one_id)),
+        )
         self._bound: list[tuple[LayerState, int] | None] = [None] * hp.n_layer
+        # per layer: (state, its version, end position) after the last native call, and
+        # the GrowRows whose counts a call advances
+        self._clean: list[tuple[LayerState, int, int] | None] = [None] * hp.n_layer
+        self._advance: list[tuple[list[Any], list[tuple[Any, Any]]]] = [([], [])] * hp.n_layer
         self.native_seconds = 0.0
 
     def _bind_comp(self, dst: Any, comp: CompressorHistory, room: int) -> None:
@@ -139,41 +149,70 @@ class NativeForward:
                 if comp.score.base != comp.kv.base:
                     raise Ds4Error(f"layer {il}: compressor kv and score histories disagree")
 
-    @staticmethod
-    def _commit(state: LayerState, c: Any, end: int) -> None:
-        state.raw.n = end
+    def _plan_commit(self, il: int, state: LayerState) -> None:
+        c = self._cstates[il]
+        grows: list[Any] = [state.raw]
+        counted: list[tuple[Any, Any]] = []
         for comp, cc in ((state.attn, c.attn), (state.index, c.index)):
             if comp is not None:
-                comp.kv.n = comp.score.n = end
-                comp.rows.n = int(cc.n_rows)
+                grows += [comp.kv, comp.score]
+                counted.append((comp.rows, cc))
+        self._advance[il] = (grows, counted)
+
+    def _commit(self, il: int, state: LayerState, end: int) -> None:
+        grows, counted = self._advance[il]
+        for g in grows:
+            g.n = end
+        for rows, cc in counted:
+            rows.n = int(cc.n_rows)
+        self._clean[il] = (state, state.version, end)
 
     def run(self, tokens: I64, positions: I64, states: list[LayerState]) -> F32:
         """Evaluate positions[0].. (consecutive, as sessions give them) into the states;
-        return the streams (n, S, D)."""
+        return the streams (n, S, D) (for one token, a buffer the next call reuses)."""
         hp, n = self.hp, int(tokens.size)
         start = int(positions[0]) if n else 0
-        streams = np.empty((n, hp.n_hc, hp.n_embd), dtype=np.float32)
+        if n == 1:  # decode: reused buffers and pointers (valid until the next call)
+            streams, ids = self._one_streams, self._one_id
+            sp, tp = self._one_ptrs
+            ids[0] = tokens[0]
+        else:
+            streams = np.empty((n, hp.n_hc, hp.n_embd), dtype=np.float32)
+            ids = tokens.astype(np.int32)
+            sp, tp = _fptr(streams), _ffi.cast("int32_t *", _ffi.from_buffer(ids))
         if self._embd_f16 is not None:  # the usual F16 table: convert while broadcasting
             streams[:] = self._embd_f16[tokens][:, None, :]
         else:
             streams[:] = self.weights.rows("token_embd.weight", tokens)[:, None, :]
-        ids = tokens.astype(np.int32)
         end = start + n
-        for il in range(hp.n_layer):
-            self._bind(il, states[il], start, end)
+        for il, state in enumerate(states):
+            clean = self._clean[il]
+            bound = self._bound[il]
+            # unchanged since the last call, which left the C state right for this one
+            if (
+                clean is not None
+                and clean[0] is state
+                and clean[1] == state.version
+                and clean[2] == start
+                and bound is not None
+                and end <= bound[1]
+            ):
+                continue
+            self._bind(il, state, start, end)
+            self._plan_commit(il, state)
         t0 = time.perf_counter()
         rc = _lib.ds4_fw_layers_forward(
-            self.layout.layers, self._cstates, hp.n_layer, _fptr(streams),
-            _ffi.cast("int32_t *", _ffi.from_buffer(ids)), start, n, self.opts, self._failed,
+            self.layout.layers, self._cstates, hp.n_layer, sp, tp, start, n, self.opts,
+            self._failed,
         )  # fmt: skip
         self.native_seconds += time.perf_counter() - t0
         if rc:
             for state in states:
-                state.truncate(start)
+                state.truncate(start)  # (a new version: the next call rebinds)
             il = int(self._failed[0])
             raise Ds4Error(f"layer {il}: {_ERRORS.get(rc, f'native error {rc}')}")
-        for il in range(hp.n_layer):
-            self._commit(states[il], self._cstates[il], end)
+        for il, state in enumerate(states):
+            self._commit(il, state, end)
         return streams
 
     def head(self, streams: F32) -> F32:

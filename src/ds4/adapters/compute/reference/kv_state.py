@@ -62,15 +62,17 @@ class GrowRows:
     def truncate(self, n: int) -> None:
         self.n = max(self.base, min(self.n, n))
 
-    def trim(self, keep_from: int) -> None:
-        """Forget rows before keep_from (moved only once enough piled up: amortised)."""
+    def trim(self, keep_from: int) -> bool:
+        """Forget rows before keep_from (moved only once enough piled up: amortised);
+        whether anything moved."""
         keep_from = min(keep_from, self.n)
         drop = keep_from - self.base
         if drop <= 0 or drop < self._data.shape[0] // 2:
-            return
+            return False
         kept = self.n - keep_from
         self._data[:kept] = self._data[drop : drop + kept].copy()
         self.base = keep_from
+        return True
 
     def span(self, start: int, end: int) -> F32:
         """Rows [start, end) by absolute position (start must be kept)."""
@@ -140,11 +142,13 @@ class LayerState:
     def __init__(self, hp: DeepSeekV4HParams, layer: int) -> None:
         self.ratio = hp.compress_ratios[layer]
         self.n_swa = hp.n_swa
+        self.version = 0  # bumped by every change made outside a forward pass
         self.raw = GrowRows(hp.head_dim)  # row p = position p (f16-rounded with ds4 numerics)
         self.attn = CompressorHistory(self.ratio, hp.head_dim) if self.ratio else None
         self.index = CompressorHistory(4, hp.indexer_head_dim) if hp.has_indexer(layer) else None
 
     def truncate(self, n_tokens: int) -> None:
+        self.version += 1
         self.raw.truncate(n_tokens)
         for comp in (self.attn, self.index):
             if comp is not None:
@@ -154,10 +158,12 @@ class LayerState:
         """Forget per-token history before keep_from, never what the raw window or a
         compressor frontier after `raw.n` tokens still reads."""
         n = self.raw.n
-        self.raw.trim(min(keep_from, n - min(n, self.n_swa)))
+        moved = self.raw.trim(min(keep_from, n - min(n, self.n_swa)))
         for comp in self.compressors():
-            comp.kv.trim(min(keep_from, comp.frontier_start(n)))
-            comp.score.trim(min(keep_from, comp.frontier_start(n)))
+            moved |= comp.kv.trim(min(keep_from, comp.frontier_start(n)))
+            moved |= comp.score.trim(min(keep_from, comp.frontier_start(n)))
+        if moved:
+            self.version += 1
 
     def compressors(self) -> list[CompressorHistory]:
         return [c for c in (self.attn, self.index) if c is not None]

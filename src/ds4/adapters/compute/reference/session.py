@@ -84,7 +84,7 @@ class ReferenceSession:
             raise
         self._tokens.extend(ids.tolist())
         keep_from = len(self._tokens) - self._history
-        if keep_from > 0:
+        if keep_from > 0 and len(self._tokens) % 32 < ids.size:  # amortised: every 32 tokens
             for s in self._states:
                 s.trim(keep_from)
             at = self._restored_at
@@ -117,7 +117,8 @@ class ReferenceSession:
         return self.logits()
 
     def eval(self, token: int) -> F32:
-        return self.prefill([token])
+        self._run_chunk(self._check((token,)), False)  # the decode step, without prefill's loop
+        return self.logits()
 
     # ---- rewind ------------------------------------------------------------
 
