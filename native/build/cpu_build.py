@@ -95,6 +95,7 @@ ffibuilder.set_source(
         "native/cpu/fwd_attn.c",
         "native/cpu/fwd_ffn.c",
         "native/cpu/fwd_layer.c",
+        "native/cpu/fwd_matmul.c",
         "native/cpu/fwd_ops.c",
         "native/cpu/fwd_vec.c",
     ],

@@ -8,14 +8,6 @@
 
 #define BLOCK_TOKENS 256
 
-int ds4_fw_matmul(const ds4_fw_mat *m, size_t rows_from, size_t rows_n, const float *x,
-                  size_t x_stride, size_t n, float *y, size_t y_stride, int impl) {
-    if (!m->data || rows_from + rows_n > m->rows) return DS4_CPU_BAD_SHAPE;
-    if (x_stride != m->cols || y_stride != rows_n) return DS4_CPU_BAD_SHAPE;
-    return ds4_cpu_matmul(m->type, m->data + rows_from * m->row_stride, m->row_stride, rows_n,
-                          m->cols, x, n, y, impl);
-}
-
 /* HC pre for n tokens: per token the normalised flat streams, the 2S+S^2 projection,
  * the split (pre/post/comb) and x_in = sum_h pre[h] X[h] (§3.2). */
 static int hc_pre(const ds4_fw_layer *L, const ds4_fw_mat *fn, const float *scale,
