@@ -332,7 +332,9 @@ int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *S, const float *h, int
                         (size_t)(p + 1 - first),
                         L->ratio ? S->attn.rows : NULL, L->ratio ? S->attn.n_rows : 0,
                         allowed, scale, b.heads + t * NH * Dh, b.scores};
-        ds4_pool_run(attend_heads, &job, NH, 1);
+        /* few rows: the calling thread alone beats waking the pool */
+        size_t work = NH * Dh * (job.n_raw + job.n_comp);
+        ds4_pool_run(attend_heads, &job, NH, work < 64 * 1024 ? NH : 1);
         rope_heads(L, opt, b.heads + t * NH * Dh, (int)NH, (int)Dh, p, 1);
     }
 
