@@ -1,5 +1,5 @@
 /* f32 vector primitives of the attention and the indexer: the strict sequential forms
- * (exact numerics) and AVX2/FMA forms for the fast path, where only the summation order
+ * (exact numerics) and AVX2/FMA or NEON forms for the fast path, where only the summation order
  * and the fused multiply-adds differ (the reference engine's fast-math build does the
  * same). */
 #include "fwd_internal.h"
@@ -49,10 +49,38 @@ AVX2 static void axpy_avx2(float *acc, float w, const float *x, size_t n) {
 static const ds4_fw_vec vec_avx2 = {dot_avx2, axpy_avx2};
 #endif
 
+#if defined(__aarch64__)
+#include <arm_neon.h>
+
+static float dot_neon(const float *a, const float *b, size_t n) {
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = vdupq_n_f32(0.0f);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
+        s1 = vfmaq_f32(s1, vld1q_f32(a + i + 4), vld1q_f32(b + i + 4));
+    }
+    float out = vaddvq_f32(vaddq_f32(s0, s1));
+    for (; i < n; i++) out += a[i] * b[i];
+    return out;
+}
+
+static void axpy_neon(float *acc, float w, const float *x, size_t n) {
+    float32x4_t vw = vdupq_n_f32(w);
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(acc + i, vfmaq_f32(vld1q_f32(acc + i), vw, vld1q_f32(x + i)));
+    for (; i < n; i++) acc[i] += w * x[i];
+}
+
+static const ds4_fw_vec vec_neon = {dot_neon, axpy_neon};
+#endif
+
 const ds4_fw_vec *ds4_fw_vec_for(int impl) {
     if (impl == DS4_CPU_IMPL_AUTO) impl = ds4_cpu_best_impl();
 #if defined(__x86_64__) || defined(__i386__)
     if (impl == DS4_CPU_IMPL_AVX2 && ds4_cpu_impl_available(DS4_CPU_IMPL_AVX2)) return &vec_avx2;
+#endif
+#if defined(__aarch64__)
+    if (impl == DS4_CPU_IMPL_NEON) return &vec_neon;
 #endif
     return &vec_seq;
 }

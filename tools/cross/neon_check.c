@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "cpu_internal.h"
+#include "fwd_internal.h"
 
 #define ROWS 48
 #define RTOL 1e-5
@@ -244,6 +245,29 @@ static void check_matmul(size_t ti) {
     free(x);
 }
 
+/* The native forward's attention/indexer vector ops: NEON vs the sequential forms. */
+static void check_vec(void) {
+    const ds4_fw_vec *neon = ds4_fw_vec_for(DS4_CPU_IMPL_NEON);
+    const ds4_fw_vec *seq = ds4_fw_vec_for(DS4_CPU_IMPL_SCALAR);
+    int bad = neon == seq;
+    float a[515], b[515], acc1[515], acc2[515];
+    for (size_t n = 1; n <= 515; n += 57) {
+        double mag = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            a[i] = gauss(), b[i] = gauss();
+            acc1[i] = acc2[i] = gauss();
+            mag += fabs((double)a[i] * b[i]);
+        }
+        bad += fabs((double)neon->dot(a, b, n) - seq->dot(a, b, n)) > RTOL * mag + 1e-30;
+        neon->axpy(acc1, 0.37f, b, n);
+        seq->axpy(acc2, 0.37f, b, n);
+        for (size_t i = 0; i < n; i++)
+            bad += fabs((double)acc1[i] - acc2[i]) > RTOL * (fabs(acc2[i]) + fabs(b[i])) + 1e-30;
+    }
+    printf("%-5s fwd vec: NEON dot/axpy vs sequential on lengths 1..515\n", bad ? "FAIL" : "ok");
+    failures += bad != 0;
+}
+
 int main(void) {
     ds4_cpu_tables_init();
     int sdot = ds4_cpu_have_sdot();
@@ -265,6 +289,7 @@ int main(void) {
             check_table("sdot", &ds4_dots_neon_sdot, ti);
         check_matmul(ti);
     }
+    check_vec();
     ds4_cpu_set_threads(2);
     uint64_t macs0 = ds4_cpu_probe_macs(0, 1000), macs1 = ds4_cpu_probe_macs(1, 1000);
     printf("%-5s probe: %llu int8 MACs, %llu f32 MACs on 2 threads\n",
