@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 
-def make_tiny(out: Path, quant: str) -> Path:
+def make_tiny(out: Path, quant: str, *extra: str) -> Path:
+    """`ds4 gguf tiny` into out (default preset tiny-2layer; extra flags override)."""
+    preset = [] if "--preset" in extra else ["--preset", "tiny-2layer"]
     result = subprocess.run(
         [sys.executable, "-m", "ds4", "gguf", "tiny", "--out", str(out), "--quant", quant,
-         "--preset", "tiny-2layer", "--quiet"],
+         *preset, *extra, "--quiet"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
@@ -30,13 +32,7 @@ def tiny_q2(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_all_kinds(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Six layers: dense, ratio 4 + indexer (hash and top-k routed), ratio 128."""
     out = tmp_path_factory.mktemp("all_kinds") / "tiny.gguf"
-    result = subprocess.run(
-        [sys.executable, "-m", "ds4", "gguf", "tiny", "--out", str(out), "--quant", "q2",
-         "--seed", "11", "--quiet"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
-    return out
+    return make_tiny(out, "q2", "--preset", "tiny", "--seed", "11")
 
 
 @pytest.fixture(scope="session")
