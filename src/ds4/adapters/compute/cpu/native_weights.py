@@ -16,7 +16,6 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.adapters.compute import cpu_kernels
-from ds4.adapters.compute.cpu_kernels import ExpertWeights
 from ds4.adapters.compute.reference.weights import WeightStore
 from ds4.domain.engine_math.numerics import Numerics
 from ds4.domain.errors import Ds4Error
@@ -54,8 +53,3 @@ class NativeWeightStore(WeightStore):
         if info.ggml_type not in cpu_kernels.MATMUL_TYPES:
             raise Ds4Error(f"{name}: the CPU backend has no kernel for {info.ggml_type.name}")
         return cpu_kernels.matmul(raw, info.ggml_type, x, threads=self.threads, impl=self.impl)
-
-    def experts(self, name: str) -> ExpertWeights:
-        """A 3-D expert tensor as raw blocks for moe_forward."""
-        info = self._model_file.tensors[name]
-        return ExpertWeights(self._model_file.raw(name), info.ggml_type)
