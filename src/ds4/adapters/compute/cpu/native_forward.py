@@ -44,24 +44,6 @@ def _fptr(arr: F32) -> Any:
     return _ffi.cast("float *", _ffi.from_buffer(arr))
 
 
-class _PointerCache:
-    """cffi pointers of the state arrays, reused while an array is not reallocated
-    (taking a fresh pointer costs microseconds, a decode step needs dozens)."""
-
-    def __init__(self) -> None:
-        self._arrays: dict[int, tuple[F32, Any]] = {}
-
-    def get(self, arr: F32) -> Any:
-        hit = self._arrays.get(id(arr))
-        if hit is not None and hit[0] is arr:
-            return hit[1]
-        ptr = _fptr(arr)
-        if len(self._arrays) > 4096:  # a long-lived runner: drop stale entries
-            self._arrays.clear()
-        self._arrays[id(arr)] = (arr, ptr)
-        return ptr
-
-
 class NativeForward:
     """Forward-compatible (run/head) evaluation on the native layer kernels.
 
@@ -98,7 +80,6 @@ class NativeForward:
         )
         self._cstates = _ffi.new("ds4_fw_state[]", hp.n_layer)
         self._failed = _ffi.new("int *")
-        self._ptrs = _PointerCache()
         self._one_streams = np.empty((1, hp.n_hc, hp.n_embd), dtype=np.float32)
         self._one_id = np.zeros(1, dtype=np.int32)
         self._one_ptrs = (
@@ -113,11 +94,10 @@ class NativeForward:
         self.native_seconds = 0.0
 
     def _bind_comp(self, dst: Any, comp: CompressorHistory, room: int) -> None:
-        ptr = self._ptrs.get
-        dst.kv = ptr(comp.kv.reserve(room))
-        dst.score = ptr(comp.score.reserve(room))
+        dst.kv = _fptr(comp.kv.reserve(room))
+        dst.score = _fptr(comp.score.reserve(room))
         cap = room // comp.ratio + 1
-        dst.rows = ptr(comp.rows.reserve(cap))
+        dst.rows = _fptr(comp.rows.reserve(cap))
         dst.rows_cap = cap
 
     def _bind(self, il: int, state: LayerState, start: int, end: int) -> None:
@@ -134,7 +114,7 @@ class NativeForward:
         bound = self._bound[il]
         if bound is None or bound[0] is not state or end > bound[1]:
             room = end + max(64, end - state.raw.base)  # amortised: rare rebinds in decode
-            c.raw = self._ptrs.get(state.raw.reserve(room))
+            c.raw = _fptr(state.raw.reserve(room))
             c.attn.kv = c.attn.score = c.attn.rows = c.index.kv = c.index.score = _ffi.NULL
             c.index.rows = _ffi.NULL
             if state.attn is not None:
