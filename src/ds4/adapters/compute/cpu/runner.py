@@ -13,7 +13,9 @@ from ds4.adapters.compute.reference.runner import ReferenceRunner, load_model
 from ds4.adapters.quant.native_dequant import NativeDequantizer
 from ds4.domain.engine_math.numerics import numerics_named
 from ds4.domain.errors import Ds4Error
+from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.compute import ModelRunner
+from ds4.ports.model_file import ModelFile
 
 
 class CpuRunner(ReferenceRunner):
@@ -21,10 +23,15 @@ class CpuRunner(ReferenceRunner):
     are the reference engine's, so snapshots move freely between the two backends)."""
 
 
-def open_cpu_runner(
-    path: str, *, numerics: str = "ds4", threads: int | None = None, impl: str = "auto"
+def cpu_runner(
+    model: ModelFile,
+    hparams: DeepSeekV4HParams,
+    *,
+    numerics: str = "ds4",
+    threads: int | None = None,
+    impl: str = "auto",
 ) -> ModelRunner:
-    """Open and validate a main-model GGUF for the native CPU backend.
+    """The native CPU backend over an already opened and validated model file.
 
     numerics: "ds4" (default) simulates the engine's rounding points, "exact" does the same
     on the scalar kernels (model.md's strict arithmetic, bit for bit), "fp32" simulates
@@ -41,8 +48,16 @@ def open_cpu_runner(
         impl = "scalar"
     n_threads = threads if threads is not None else os.cpu_count() or 1
     cpu_kernels.set_threads(n_threads)  # Ds4Error now for a bad count, not at first use
-    model, hparams = load_model(path)
     deq = NativeDequantizer()
     store = NativeWeightStore(model, deq, chosen, threads=n_threads, impl=impl)
     native = NativeForward(hparams, model, store, chosen, cpu_kernels.IMPLS[impl])
     return CpuRunner(model, hparams, chosen, deq, native)
+
+
+def open_cpu_runner(
+    path: str, *, numerics: str = "ds4", threads: int | None = None, impl: str = "auto"
+) -> ModelRunner:
+    """Open and validate a main-model GGUF for the native CPU backend (see cpu_runner)."""
+    numerics_named(numerics)  # a bad name fails before the file is opened
+    model, hparams = load_model(path)
+    return cpu_runner(model, hparams, numerics=numerics, threads=threads, impl=impl)

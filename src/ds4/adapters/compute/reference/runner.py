@@ -46,15 +46,27 @@ class ReferenceRunner:
         return ReferenceSession(self._forward, ctx)
 
 
+def reference_runner(
+    model: ModelFile,
+    hparams: DeepSeekV4HParams,
+    *,
+    numerics: str = "ds4",
+    dequantizer: Dequantizer | None = None,
+) -> ModelRunner:
+    """The reference backend over an already opened and validated model file."""
+    chosen = numerics_named(numerics)
+    if chosen.name == "exact":
+        raise Ds4Error("--numerics exact runs on the native CPU backend (--backend cpu)")
+    return ReferenceRunner(model, hparams, chosen, dequantizer or NumpyDequantizer())
+
+
 def open_reference_runner(
     path: str, *, numerics: str = "ds4", dequantizer: Dequantizer | None = None
 ) -> ModelRunner:
     """Open and validate a main-model GGUF; Ds4Error naming every problem if it is unusable."""
-    chosen = numerics_named(numerics)
-    if chosen.name == "exact":
-        raise Ds4Error("--numerics exact runs on the native CPU backend (--backend cpu)")
+    numerics_named(numerics)  # a bad name fails before the file is opened
     model, hparams = load_model(path)
-    return ReferenceRunner(model, hparams, chosen, dequantizer or NumpyDequantizer())
+    return reference_runner(model, hparams, numerics=numerics, dequantizer=dequantizer)
 
 
 def load_model(path: str) -> tuple[GGUFFile, DeepSeekV4HParams]:
