@@ -21,9 +21,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
 from ds4.adapters.system_clock import SystemClock
+from ds4.domain.engine.session import Session
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.kvc_header import SaveReason
 from ds4.domain.kvcache.policy import KvCacheOptions
@@ -32,7 +34,8 @@ KEY = b"<bench> a rendered prompt used as the cache key"
 
 
 class BufferSession:
-    """A session whose state is one byte buffer (what a restore must at least copy)."""
+    """A ComputeSession whose state is one byte buffer (what a restore must at least copy);
+    it evaluates nothing."""
 
     def __init__(self, payload: bytes = b"") -> None:
         self.state = np.frombuffer(payload, dtype=np.uint8).copy()
@@ -55,6 +58,21 @@ class BufferSession:
 
     def invalidate(self) -> None:
         self._tokens = []
+
+    def prefill(self, tokens: Sequence[int], **_: object) -> npt.NDArray[np.float32]:
+        raise NotImplementedError("a buffer evaluates nothing")
+
+    def eval(self, token: int) -> npt.NDArray[np.float32]:
+        raise NotImplementedError("a buffer evaluates nothing")
+
+    def logits(self) -> npt.NDArray[np.float32]:
+        raise NotImplementedError("a buffer evaluates nothing")
+
+    def rewind_floor(self, n: int) -> int:
+        return 0
+
+    def rewind(self, n: int) -> None:
+        raise NotImplementedError("a buffer cannot rewind")
 
 
 def sequential_read(path: Path) -> float:
@@ -92,7 +110,7 @@ def main() -> None:
         rng = np.random.default_rng(0)
         payload = rng.integers(0, 256, args.mib << 20, dtype=np.uint8).tobytes()
         start = time.perf_counter()
-        cache.save(BufferSession(payload), KEY, SaveReason.COLD)
+        cache.save(Session(BufferSession(payload)), KEY, SaveReason.COLD)
         write = len(payload) / (time.perf_counter() - start)
         (path,) = Path(tmp).glob("*.kv")
         size = path.stat().st_size
@@ -100,11 +118,11 @@ def main() -> None:
         best_fresh = max(fresh_read(path) for _ in range(args.repeat))
         best_restore = 0.0
         for _ in range(args.repeat):
-            session = BufferSession()
+            buffer = BufferSession()
             start = time.perf_counter()
-            loaded = cache.load(session, KEY + b" and the new turn")
+            loaded = cache.load(Session(buffer), KEY + b" and the new turn")
             elapsed = time.perf_counter() - start
-            assert loaded is not None and session.state.nbytes == len(payload)
+            assert loaded is not None and buffer.state.nbytes == len(payload)
             best_restore = max(best_restore, size / elapsed)
     gb = 1e9
     print(f"checkpoint: {size / 2**20:.0f} MiB")

@@ -19,7 +19,6 @@ from ds4.adapters.http.server_state import HttpConfig, ServerState
 from ds4.apps import wiring
 from ds4.domain.engine.session import Session
 from ds4.domain.kvcache.policy import KvCacheOptions
-from ds4.domain.serving.eval_watch import EvalWatch
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.kv_checkpoints import KvCheckpoints
 from ds4.domain.tools.replay_memory import ToolReplayMemory
@@ -76,10 +75,9 @@ def build_server(options: ServerOptions, trace: TextIO | None = None) -> BuiltSe
             trace.write(line + "\n")
             trace.flush()
 
-    watch = EvalWatch(runner.new_session(options.ctx))
     kv = _kv_checkpoints(options, runner, tokenizer, memory, lock, write_trace)
     worker = Worker(
-        session=Session(watch, chunk=options.prefill_chunk),
+        session=Session(runner.new_session(options.ctx), chunk=options.prefill_chunk),
         tokenizer=tokenizer,
         memory=memory,
         random=random,
@@ -87,7 +85,6 @@ def build_server(options: ServerOptions, trace: TextIO | None = None) -> BuiltSe
         memory_lock=lock,
         trace=write_trace,
         kv=kv,
-        eval_watch=watch,
     )
     config = HttpConfig(
         ctx=options.ctx,

@@ -3,50 +3,18 @@
 from __future__ import annotations
 
 import os
-import struct
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-import numpy.typing as npt
 import pytest
+from tests.support.fake_compute import FakeComputeSession
+from tests.support.sessions import prefilled
 
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
+from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason, cache_key_name
 from ds4.domain.kvcache.policy import KvCacheOptions
-
-
-class FakeSession:
-    """A ComputeSession whose payload is just its tokens (enough for the cache logic)."""
-
-    def __init__(self, ctx: int = 4096) -> None:
-        self._ctx = ctx
-        self._tokens: list[int] = []
-
-    @property
-    def ctx(self) -> int:
-        return self._ctx
-
-    @property
-    def tokens(self) -> Sequence[int]:
-        return self._tokens
-
-    def prefill(self, tokens: Sequence[int], **_: object) -> npt.NDArray[np.float32]:
-        self._tokens += list(tokens)
-        return np.zeros(4, dtype=np.float32)
-
-    def invalidate(self) -> None:
-        self._tokens = []
-
-    def payload(self) -> bytes:
-        return b"FAKE" + struct.pack(f"<{len(self._tokens)}I", *self._tokens)
-
-    def load_payload(self, data: bytes) -> None:
-        if data[:4] != b"FAKE" or (len(data) - 4) % 4:
-            raise Ds4Error("payload: bad magic")
-        self._tokens = list(struct.unpack(f"<{(len(data) - 4) // 4}I", data[4:]))
 
 
 class Clock:
@@ -67,10 +35,14 @@ def make_cache(tmp: Path, opts: KvCacheOptions = OPTS, clock: Clock | None = Non
                      log=(log.append if log is not None else lambda _: None))  # fmt: skip
 
 
-def session_with(tokens: list[int]) -> FakeSession:
-    s = FakeSession()
-    s.prefill(tokens)
-    return s
+def empty_session() -> Session:
+    return Session(FakeComputeSession(ctx=4096))
+
+
+def session_with(tokens: list[int]) -> Session:
+    session = empty_session()
+    prefilled(session, tokens)
+    return session
 
 
 def test_save_then_load_restores_tokens_and_counts_a_hit(tmp_path: Path) -> None:
@@ -79,7 +51,7 @@ def test_save_then_load_restores_tokens_and_counts_a_hit(tmp_path: Path) -> None
     (path,) = tmp_path.iterdir()
     assert path.name == cache_key_name(b"<sys>hi<user>")
     assert path.stat().st_mode & 0o777 != 0  # a regular file
-    fresh = FakeSession()
+    fresh = empty_session()
     loaded = cache.load(fresh, b"<sys>hi<user>and more")
     assert loaded is not None and loaded.tokens == 10 and loaded.text_bytes == 13
     assert list(fresh.tokens) == list(range(10))
@@ -93,7 +65,7 @@ def test_survives_a_restart_and_prefers_the_longest_prefix(tmp_path: Path) -> No
     cache.save(session_with([1] * 5), b"AB", SaveReason.COLD)
     cache.save(session_with([2] * 8), b"ABCD", SaveReason.CONTINUED)
     reopened = make_cache(tmp_path)  # a new process: only the directory remains
-    s = FakeSession()
+    s = empty_session()
     loaded = reopened.load(s, b"ABCDEF")
     assert loaded is not None and list(s.tokens) == [2] * 8
 
@@ -102,8 +74,8 @@ def test_too_short_or_wrong_prefix_is_not_saved_or_loaded(tmp_path: Path) -> Non
     cache = make_cache(tmp_path)
     assert not cache.save(session_with([1, 2]), b"x", SaveReason.COLD)  # < min tokens
     cache.save(session_with([1] * 6), b"hello", SaveReason.COLD)
-    assert cache.load(FakeSession(), b"help") is None
-    assert cache.load(FakeSession(), b"hell") is None
+    assert cache.load(empty_session(), b"help") is None
+    assert cache.load(empty_session(), b"hell") is None
 
 
 def test_a_checkpoint_that_fails_to_load_is_deleted(tmp_path: Path) -> None:
@@ -114,7 +86,7 @@ def test_a_checkpoint_that_fails_to_load_is_deleted(tmp_path: Path) -> None:
     raw = bytearray(path.read_bytes())
     raw[52 + 3 : 52 + 7] = b"BAD!"  # corrupt the payload magic
     path.write_bytes(bytes(raw))
-    s = FakeSession()
+    s = empty_session()
     assert cache.load(s, b"key...") is None
     assert list(s.tokens) == []
     assert not path.exists()

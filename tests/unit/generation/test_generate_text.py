@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.support.fake_compute import FakeComputeSession
+from tests.support.sessions import prefilled
 from tests.unit.generation.byte_tokenizer import VOCAB
 from tests.unit.generation.scripts import EOS, PROMPT, TOKENIZER, SpeechScript, speaking
 
@@ -177,7 +178,7 @@ def test_sampling_is_reproducible_per_seed() -> None:
 
 def test_decode_tokens_is_the_plain_token_path() -> None:
     session, _ = speaking("xyz")
-    session.sync(PROMPT)
+    prefilled(session, PROMPT)
     tokens = list(decode_tokens(session, SamplingParams(temperature=0), 10, eos=EOS))
     assert tokens == TOKENIZER.encode("xyz")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tests.support.fake_compute import FakeComputeSession, Scripted
+from tests.support.sessions import prefilled
 from tests.unit.generation.byte_tokenizer import VOCAB
 from tests.unit.generation.scripts import EOS, PROMPT, TOKENIZER, SpeechScript
 
@@ -17,7 +18,7 @@ from ds4.domain.generation.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from ds4.domain.generation.loop import TurnSettings, generate
+from ds4.domain.generation.loop import TurnSettings, decode_turn, generate
 from ds4.domain.sampling.params import SamplingParams
 
 D = "｜DSML｜"
@@ -143,3 +144,20 @@ def test_call_begun_inside_reasoning_forces_think_close_and_is_reissued() -> Non
     assert "</think>\n\n" in done.text
     assert done.reasoning is not None and done.reasoning.startswith("I should call it.")
     assert done.usage.completion_tokens == len(done.tokens) == len(session.tokens) - len(PROMPT)
+
+
+def test_on_token_follows_every_evaluated_token_forced_ones_included() -> None:
+    session = Session(FakeComputeSession(vocab=VOCAB, ctx=1024, script=ForcedCloseScript()))
+    settings = TurnSettings(thinking=True, tools_active=True)
+    prefilled(session, PROMPT)
+    seen: list[tuple[int, int]] = []  # (token, live length when the callback ran)
+    events = decode_turn(
+        session,
+        TOKENIZER,
+        settings,
+        prompt_tokens=len(PROMPT),
+        on_token=lambda token: seen.append((token, session.pos)),
+    )
+    done = finished(list(events))
+    assert [token for token, _ in seen] == list(done.tokens)
+    assert [pos for _, pos in seen] == list(range(len(PROMPT) + 1, session.pos + 1))

@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from tests.support.fake_compute import FakeComputeSession
+from tests.support.sessions import prefilled
 from tests.unit.generation.byte_tokenizer import ByteTokenizer
 
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
@@ -21,7 +22,6 @@ from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason
 from ds4.domain.kvcache.model_identity import model_tag_for
 from ds4.domain.kvcache.policy import KvCacheOptions
 from ds4.domain.model.tiny_shapes import DEFAULT_TINY_SHAPE, TINY_SHAPES
-from ds4.domain.serving.eval_watch import EvalWatch
 from ds4.domain.serving.kv_checkpoints import KvCheckpoints
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 
@@ -54,10 +54,25 @@ def make(tmp: Path, opts: KvCacheOptions = OPTS) -> tuple[KvCheckpoints, list[st
     return KvCheckpoints(disk, TOK, memory, log=log.append), log
 
 
-def session_at(text: str, ctx: int = 256) -> Session:
-    session = Session(EvalWatch(FakeComputeSession(ctx=ctx)))
-    session.sync(TOK.encode(text))
+def session_at(text: str, ctx: int = 256, chunk: int = 0) -> Session:
+    session = Session(FakeComputeSession(ctx=ctx), chunk=chunk)
+    if text:
+        prefilled(session, TOK.encode(text))
     return session
+
+
+def run_prefill(kv: KvCheckpoints, session: Session, text: str, *, cold: bool) -> int:
+    """KvCheckpoints.prefill to its end; the reused token count."""
+    events = kv.prefill(session, TOK.encode(text), cold=cold, cancel=lambda: False)
+    while True:
+        try:
+            next(events)
+        except StopIteration as done:
+            return int(done.value)
+
+
+def saved(kv: KvCheckpoints) -> list[tuple[SaveReason, int]]:
+    return sorted((e.header.reason, e.header.tokens) for e in kv.disk.store.entries())
 
 
 def test_cold_length_prefers_the_chat_anchor_then_trims_and_aligns(tmp_path: Path) -> None:
@@ -73,10 +88,33 @@ def test_cold_length_prefers_the_chat_anchor_then_trims_and_aligns(tmp_path: Pat
     assert off.cold_length(plain) == 0
 
 
-def test_a_cold_cut_on_a_frontier_suppresses_the_continued_save(tmp_path: Path) -> None:
+def test_prefill_saves_continued_frontiers_after_every_chunk(tmp_path: Path) -> None:
     kv, _ = make(tmp_path)
-    assert kv.suppress_continued(32) == 0 and kv.last_store == 32
-    assert kv.suppress_continued(40) == 32 and kv.last_store == 32  # 40 is no frontier
+    session = session_at("", chunk=8)
+    assert run_prefill(kv, session, "y" * 40, cold=False) == 0
+    assert saved(kv) == [(SaveReason.CONTINUED, 16), (SaveReason.CONTINUED, 32)]
+    run_prefill(kv, session, "y" * 50, cold=False)  # 48 is new; 16 and 32 are not redone
+    assert saved(kv) == [(SaveReason.CONTINUED, n) for n in (16, 32, 48)]
+
+
+def test_a_cold_cut_on_a_frontier_is_written_once_as_cold(tmp_path: Path) -> None:
+    kv, log = make(tmp_path)
+    session = session_at("", chunk=8)
+    run_prefill(kv, session, "x" * 35, cold=True)  # cut: 35 - 2 trimmed, aligned to 32
+    # the frontier mark moves to the cut before prefilling, so 16 is passed unsaved too
+    # (server.md §6.5: the cold frontier is "marked as already stored")
+    assert saved(kv) == [(SaveReason.COLD, 32)]
+    assert not any("reason=continued" in line for line in log)
+
+
+def test_a_failed_cold_save_gives_its_frontier_back(tmp_path: Path) -> None:
+    kv, log = make(tmp_path)
+    session = session_at("", chunk=1)  # every position is a chunk boundary
+    head = "x" * 31
+    run_prefill(kv, session, head + "é" + "x" * 3, cold=True)  # the cut splits the é
+    assert saved(kv) == [] and "inside a UTF-8 character" in log[-1]
+    run_prefill(kv, session, head + "y" * 9, cold=False)  # rewinds to 31, passes 32 again
+    assert saved(kv) == [(SaveReason.CONTINUED, 32)]  # the mark went back to 0
 
 
 def test_store_requires_the_live_state_at_exactly_n(tmp_path: Path) -> None:
@@ -84,7 +122,7 @@ def test_store_requires_the_live_state_at_exactly_n(tmp_path: Path) -> None:
     session = session_at("abcdefghijklmnopqrst")
     assert not kv.store(session, SaveReason.COLD, 16)
     assert "live checkpoint is at 20, not 16" in log[-1]
-    assert kv.store(session, SaveReason.COLD, 20) and kv.last_store == 20
+    assert kv.store(session, SaveReason.COLD, 20)
     assert not kv.store(session_at("abc"), SaveReason.EVICT, 3)  # under min_tokens
     (entry,) = kv.disk.store.entries()
     assert entry.header.tokens == 20 and entry.header.reason is SaveReason.COLD
@@ -93,7 +131,7 @@ def test_store_requires_the_live_state_at_exactly_n(tmp_path: Path) -> None:
 def test_a_key_ending_inside_a_utf8_character_is_not_stored(tmp_path: Path) -> None:
     kv, log = make(tmp_path)
     session = session_at("abcdefghij")
-    session.sync([*session.tokens, *"é".encode()[:1]])
+    prefilled(session, [*session.tokens, *"é".encode()[:1]])
     assert not kv.store(session, SaveReason.EVICT, 11)
     assert "inside a UTF-8 character" in log[-1]
 
@@ -112,17 +150,14 @@ def test_load_appends_the_tokenized_suffix_and_imports_tool_ids(tmp_path: Path) 
 
     _, fresh_log = make(tmp_path)
     fresh = KvCheckpoints(kv.disk, TOK, ToolReplayMemory(Random()), log=fresh_log.append)
-    session = Session(EvalWatch(FakeComputeSession(ctx=256)))
+    session = session_at("")
     prompt = saved + "<｜end▁of▁sentence｜><｜User｜>thanks"
     hit = fresh.load(session, prompt)
     assert hit is not None and hit.loaded == len(TOK.encode(saved)) and hit.tool_ids == 1
     assert list(hit.tokens) == TOK.encode(prompt)  # stored ids + the suffix's own tokens
-    assert fresh.last_store == hit.loaded
     assert fresh.memory.ktm_entries(saved) == [("call_1", block)]
     assert "kv cache hit text" in fresh_log[-1]
-    assert (
-        fresh.load(Session(EvalWatch(FakeComputeSession(ctx=256))), prompt, more_than=999) is None
-    )
+    assert fresh.load(session_at(""), prompt, more_than=999) is None
 
 
 def test_tool_memory_is_imported_from_every_trailer_at_start(tmp_path: Path) -> None:
@@ -138,23 +173,21 @@ def test_tool_memory_is_imported_from_every_trailer_at_start(tmp_path: Path) -> 
     assert fresh.import_tool_memory() == 1
 
 
+def decode(kv: KvCheckpoints, session: Session, text: str, *, tools_active: bool) -> None:
+    """What decode_turn does with the callback: evaluate a token, then call it."""
+    on_token = kv.continued_saver(session, tools_active=tools_active)
+    for token in TOK.encode(text):
+        session.eval(token)
+        on_token(token)
+
+
 def test_decoding_saves_frontiers_until_a_tool_call_starts(tmp_path: Path) -> None:
     kv, log = make(tmp_path)
-    watch = EvalWatch(FakeComputeSession(ctx=256))
-    session = Session(watch)
-    session.sync(TOK.encode("p" * 10))
-    watch.on_eval = kv.decode_hook(session, tools_active=True)
-    for token in TOK.encode("a" * 6 + "<｜DSML｜tool_calls>" + "b" * 20):
-        session.eval(token)
+    decode(kv, session_at("p" * 10), "a" * 6 + "<｜DSML｜tool_calls>" + "b" * 20, tools_active=True)
     stored = [line for line in log if "reason=continued" in line]
     assert len(stored) == 1 and "tokens=16" in stored[0]  # 32 came after the marker
-    plain = Session(watch)
-    plain.invalidate()
-    plain.sync(TOK.encode("p" * 10))
-    kv.last_store = 0
-    watch.on_eval = kv.decode_hook(plain, tools_active=False)
-    for token in TOK.encode("a" * 30):
-        plain.eval(token)
+    fresh = KvCheckpoints(kv.disk, TOK, kv.memory, log=log.append)  # a new conversation
+    decode(fresh, session_at("p" * 10), "a" * 30, tools_active=False)
     assert sum("reason=continued" in line for line in log) == 3  # 16 (kept) and 32
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import cast
 
 from tests.support.fake_compute import FakeComputeSession
+from tests.support.sessions import prefilled
 
 from ds4.domain.chat.constants import EOS
 from ds4.domain.chat.messages import (
@@ -92,7 +93,7 @@ def live(
 ) -> tuple[Session, FakeComputeSession]:
     compute = FakeComputeSession(vocab=512, ctx=ctx, rewind_step=rewind_step)
     session = Session(compute)
-    session.sync(tokenizer.encode(text))
+    prefilled(session, tokenizer.encode(text))
     compute.evaluated.clear()
     return session, compute
 
@@ -149,7 +150,7 @@ def test_same_bytes_in_another_token_split_keep_the_sampled_state() -> None:
     tokenizer = CharTokenizer()
     rendered = PROMPT + "ab" + SUFFIX
     session, compute = live(PROMPT, tokenizer)
-    session.sync([*session.tokens, MERGED, *tokenizer.encode(SUFFIX)])
+    prefilled(session, [*session.tokens, MERGED, *tokenizer.encode(SUFFIX)])
     compute.evaluated.clear()
     assert run(session, tokenizer, rendered, len(PROMPT)) == (Outcome.SAME_TEXT, 0)
     assert compute.evaluated == []
@@ -195,7 +196,7 @@ def test_a_rebuild_prefers_a_longer_disk_checkpoint() -> None:
     def disk_load(target: Session, text: str, more_than: int) -> tuple[int, ...]:
         asked.append((text, more_than))
         target.invalidate()
-        target.sync(canonical[:-3])  # the restored file; the suffix is still to prefill
+        prefilled(target, canonical[:-3])  # the restored file; the suffix is still to prefill
         compute.evaluated.clear()
         return canonical
 

@@ -1,9 +1,11 @@
 """The live session: one ComputeSession plus prefix reuse, cancellation and snapshots.
 
-`sync(prompt)` makes the state hold exactly `prompt` with valid logits, evaluating
-as little as it can: it keeps the longest common prefix with the live tokens, cut
-back to a point the engine can rewind to exactly (compressed rows and sliding
-windows make some positions unsafe), and prefills the rest in chunks.
+The one domain wrapper of the compute port. Bringing it to a prompt takes two steps
+(generation.loop.prefill runs them): `reuse(prompt)` keeps the longest common prefix
+with the live tokens, cut back to a point the engine can rewind to exactly
+(compressed rows and sliding windows make some positions unsafe), and `extend`
+evaluates the rest in chunks, checking for cancellation between them. Snapshots
+(`snapshot`/`restore`) are what the disk KV cache writes and reads.
 """
 
 from __future__ import annotations
@@ -48,25 +50,6 @@ class Session:
 
     def common_prefix(self, prompt: Sequence[int]) -> int:
         return common_prefix(self._compute.tokens, prompt)
-
-    def sync(
-        self,
-        prompt: Sequence[int],
-        *,
-        progress: ProgressCallback | None = None,
-        cancel: CancelCheck = never_cancel,
-    ) -> int:
-        """Make the state hold `prompt`; return how many of its tokens were reused.
-
-        progress(done, total) counts the tokens evaluated of those that had to be.
-        Raises CancelledError at a chunk boundary (the state then holds a prefix of
-        `prompt`, so a retry reuses it) and Ds4Error when the prompt does not fit.
-        """
-        reused = self.reuse(prompt)
-        for done, total in self.extend(prompt[reused:], cancel=cancel):
-            if progress is not None:
-                progress(done, total)
-        return reused
 
     def reuse(self, prompt: Sequence[int]) -> int:
         """Cut the state back to the longest part of `prompt` it can keep; return its length.

@@ -6,13 +6,14 @@ the events of generation.events. One turn:
 2. decode: sample (greedy while the DSML tracker is inside tool-call structure),
    stop on EOS (never evaluated), a stop string, the token budget, a full context,
    a closed tool block or cancellation; feed "</think>\\n\\n" when a tool call was
-   begun inside reasoning (seed 000's forced close);
+   begun inside reasoning (seed 000's forced close); `on_token(token)` runs after
+   each token is evaluated, before the next step (the server's continued KV saves);
 3. finish: flush held text, parse the turn (dsml.turn.finish_turn), report usage.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ds4.domain.dsml.stream_decoder import DsmlStreamDecoder
@@ -38,6 +39,13 @@ from ds4.domain.sampling.sampler import sample
 from ds4.ports.tokenizer import Tokenizer
 
 FORCED_THINK_CLOSE = "</think>\n\n"
+
+OnToken = Callable[[int], None]
+
+
+def ignore_token(_token: int) -> None:
+    """The default on_token: nothing to do after a token."""
+    return None
 
 
 @dataclass(frozen=True)
@@ -186,8 +194,13 @@ def decode_turn(
     prompt_tokens: int,
     cached: int = 0,
     cancel: CancelCheck = never_cancel,
+    on_token: OnToken = ignore_token,
 ) -> Iterator[GenerationEvent]:
-    """Decode one turn from a synced session (its logits follow the prompt)."""
+    """Decode one turn from a prefilled session (its logits follow the prompt).
+
+    on_token(token) runs after each token is evaluated into the session (forced
+    tokens included), so the state then holds exactly the tokens so far.
+    """
     turn = _Turn(tokenizer, settings)
     usage = Usage(prompt_tokens, cached, 0)
     budget = max(0, min(settings.max_tokens, session.ctx - session.pos))
@@ -207,6 +220,7 @@ def decode_turn(
                     break
                 for token in forced:
                     logits = session.eval(token)
+                    on_token(token)
                     yield from turn.push(token)
                 continue
             params = GREEDY if turn.dsml.greedy else settings.sampling
@@ -215,6 +229,7 @@ def decode_turn(
                 finish = "stop"
                 break
             logits = session.eval(token)
+            on_token(token)
             yield from turn.push(token)
             if turn.splitter.stop_at is not None:
                 finish = "stop"

@@ -1,6 +1,6 @@
 """Save and load live sessions as `.kv` checkpoints (formats.md §7.4-7.6, server.md §6.4).
 
-The orchestration between the engine's session (payload bytes, token history), the
+The orchestration between the live Session (its snapshot bytes and token history), the
 store (files) and the policy (lengths, budget, scores). A checkpoint that fails to
 load is deleted, never retried; a loaded checkpoint is kept (only the budget evicts it).
 """
@@ -8,10 +8,10 @@ load is deleted, never retried; a loaded checkpoint is kept (only the budget evi
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Protocol
 
+from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.kvc_header import KvcFlags, KvcHeader, SaveReason
 from ds4.domain.kvcache.policy import (
@@ -26,22 +26,6 @@ from ds4.ports.kv_store import KVStore
 
 Log = Callable[[str], None]
 MAX_LOAD_ATTEMPTS = 8  # failed loads delete their file; this only bounds a racing writer
-
-
-class CheckpointableSession(Protocol):
-    """The part of the compute port's session that checkpoints need."""
-
-    @property
-    def ctx(self) -> int: ...
-
-    @property
-    def tokens(self) -> Sequence[int]: ...
-
-    def payload(self) -> bytes: ...
-
-    def load_payload(self, data: bytes) -> None: ...
-
-    def invalidate(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -72,7 +56,7 @@ class DiskCache:
 
     def save(
         self,
-        session: CheckpointableSession,
+        session: Session,
         key_text: bytes,
         reason: SaveReason,
         *,
@@ -80,12 +64,12 @@ class DiskCache:
         trailer: bytes = b"",
     ) -> bool:
         """Write the session's whole state under `key_text`; False when skipped."""
-        tokens = len(session.tokens)
+        tokens = session.pos
         if tokens < self.opts.min_tokens or self.quant_bits not in (2, 4):
             return False
         if len(key_text) >= 2**32:
             return False
-        payload = session.payload()
+        payload = session.snapshot()
         need = required_bytes(len(key_text), len(payload), len(trailer))
         budget = self.opts.budget_bytes
         if budget > 0 and need > budget:
@@ -183,7 +167,7 @@ class DiskCache:
     # ---- loading -------------------------------------------------------------
 
     def load(
-        self, session: CheckpointableSession, prompt_text: bytes, *, more_than: int = 0
+        self, session: Session, prompt_text: bytes, *, more_than: int = 0
     ) -> LoadedCheckpoint | None:
         """Restore the longest usable checkpoint whose key prefixes `prompt_text`.
 
@@ -208,19 +192,18 @@ class DiskCache:
         return None
 
     def _load_entry(
-        self, session: CheckpointableSession, prompt_text: bytes, entry: CacheEntry
+        self, session: Session, prompt_text: bytes, entry: CacheEntry
     ) -> LoadedCheckpoint | None:
         kv = self.store.read(entry.sha)
         if kv is None or not prompt_text.startswith(kv.text):
             self._log(f"kv cache load failed sha={entry.sha}: key changed")
             return None
         try:
-            session.load_payload(kv.payload)
+            session.restore(kv.payload)  # empties the session when the payload is bad
         except Ds4Error as exc:
-            session.invalidate()
             self.discard(entry.sha, str(exc))
             return None
-        if len(session.tokens) != kv.header.tokens:
+        if session.pos != kv.header.tokens:
             session.invalidate()
             self.discard(entry.sha, "token count differs from header")
             return None

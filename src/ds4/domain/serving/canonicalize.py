@@ -11,7 +11,7 @@ Two choices differ from the reference snapshot, both noted in the tests:
 * the expected suffix renders the calls canonically even when a sampled block
   exists (the snapshot used the sampled block [QUIRK], which is not what the next
   prompt contains once replay is off);
-* a rebuild keeps the longest prefix the engine can rewind to exactly (Session.sync)
+* a rebuild keeps the longest prefix the engine can rewind to exactly (loop.prefill)
   instead of invalidating everything; the state it ends in is the same.
 """
 

@@ -9,11 +9,12 @@ a byte prefix ("memory-text"); otherwise, with a disk cache, the outgoing state 
 saved ("evict", keyed by its visible transcript when bound) and the longest stored
 text prefix is loaded ("disk-text"); else the engine keeps the longest common token
 prefix it can and a "cold" checkpoint may be cut (§6.5). Continued checkpoints are
-written at aligned frontiers while prefilling and decoding (§6.6), shutdown saves
-the live state. After a successful prefill the bindings the job did not continue
-from are dropped; after the turn they are remembered or cleared (§3.14), and a chat
-or Anthropic turn whose calls cannot be replayed exactly has its live state rewritten
-to the canonical rendering before the reply goes out (§4.10, serving.canonicalize).
+written at aligned frontiers while prefilling and, through the decode loop's
+per-token callback, while decoding (§6.6); shutdown saves the live state. After a
+successful prefill the bindings the job did not continue from are dropped; after the
+turn they are remembered or cleared (§3.14), and a chat or Anthropic turn whose calls
+cannot be replayed exactly has its live state rewritten to the canonical rendering
+before the reply goes out (§4.10, serving.canonicalize).
 """
 
 from __future__ import annotations
@@ -30,8 +31,14 @@ from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished, PrefillProgress, ToolCallStarted, Usage
-from ds4.domain.generation.loop import TurnSettings, decode_turn, prefill
-from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason
+from ds4.domain.generation.loop import (
+    OnToken,
+    TurnSettings,
+    decode_turn,
+    ignore_token,
+    prefill,
+)
+from ds4.domain.kvcache.kvc_header import KvcFlags
 from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
 from ds4.domain.serving.canonicalize import (
     canonicalize_tool_checkpoint,
@@ -39,7 +46,6 @@ from ds4.domain.serving.canonicalize import (
     should_canonicalize,
 )
 from ds4.domain.serving.decision import CacheDecision, cache_decision
-from ds4.domain.serving.eval_watch import EvalWatch
 from ds4.domain.serving.kv_checkpoints import DiskHit, KvCheckpoints
 from ds4.domain.serving.live_bindings import (
     RESPONSES_TOOL_OUTPUT,
@@ -75,7 +81,6 @@ class Worker:
     memory_lock: AbstractContextManager[object] = field(default_factory=contextlib.nullcontext)
     trace: Trace = _no_trace
     kv: KvCheckpoints | None = None  # the disk KV cache (None: disabled)
-    eval_watch: EvalWatch | None = None  # the session's engine, for saves while decoding
     live: LiveBindings = field(default_factory=LiveBindings)  # §7, next to the session
 
     def settings(self, job: PreparedJob) -> TurnSettings:
@@ -144,7 +149,7 @@ class Worker:
     def shutdown(self) -> None:
         """Clean exit: save the live state (reason `shutdown`); on the worker thread."""
         if self.kv is not None:
-            self.kv.shutdown(self.session, self.live.disk_key(self.session.pos))
+            self.kv.save_at_shutdown(self.session, self.live.disk_key(self.session.pos))
 
     def _warn_reasoning(self, job: PreparedJob, source: str, hit: DiskHit | None) -> None:
         """A stateless replay without its reasoning, and no state that still holds it."""
@@ -172,59 +177,20 @@ class Worker:
             )
         if self.kv is None:
             return None
-        self.kv.on_miss(self.session, self.live.disk_key(self.session.pos))
+        self.kv.save_evicted(self.session, self.live.disk_key(self.session.pos))
         return self.kv.load(self.session, job.prompt_text, more_than=decision.common)
 
     def _prefill(
         self, prompt: tuple[int, ...], *, cold: bool, cancel: CancelCheck
     ) -> Generator[PrefillProgress, None, int]:
-        """Sync to `prompt` with cold/continued saves; the reused token count."""
-        kv = self.kv
-        if kv is None:
+        """Bring the session to `prompt` (with the disk cache's saves); the reused count."""
+        if self.kv is None:
             return (yield from prefill(self.session, prompt, cancel=cancel))
-        cut = kv.cold_length(prompt) if cold else 0
-        if cut and self.session.common_prefix(prompt) >= cut:
-            cut = 0  # the live state already holds the cut: nothing cold about it
-        previous = kv.suppress_continued(cut) if cut else kv.last_store
-        cached = -1
-        if 0 < cut < len(prompt):
-            cached = yield from self._prefill_saving(prompt[:cut], kv, cancel)
-            if not kv.store(self.session, SaveReason.COLD, cut):
-                kv.last_store = previous
-        reused = yield from self._prefill_saving(prompt, kv, cancel)
-        kv.maybe_continued(self.session)
-        if cut == len(prompt) and not kv.store(self.session, SaveReason.COLD, cut):
-            kv.last_store = previous
-        return reused if cached < 0 else cached
-
-    def _prefill_saving(
-        self, prompt: tuple[int, ...], kv: KvCheckpoints, cancel: CancelCheck
-    ) -> Generator[PrefillProgress, None, int]:
-        """prefill(), checking for a continued frontier after every chunk."""
-        generator = prefill(self.session, prompt, cancel=cancel)
-        while True:
-            try:
-                event = next(generator)
-            except StopIteration as done:
-                return int(done.value)
-            kv.maybe_continued(self.session)
-            yield event
+        return (yield from self.kv.prefill(self.session, prompt, cold=cold, cancel=cancel))
 
     # ---- decoding --------------------------------------------------------------
 
     def _decode(
-        self, job: PreparedJob, prompt: tuple[int, ...], cached: int, cancel: CancelCheck
-    ) -> Iterator[ServedEvent]:
-        watch = self.eval_watch if self.kv is not None else None
-        if watch is not None and self.kv is not None:
-            watch.on_eval = self.kv.decode_hook(self.session, job.request.tools_active)
-        try:
-            yield from self._decode_events(job, prompt, cached, cancel)
-        finally:
-            if watch is not None:
-                watch.on_eval = None
-
-    def _decode_events(
         self, job: PreparedJob, prompt: tuple[int, ...], cached: int, cancel: CancelCheck
     ) -> Iterator[ServedEvent]:
         api: ToolApi = "anthropic" if job.request.api is Api.ANTHROPIC else "openai"
@@ -236,6 +202,7 @@ class Worker:
             prompt_tokens=len(prompt),
             cached=cached,
             cancel=cancel,
+            on_token=self._on_token(job),
         ):
             if isinstance(event, ToolCallStarted):
                 with self.memory_lock:
@@ -250,6 +217,12 @@ class Worker:
                 yield finished
             else:
                 yield event
+
+    def _on_token(self, job: PreparedJob) -> OnToken:
+        """After each decoded token: the disk cache's continued saves (or nothing)."""
+        if self.kv is None:
+            return ignore_token
+        return self.kv.continued_saver(self.session, tools_active=job.request.tools_active)
 
     def _finish(self, finished: Finished, api: ToolApi, shown: list[str]) -> Finished:
         self.trace(f"--- generated text ---\n{finished.text}")

@@ -1,9 +1,10 @@
 """The server's side of the disk KV cache (server.md §3.14, §6.2-6.6).
 
 What the worker asks of it, in job order: on a live miss, save the outgoing state
-(`evict`) and try a disk text-prefix load; before prefilling a cold prompt, where to
-cut the `cold` checkpoint; during prefill and decode, whether the live state sits
-on a `continued` frontier; at exit, save the live state (`shutdown`). Keys are the
+(`save_evicted`) and try a disk text-prefix load (`load`); prefill with the request's
+saves (`prefill`: the `cold` checkpoint of a full miss, `continued` ones at every
+frontier passed); decode with a per-token callback that saves continued frontiers
+(`continued_saver`); at exit, save the live state (`save_at_shutdown`). Keys are the
 detokenized bytes of the saved tokens, except that an evict/shutdown save of a state
 bound to a visible transcript (§7) is keyed by that transcript with its header flag,
 so a client replaying the visible history finds it; the KTM trailer carries the tool ids whose
@@ -14,12 +15,15 @@ Every failure is logged and turns into "no checkpoint"; none reaches the client.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+from ds4.domain.engine.cancel import CancelCheck
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
+from ds4.domain.generation.events import PrefillProgress
+from ds4.domain.generation.loop import OnToken, prefill
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason
 from ds4.domain.kvcache.policy import KvCacheOptions, chat_anchor, continued_target, store_len
@@ -32,30 +36,6 @@ Log = Callable[[str], None]
 TOOL_START_MARKERS = ("<｜DSML｜tool_calls>", "<DSML｜tool_calls>", "<tool_calls>")
 _MARKER_BYTES = tuple(m.encode() for m in TOOL_START_MARKERS)
 _MARKER_TAIL = 2 * max(len(m) for m in _MARKER_BYTES)
-
-
-class _Checkpointable:
-    """The engine Session seen through DiskCache's CheckpointableSession."""
-
-    def __init__(self, session: Session) -> None:
-        self._session = session
-
-    @property
-    def ctx(self) -> int:
-        return self._session.ctx
-
-    @property
-    def tokens(self) -> Sequence[int]:
-        return self._session.tokens
-
-    def payload(self) -> bytes:
-        return self._session.snapshot()
-
-    def load_payload(self, data: bytes) -> None:
-        self._session.restore(data)
-
-    def invalidate(self) -> None:
-        self._session.invalidate()
 
 
 def _key_kind(flags: KvcFlags) -> str:
@@ -88,7 +68,7 @@ class KvCheckpoints:
         self.disk, self.tokenizer, self.memory = disk, tokenizer, memory
         self._lock: AbstractContextManager[object] = memory_lock or contextlib.nullcontext()
         self._log = log
-        self.last_store = 0  # the highest cold/continued frontier saved for this conversation
+        self._frontier = 0  # the highest cold/continued position saved in this conversation
 
     @property
     def opts(self) -> KvCacheOptions:
@@ -126,44 +106,88 @@ class KvCheckpoints:
             trailer = self.memory.ktm_trailer(text)
         try:
             saved = self.disk.save(
-                _Checkpointable(session), text.encode("utf-8"), reason, flags=flags, trailer=trailer
+                session, text.encode("utf-8"), reason, flags=flags, trailer=trailer
             )
         except (OSError, Ds4Error) as exc:
             self._log(f"kv cache store failed reason={name} tokens={n}: {exc}")
             return False
         if saved and reason in (SaveReason.COLD, SaveReason.CONTINUED):
-            self.last_store = max(self.last_store, n)
+            self._frontier = max(self._frontier, n)
         return saved
 
-    def on_miss(self, session: Session, key: DiskKey | None = None) -> None:
-        """A request the live state does not serve: forget frontiers, save it (`evict`)."""
-        self.last_store = 0
+    def save_evicted(self, session: Session, key: DiskKey | None = None) -> None:
+        """The live state does not serve the next request: save it (`evict`) and start
+        the frontiers of a new conversation."""
+        self._frontier = 0
         if session.pos >= self.opts.min_tokens:
             self.store(session, SaveReason.EVICT, session.pos, key)
 
-    def maybe_continued(self, session: Session) -> None:
-        if continued_target(session.pos, self.last_store, self.opts):
+    def save_at_shutdown(self, session: Session, key: DiskKey | None = None) -> None:
+        if session.pos >= self.opts.min_tokens:
+            self.store(session, SaveReason.SHUTDOWN, session.pos, key)
+
+    def _save_frontier(self, session: Session) -> None:
+        """A `continued` save when the live state sits on a frontier not yet saved."""
+        if continued_target(session.pos, self._frontier, self.opts):
             self.store(session, SaveReason.CONTINUED, session.pos)
 
-    def decode_hook(self, session: Session, tools_active: bool) -> Callable[[int], None]:
-        """Called after each decoded token: a continued save unless a tool call began."""
+    # ---- prefill and decode --------------------------------------------------
+
+    def prefill(
+        self, session: Session, prompt: Sequence[int], *, cold: bool, cancel: CancelCheck
+    ) -> Generator[PrefillProgress, None, int]:
+        """loop.prefill with the request's saves; returns the reused token count.
+
+        `cold` (a full miss): prefill to the cold cut, save it (`cold`), then the rest
+        (§6.5). Every frontier passed gets a `continued` save (after each chunk and at
+        the end, §6.6), except that a cut on a frontier is marked saved beforehand, so
+        it is written once, as `cold`; the mark is undone when the cold save fails."""
+        cut = self.cold_length(prompt) if cold else 0
+        if cut and session.common_prefix(prompt) >= cut:
+            cut = 0  # the live state already holds the cut: nothing cold about it
+        before = self._frontier
+        if cut and continued_target(cut, self._frontier, self.opts):
+            self._frontier = cut
+        cached = -1
+        if 0 < cut < len(prompt):
+            cached = yield from self._prefill_saving(session, prompt[:cut], cancel)
+            if not self.store(session, SaveReason.COLD, cut):
+                self._frontier = before
+        reused = yield from self._prefill_saving(session, prompt, cancel)
+        self._save_frontier(session)
+        if cut == len(prompt) and not self.store(session, SaveReason.COLD, cut):
+            self._frontier = before
+        return reused if cached < 0 else cached
+
+    def _prefill_saving(
+        self, session: Session, prompt: Sequence[int], cancel: CancelCheck
+    ) -> Generator[PrefillProgress, None, int]:
+        """loop.prefill, checking for a continued frontier after every chunk."""
+        events = prefill(session, prompt, cancel=cancel)
+        while True:
+            try:
+                event = next(events)
+            except StopIteration as done:
+                return int(done.value)
+            self._save_frontier(session)
+            yield event
+
+    def continued_saver(self, session: Session, *, tools_active: bool) -> OnToken:
+        """The per-token callback of one decode (loop.decode_turn's on_token): a
+        `continued` save at each frontier, until a tools-enabled turn begins a call."""
         tail = bytearray()
         started = False
 
-        def after_eval(token: int) -> None:
+        def after_token(token: int) -> None:
             nonlocal started
             if tools_active and not started:
                 tail.extend(self.tokenizer.token_bytes(token))
                 del tail[: max(0, len(tail) - _MARKER_TAIL)]
                 started = any(m in tail for m in _MARKER_BYTES)
             if not started:
-                self.maybe_continued(session)
+                self._save_frontier(session)
 
-        return after_eval
-
-    def shutdown(self, session: Session, key: DiskKey | None = None) -> None:
-        if session.pos >= self.opts.min_tokens:
-            self.store(session, SaveReason.SHUTDOWN, session.pos, key)
+        return after_token
 
     # ---- cold geometry -------------------------------------------------------
 
@@ -176,20 +200,13 @@ class KvCheckpoints:
         anchor = chat_anchor(prompt, special.user, special.assistant, opts.min_tokens)
         return anchor if anchor >= opts.min_tokens else store_len(n, opts)
 
-    def suppress_continued(self, cold: int) -> int:
-        """Mark a cold cut that is also a continued frontier as stored; return the old mark."""
-        previous = self.last_store
-        if continued_target(cold, self.last_store, self.opts):
-            self.last_store = cold
-        return previous
-
     # ---- loading -------------------------------------------------------------
 
     def load(self, session: Session, prompt_text: str, *, more_than: int = 0) -> DiskHit | None:
         """Restore the longest checkpoint whose key prefixes the prompt (server.md §6.4)."""
         prompt = prompt_text.encode("utf-8")
         try:
-            hit = self.disk.load(_Checkpointable(session), prompt, more_than=more_than)
+            hit = self.disk.load(session, prompt, more_than=more_than)
         except (OSError, Ds4Error) as exc:
             session.invalidate()
             self._log(f"kv cache load failed: {exc}")
@@ -207,7 +224,7 @@ class KvCheckpoints:
         if hit.flags & KvcFlags.KTM_TRAILER:
             with self._lock:
                 imported = self.memory.load_ktm(hit.trailer)
-        self.last_store = hit.tokens
+        self._frontier = hit.tokens
         self._log(
             f"kv cache hit text tokens={hit.tokens} text={hit.text_bytes} "
             f"quant={self.disk.quant_bits} key={_key_kind(hit.flags)} sha={hit.sha} "
