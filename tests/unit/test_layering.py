@@ -58,6 +58,26 @@ def test_adapters_never_import_apps(path: Path) -> None:
         assert not name.startswith("ds4.apps"), f"{path.name} imports {name}"
 
 
+# The composition root: the only apps code that names adapters.
+COMPOSITION_ROOT = {"wiring.py", "bootstrap.py"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in layer_files("apps") if p.name not in COMPOSITION_ROOT],
+    ids=lambda p: str(p.relative_to(SRC)),
+)
+def test_apps_reach_adapters_only_through_the_composition_root(path: Path) -> None:
+    for name in imported_modules(path):
+        assert not name.startswith("ds4.adapters"), (
+            f"{path.name} imports {name}: go through ds4.apps.wiring or ds4.apps.bootstrap"
+        )
+
+
+def test_the_composition_root_exists() -> None:
+    assert {p.name for p in layer_files("apps")} >= COMPOSITION_ROOT
+
+
 def test_rule_sees_a_violation(tmp_path: Path) -> None:
     """The checker itself must catch what it is meant to catch."""
     bad = tmp_path / "bad.py"

@@ -20,13 +20,14 @@ from typing import TextIO
 import numpy as np
 import numpy.typing as npt
 
-from ds4.apps import wiring
+from ds4.apps.bootstrap import load_engine
 from ds4.apps.cli_command import add_backend_flags, add_numerics_flag
 from ds4.apps.cli_prompt import chat_prompt
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.errors import Ds4Error
 from ds4.ports.compute import ComputeSession
+from ds4.ports.tokenizer import Tokenizer
 
 CSV_HEADER = "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes"
 DEFAULT_SYSTEM = "You are a helpful assistant."  # bench's default ends with a period
@@ -118,9 +119,8 @@ def check_flags(args: argparse.Namespace) -> int:
     return alloc
 
 
-def prompt_ids(args: argparse.Namespace, model: str) -> tuple[list[int], int]:
+def prompt_ids(args: argparse.Namespace, tokenizer: Tokenizer) -> tuple[list[int], int]:
     """The benchmark sequence and the EOS id."""
-    tokenizer = wiring.tokenizer(model, gguf_only=True)
     path = Path(args.prompt_file or args.chat_prompt_file)
     try:
         text = path.read_bytes().decode("utf-8")
@@ -172,11 +172,9 @@ def run(args: argparse.Namespace) -> int:
     from ds4.apps.cli_generate import model_path
 
     model = model_path(args)
-    ids, eos = prompt_ids(args, model)
-    runner = wiring.model_runner(
-        model, backend=args.backend, numerics=args.numerics, threads=args.threads
-    )
-    session = runner.new_session(alloc)
+    engine = load_engine(model, backend=args.backend, numerics=args.numerics, threads=args.threads)
+    ids, eos = prompt_ids(args, engine.tokenizer)
+    session = engine.runner.new_session(alloc)
     rows: list[Row] = []
     out: TextIO = sys.stdout
     if args.csv is not None:

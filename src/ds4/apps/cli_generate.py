@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ds4.apps import wiring
+from ds4.apps.bootstrap import load_engine
 from ds4.apps.cli_dumps import dump_logits, dump_logprobs
 from ds4.apps.cli_output import EventPrinter, Interrupt, PrefillMeter, Stopwatch
 from ds4.apps.cli_prompt import prompt_thinks, prompt_tokens
@@ -45,12 +46,11 @@ def sampling(args: argparse.Namespace) -> SamplingParams:
 def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer]:
     if args.ctx < 2:
         raise Ds4Error(f"--ctx {args.ctx} is too small (at least 2 tokens)")
-    path = model_path(args)
-    runner = wiring.model_runner(
-        path, backend=args.backend, numerics=args.numerics, threads=args.threads
+    engine = load_engine(
+        model_path(args), backend=args.backend, numerics=args.numerics, threads=args.threads
     )
-    tokenizer = wiring.tokenizer(path, gguf_only=True)
-    return Session(runner.new_session(args.ctx), chunk=args.chunk), tokenizer
+    session = Session(engine.runner.new_session(args.ctx), chunk=args.chunk)
+    return session, engine.tokenizer
 
 
 def check_fits(ids: list[int], ctx: int) -> None:

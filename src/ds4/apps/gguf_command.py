@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ds4.adapters.files import atomic_write
 from ds4.apps import gguf_convert, gguf_tiny, wiring
 from ds4.apps.gguf_report import build_report, render_text
 from ds4.apps.help_format import DefaultsHelpFormatter
@@ -102,7 +101,7 @@ def run_dump(args: argparse.Namespace) -> int:
         else:
             raise Ds4Error(f"{args.tensor}: dumping {info.ggml_type.name} is not supported")
         values = values.reshape(info.numpy_shape)
-        with atomic_write(Path(args.out)) as handle:
+        with wiring.atomic_write(Path(args.out)) as handle:
             np.save(handle, values, allow_pickle=False)
     finally:
         model.close()

@@ -10,8 +10,6 @@ import numpy.typing as npt
 from tqdm import tqdm
 
 from ds4 import __version__
-from ds4.adapters.gguf.model_writer import write_model
-from ds4.adapters.tokenizer.gguf_metadata import tokenizer_metadata
 from ds4.apps import wiring
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.convert.checkpoint_sources import (
@@ -114,7 +112,7 @@ def _write(
         def advance(_: PlannedTensor) -> None:
             bar.update(1)
 
-        write_model(
+        wiring.write_model(
             path,
             metadata,
             plans,
@@ -145,7 +143,7 @@ def run_convert(args: argparse.Namespace) -> int:
         metadata: dict[str, MetaValue] = {
             "general.name": meta_str(f"DeepSeek-V4 ({source.name})"),
             **hparams_metadata(hp),
-            **tokenizer_metadata(wiring.tokenizer_vocabulary(tokenizer)),
+            **wiring.tokenizer_records(tokenizer),
             **provenance_metadata(
                 __version__, f"{index.naming}:{source.name}", args.quant, **extra
             ),

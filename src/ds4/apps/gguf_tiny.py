@@ -8,8 +8,6 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ds4 import __version__
-from ds4.adapters.gguf.model_writer import write_model
-from ds4.adapters.tokenizer.gguf_metadata import tokenizer_metadata
 from ds4.apps import wiring
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.convert.planned import Chunk, PlannedTensor
@@ -78,7 +76,7 @@ def run_tiny(args: argparse.Namespace) -> int:
     metadata: dict[str, MetaValue] = {
         "general.name": meta_str(f"DeepSeek-V4 {args.preset} (random, seed {args.seed})"),
         **hparams_metadata(hp),
-        **tokenizer_metadata(wiring.tokenizer_vocabulary(args.tokenizer)),
+        **wiring.tokenizer_records(args.tokenizer),
         **provenance_metadata(__version__, "random", args.quant, shape=args.preset, seed=args.seed),
     }
     by_name = {s.name: s for s in specs}
@@ -88,7 +86,7 @@ def run_tiny(args: argparse.Namespace) -> int:
         def advance(_: PlannedTensor) -> None:
             bar.update(1)
 
-        path = write_model(
+        path = wiring.write_model(
             Path(args.out),
             metadata,
             plans,

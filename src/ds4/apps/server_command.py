@@ -13,15 +13,13 @@ import os
 import sys
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from ds4.apps import wiring
 from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.apps.server_options import ServerOptions
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
-
-if TYPE_CHECKING:
-    from ds4.apps.server_app import BuiltServer
 
 DEMO_MODEL = Path.home() / ".cache" / "ds4" / "tiny-demo.gguf"
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -234,33 +232,9 @@ def client_snippet(url: str, api_key: str | None) -> str:
     )
 
 
-def _serve(built: BuiltServer, host: str, port: int) -> None:
-    import uvicorn
-
-    from ds4.adapters.http.server_state import MAX_HEADER_BYTES
-
-    config = uvicorn.Config(
-        built.app,
-        host=host,
-        port=port,
-        log_level="warning",
-        lifespan="on",
-        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
-        timeout_graceful_shutdown=10,
-    )
-    inference = built.state.inference
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: object) -> None:
-            inference.begin_stop()  # running jobs end at their next token
-            super().handle_exit(sig, frame)  # type: ignore[arg-type]
-
-    Server(config).run()
-
-
 def run_server(args: argparse.Namespace) -> int:
     # The HTTP stack (Litestar) loads only when a server actually starts.
-    from ds4.apps.server_app import ServerOptions, build_server
+    from ds4.apps.bootstrap import bootstrap_server
 
     host = "127.0.0.1" if args.host == "localhost" else args.host
     if args.backend == "scripted":
@@ -295,7 +269,7 @@ def run_server(args: argparse.Namespace) -> int:
                 raise Ds4Error(f"cannot open trace file {args.trace}: {error}") from None
         if args.kv_disk_dir:
             _show_kv_cache_log()
-        built = build_server(options, trace)
+        built = bootstrap_server(options, trace)
         url = f"http://{host}:{args.port}"
         label = "scripted outputs" if args.backend == "scripted" else model
         if demo:
@@ -303,5 +277,5 @@ def run_server(args: argparse.Namespace) -> int:
         print(f"ds4 server: model {label}, ctx {args.ctx}", file=sys.stderr)
         print(f"ds4 server: listening on {url}", file=sys.stderr)
         print(client_snippet(url, args.api_key), file=sys.stderr)
-        _serve(built, host, args.port)
+        built.serve(host, args.port)
     return 0

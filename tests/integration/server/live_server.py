@@ -14,7 +14,8 @@ from typing import TextIO
 
 import uvicorn
 
-from ds4.apps.server_app import BuiltServer, ServerOptions, build_server
+from ds4.apps.bootstrap import BuiltServer, bootstrap_server
+from ds4.apps.server_options import ServerOptions
 
 D = "｜DSML｜"
 
@@ -50,7 +51,7 @@ def live_server(
     script_file.write_text(json.dumps(list(script)), encoding="utf-8")
     options = ServerOptions(model=None, backend="scripted", script=str(script_file), ctx=4096)
     options = replace(options, **overrides)  # type: ignore[arg-type]
-    built = build_server(options, trace)
+    built = bootstrap_server(options, trace)
     port = free_port()
     config = uvicorn.Config(built.app, host="127.0.0.1", port=port, log_level="error")
     server = uvicorn.Server(config)

@@ -1,0 +1,27 @@
+"""What `ds4 server` was asked for: the parsed flags the composition root builds from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ds4.domain.kvcache.policy import KvCacheOptions
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    model: str | None  # GGUF path (None: scripted backend without a model)
+    backend: str = "reference"
+    threads: int | None = None
+    script: str | None = None
+    script_token_delay: float = 0.0
+    ctx: int = 32768
+    tokens: int = 393216
+    api_key: str | None = None
+    cors: bool = False
+    check_host: bool = True
+    tool_memory_max_ids: int = 100_000
+    exact_tool_replay: bool = True
+    prefill_chunk: int = 0
+    keepalive_seconds: float = 5.0
+    kv_disk_dir: str | None = None  # the disk KV cache directory (None: disabled)
+    kv_cache: KvCacheOptions = field(default_factory=KvCacheOptions)
