@@ -1,4 +1,5 @@
-"""A tiny ComputeSession whose logits are a deterministic function of the token history.
+"""A tiny ComputeSession whose logits are a deterministic function of the token history,
+and a ModelRunner (FakeRunner) that makes them.
 
 By default the logits after a history are pseudo-random but fixed (seeded by a CRC
 of the ids). A `script(history)` can instead name the next token and how strongly
@@ -18,6 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.domain.errors import Ds4Error
+from ds4.domain.model.hparams import DeepSeekV4HParams
+from ds4.domain.model.tiny_shapes import DEFAULT_TINY_SHAPE, TINY_SHAPES
 
 _MAGIC = b"FAKEDSV4"
 
@@ -138,3 +141,29 @@ class FakeComputeSession:
         tokens = json.loads(data[len(_MAGIC) :])
         self._tokens = list(tokens)
         self._logits = self.logits_after(self._tokens) if self._tokens else None
+
+
+class FakeRunner:
+    """A ModelRunner whose sessions are FakeComputeSessions (the tiny model's shape);
+    `sessions` keeps each one made, so tests can look at what it evaluated."""
+
+    def __init__(self, *, vocab: int = 300, script: Script | None = None, rewind_step: int = 1):
+        self.vocab = vocab
+        self.script = script
+        self.rewind_step = rewind_step
+        self.sessions: list[FakeComputeSession] = []
+
+    @property
+    def hparams(self) -> DeepSeekV4HParams:
+        return TINY_SHAPES[DEFAULT_TINY_SHAPE]
+
+    @property
+    def routed_quant_bits(self) -> int:
+        return 2
+
+    def new_session(self, ctx: int) -> FakeComputeSession:
+        session = FakeComputeSession(
+            vocab=self.vocab, ctx=ctx, script=self.script, rewind_step=self.rewind_step
+        )
+        self.sessions.append(session)
+        return session

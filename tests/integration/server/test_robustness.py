@@ -13,6 +13,8 @@ import httpx
 import pytest
 from tests.integration.server.live_server import LiveServer, live_server
 
+from ds4.adapters.http.inference_worker import InferenceWorker
+
 LONG = "word " * 150  # ~150 tokens: 1.5 s at the scripted 10 ms per token
 
 
@@ -154,10 +156,19 @@ def test_concurrent_requests_are_served_in_arrival_order(tmp_path: Path) -> None
             response = httpx.post(live.url + CHAT, json=GOOD, timeout=60)
             contents[i] = response.json()["choices"][0]["message"]["content"]
 
+        inference = live.built.state.inference
         threads = [threading.Thread(target=ask, args=(i,)) for i in range(3)]
-        for thread in threads:
+        for queued, thread in enumerate(threads, start=1):
             thread.start()
-            time.sleep(0.3)  # well apart, so arrival order is queue order
+            wait_until_queued(inference, queued)  # queued before the next one starts
         for thread in threads:
             thread.join()
     assert [contents[i] for i in range(3)] == [LONG, "second", "third"]
+
+
+def wait_until_queued(inference: InferenceWorker, jobs: int, timeout: float = 30.0) -> None:
+    """Poll the server's count of accepted jobs (no guessing how long real work takes)."""
+    deadline = time.monotonic() + timeout
+    while inference.submitted < jobs:
+        assert time.monotonic() < deadline, f"job {jobs} was never queued"
+        time.sleep(0.005)

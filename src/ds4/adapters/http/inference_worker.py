@@ -51,6 +51,7 @@ class InferenceWorker:
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._stopping = threading.Event()
         self._running: Job | None = None
+        self._submitted = 0
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._serve, name="ds4-inference", daemon=True)
 
@@ -62,6 +63,14 @@ class InferenceWorker:
             if self._stopping.is_set():
                 raise ShuttingDownError("server shutting down")
             self._queue.put(job)
+            self._submitted += 1
+
+    @property
+    def submitted(self) -> int:
+        """Jobs accepted so far, in queue order (what a caller waits on to know that
+        its job is queued before it sends the next one)."""
+        with self._lock:
+            return self._submitted
 
     def begin_stop(self) -> None:
         """Refuse new jobs and cancel queued and running ones (never blocks)."""
