@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from ds4.ports.compute import ComputeSession
+from ds4.ports.compute import ComputeSession, StateCheckpoint
 
 
 class EvalWatch:
@@ -62,3 +62,9 @@ class EvalWatch:
 
     def load_payload(self, data: bytes) -> None:
         self.inner.load_payload(data)
+
+    def checkpoint(self) -> StateCheckpoint:
+        return self.inner.checkpoint()
+
+    def restore(self, checkpoint: StateCheckpoint) -> None:
+        self.inner.restore(checkpoint)
