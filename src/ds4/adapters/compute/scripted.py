@@ -167,7 +167,6 @@ class ScriptedSession:
         if self._generating:
             self._output, self._emitted, self._generating = self._script.take(), 0, False
 
-
     def checkpoint(self) -> StateCheckpoint:
         return _ScriptedCheckpoint(
             self._script, tuple(self._tokens), self._output, self._emitted, self._generating
