@@ -20,8 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ds4.adapters.compute import cpu_kernels
-from ds4.adapters.compute.cpu import open_cpu_runner
-from ds4.adapters.compute.cpu.native_forward import NativeForward
+from ds4.adapters.compute.cpu import CpuRunner, open_cpu_runner
 from ds4.adapters.compute.reference import open_reference_runner
 from ds4.ports.compute import ModelRunner
 
@@ -95,8 +94,8 @@ def hf_rates(
 def python_share(runner: ModelRunner, prompt: list[int], n_decode: int) -> tuple[float, float]:
     """(ms per token, native ms per token) for cpu decode, from the native forward's own
     clock (time inside its two native calls per token: layers, head)."""
-    forward = runner._forward  # type: ignore[attr-defined]
-    assert isinstance(forward, NativeForward)
+    assert isinstance(runner, CpuRunner)
+    forward = runner.forward
     session = runner.new_session(len(prompt) + n_decode + 1)
     logits = session.prefill(prompt)
     forward.native_seconds = 0.0

@@ -3,7 +3,7 @@
 The layer is Flash's common kind (ratio-4 compressor + indexer, biased top-k routing,
 256 experts, q2 mixture: Q8_0 projections, F16 HC/router/compressor/indexer, IQ2_XXS
 gate/up and Q2_K down experts), held in memory (no GGUF file) and evaluated by the same
-ds4_fw_layers_forward the cpu backend runs: HC, attention with sinks and window,
+ds4_fw_seq_forward the cpu backend runs: HC, attention with sinks and window,
 compressor emissions, indexer, routed + shared experts.
 
 - prefill: a chunk of --prefill tokens, tokens/s;
@@ -27,8 +27,7 @@ from bench.cpu_kernels_bench import copy_bandwidth, expert_tensor, random_blocks
 
 from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu.native_forward import NativeForward
-from ds4.adapters.compute.reference.kv_state import LayerState
-from ds4.adapters.compute.reference.weights import WeightStore
+from ds4.adapters.gguf.tensor_values import TensorValues
 from ds4.adapters.quant.native_dequant import NativeDequantizer
 from ds4.domain.convert.quant_presets import quant_plan
 from ds4.domain.engine_math.numerics import numerics_named
@@ -156,7 +155,7 @@ def main() -> None:
     model = MemoryModel(hp, tokens, seed=2)
     numerics = numerics_named(args.numerics)
     impl = "scalar" if args.numerics == "exact" else "auto"
-    weights = WeightStore(model, NativeDequantizer(), numerics)
+    weights = TensorValues(model, NativeDequantizer())
     fwd = NativeForward(hp, model, weights, numerics, cpu_kernels.IMPLS[impl])
     print(f"built one Flash layer in memory ({model.file_size / 2**30:.1f} GiB incl. lazy "
           f"tables) in {time.perf_counter() - t0:.0f} s; {cpu_kernels.threads()} threads, "
@@ -167,10 +166,10 @@ def main() -> None:
     print(f"memory bandwidth (numpy copy, read+write): {bandwidth / 1e9:.1f} GB/s; SIMD peak "
           f"probes: int8 {int8_peak / 1e9:.1f}, f32 {f32_peak / 1e9:.1f} GMAC/s")  # fmt: skip
 
-    states = [LayerState(hp, 0)]
+    seq = fwd.new_seq()
     ids = np.array(tokens, dtype=np.int64)
     t0 = time.perf_counter()
-    fwd.run(ids[: args.prefill], np.arange(args.prefill, dtype=np.int64), states)
+    fwd.run(seq, ids[: args.prefill])
     t_pre = time.perf_counter() - t0
     rate = token_macs(model, hp, args.prefill // 4 > hp.indexer_top_k) * args.prefill / t_pre
     print(f"prefill {args.prefill} tokens: {t_pre:.2f} s = {args.prefill / t_pre:.1f} tok/s, "
@@ -180,7 +179,7 @@ def main() -> None:
     times: list[float] = []
     for i in range(args.prefill, n_total):
         before = fwd.native_seconds
-        fwd.run(ids[i : i + 1], np.array([i], dtype=np.int64), states)
+        fwd.run(seq, ids[i : i + 1])
         times.append(fwd.native_seconds - before)
     indexer_active = n_total // 4 > hp.indexer_top_k
     nbytes = decode_bytes(model, hp, indexer_active)

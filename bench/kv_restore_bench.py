@@ -29,6 +29,7 @@ from ds4.domain.engine.session import Session
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.kvc_header import SaveReason
 from ds4.domain.kvcache.policy import KvCacheOptions
+from ds4.ports.compute import StateCheckpoint
 
 KEY = b"<bench> a rendered prompt used as the cache key"
 
@@ -73,6 +74,12 @@ class BufferSession:
 
     def rewind(self, n: int) -> None:
         raise NotImplementedError("a buffer cannot rewind")
+
+    def checkpoint(self) -> StateCheckpoint:
+        raise NotImplementedError("only payloads are measured")
+
+    def restore(self, checkpoint: StateCheckpoint) -> None:
+        raise NotImplementedError("only payloads are measured")
 
 
 def sequential_read(path: Path) -> float:

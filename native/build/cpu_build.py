@@ -18,10 +18,12 @@ def public_declarations(*headers: str) -> str:
     return "\n".join(lines)
 
 
-ffibuilder.cdef(public_declarations("native/cpu/ds4_cpu.h", "native/cpu/ds4_forward.h"))
+ffibuilder.cdef(
+    public_declarations("native/cpu/ds4_cpu.h", "native/cpu/ds4_forward.h", "native/cpu/ds4_seq.h")
+)
 ffibuilder.set_source(
     "ds4._native_cpu",
-    '#include "ds4_cpu.h"\n#include "ds4_forward.h"',
+    '#include "ds4_cpu.h"\n#include "ds4_forward.h"\n#include "ds4_seq.h"',
     sources=[
         "native/cpu/cpu_actquant.c",
         "native/cpu/cpu_dot_scalar.c",
@@ -37,6 +39,7 @@ ffibuilder.set_source(
         "native/cpu/fwd_layer.c",
         "native/cpu/fwd_matmul.c",
         "native/cpu/fwd_ops.c",
+        "native/cpu/fwd_seq.c",
         "native/cpu/fwd_vec.c",
     ],
     include_dirs=["native/cpu", "native/common"],

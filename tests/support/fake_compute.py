@@ -36,6 +36,17 @@ class Scripted:
 Script = Callable[[Sequence[int]], Scripted | None]
 
 
+@dataclass(frozen=True)
+class FakeCheckpoint:
+    owner: object
+    tokens: tuple[int, ...]
+    logits: npt.NDArray[np.float32] | None
+
+    @property
+    def nbytes(self) -> int:
+        return 8 * len(self.tokens)
+
+
 class FakeComputeSession:
     def __init__(
         self,
@@ -141,6 +152,15 @@ class FakeComputeSession:
         tokens = json.loads(data[len(_MAGIC) :])
         self._tokens = list(tokens)
         self._logits = self.logits_after(self._tokens) if self._tokens else None
+
+    def checkpoint(self) -> FakeCheckpoint:
+        return FakeCheckpoint(self, tuple(self._tokens), self._logits)
+
+    def restore(self, checkpoint: object) -> None:
+        if not isinstance(checkpoint, FakeCheckpoint) or checkpoint.owner is not self:
+            raise Ds4Error("checkpoint of another session")
+        self._tokens = list(checkpoint.tokens)
+        self._logits = checkpoint.logits
 
 
 class FakeRunner:

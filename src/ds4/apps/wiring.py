@@ -61,7 +61,7 @@ def open_model_file(path: str, *, prefetch: bool = False) -> ModelFile:
 
 def open_model(path: str) -> OpenedModel:
     """Open and validate a main-model GGUF (Ds4Error naming every problem)."""
-    from ds4.adapters.compute.reference.runner import load_model
+    from ds4.adapters.gguf.model_open import load_model
 
     model, hparams = load_model(path)
     return OpenedModel(model, hparams)

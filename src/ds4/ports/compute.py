@@ -1,4 +1,10 @@
-"""Compute: a model runner and the per-sequence state it evaluates tokens into."""
+"""Compute: a model runner and the per-sequence state it evaluates tokens into.
+
+Two levels (docs/session-model.md): a backend implements `SequenceState`, the raw
+per-layer state of one sequence (evaluate, truncate, trim, snapshot, copy); the domain's
+StateSession turns any SequenceState into the `ComputeSession` every caller uses
+(token list, logits, exact rewind floors, payloads, in-memory checkpoints).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,64 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from ds4.domain.engine.dsv4_payload import SessionSnapshot
 from ds4.domain.model.hparams import DeepSeekV4HParams
+
+
+class SequenceState(Protocol):
+    """A backend's state of one token sequence: per layer the raw KV rows, compressor
+    inputs and emitted rows, kept by absolute position. It knows positions, not tokens."""
+
+    @property
+    def length(self) -> int:
+        """Positions evaluated into the state."""
+        ...
+
+    def forward(self, tokens: npt.NDArray[np.int64], all_logits: bool) -> npt.NDArray[np.float32]:
+        """Evaluate `tokens` at positions length..; logits (n, V), or (1, V) for the last
+        token unless all_logits. On any error the state is left as it was."""
+        ...
+
+    def truncate(self, n: int) -> None:
+        """Drop positions from n on."""
+        ...
+
+    def trim(self, keep_from: int) -> None:
+        """Forget per-token history before keep_from that the state no longer reads
+        (amortised: it may keep more)."""
+        ...
+
+    def history_ok(self, m: int) -> bool:
+        """Whether the kept history rebuilds the state after m positions exactly."""
+        ...
+
+    def snapshot(self, tokens: Sequence[int], logits: npt.NDArray[np.float32]) -> SessionSnapshot:
+        """The payload view of the state after len(tokens) == length positions."""
+        ...
+
+    def restore(self, snapshot: SessionSnapshot) -> None:
+        """Replace the state by what a (validated) snapshot describes."""
+        ...
+
+    def clone(self) -> SequenceState:
+        """An independent deep copy (history included)."""
+        ...
+
+    @property
+    def nbytes(self) -> int:
+        """Memory the state holds."""
+        ...
+
+
+class StateCheckpoint(Protocol):
+    """An in-memory copy of a session's whole state (checkpoint()); restorable any
+    number of times, into the session that took it or another of the same runner."""
+
+    @property
+    def tokens(self) -> Sequence[int]: ...
+
+    @property
+    def nbytes(self) -> int: ...
 
 
 class ComputeSession(Protocol):
@@ -68,6 +131,15 @@ class ComputeSession(Protocol):
 
     def load_payload(self, data: bytes) -> None:
         """Restore from a payload; Ds4Error on any validation failure (formats.md §5.4)."""
+        ...
+
+    def checkpoint(self) -> StateCheckpoint:
+        """A copy of the whole state, history included: restore() brings the session back
+        to it exactly (same logits, same rewind floors)."""
+        ...
+
+    def restore(self, checkpoint: StateCheckpoint) -> None:
+        """Return to a checkpoint; Ds4Error if another runner or context size took it."""
         ...
 
 

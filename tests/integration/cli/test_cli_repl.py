@@ -16,15 +16,54 @@ import pytest
 
 WAIT_S = 60.0  # generous bound for slow machines; not a timing assertion
 
+# `ds4 cli` with one test hook (in this child only), talking through the pipe fd given as
+# its first argument: once the first generated token is shown it writes "!" and holds the
+# turn until SIGINT arrives, so a Ctrl+C sent on that byte provably lands mid-generation;
+# when the turn ends it writes the finish reason and a newline.
+HELD_CLI = """
+import os, select, signal, sys
+from ds4.apps import cli_repl
+from ds4.apps.cli import main
+from ds4.domain.generation.events import Finished, ReasoningDelta, TextDelta
+
+ready = int(sys.argv.pop(1))
+
+
+class HoldAfterFirstToken(cli_repl.EventPrinter):
+    held = False
+
+    def show(self, event):
+        super().show(event)
+        if isinstance(event, Finished):
+            os.write(ready, event.finish.encode() + b"\\n")
+        elif isinstance(event, (TextDelta, ReasoningDelta)) and not HoldAfterFirstToken.held:
+            HoldAfterFirstToken.held = True
+            woken, wake = os.pipe()
+            os.set_blocking(wake, False)
+            previous = signal.set_wakeup_fd(wake)  # a byte on `woken` once SIGINT arrived
+            os.write(ready, b"!")
+            select.select([woken], [], [], 60)  # the CLI's own SIGINT handler runs meanwhile
+            signal.set_wakeup_fd(previous)
+            os.close(woken)
+            os.close(wake)
+
+
+cli_repl.EventPrinter = HoldAfterFirstToken
+raise SystemExit(main(sys.argv[1:]))
+"""
+
 
 class Terminal:
     """A child process on a pseudo-terminal, with expect-style reading."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(
+        self, args: list[str], env: dict[str, str], pass_fds: tuple[int, ...] = ()
+    ) -> None:
         self.master, slave = pty.openpty()
         self.proc = subprocess.Popen(
-            args, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True
-        )
+            args, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
+            pass_fds=pass_fds,
+        )  # fmt: skip
         os.close(slave)
         self.seen = ""
 
@@ -40,6 +79,18 @@ class Terminal:
         start = self.seen.index(text)
         consumed, self.seen = self.seen[: start + len(text)], self.seen[start + len(text) :]
         return consumed
+
+    def wait_for_byte(self, fd: int) -> bytes:
+        """One byte from fd (b"" at EOF), reading the terminal meanwhile so it never blocks."""
+        deadline = time.monotonic() + WAIT_S
+        while (left := deadline - time.monotonic()) > 0:
+            readable = select.select([self.master, fd], [], [], left)[0]
+            if self.master in readable:
+                with contextlib.suppress(OSError):
+                    self.seen += os.read(self.master, 65536).decode("utf-8", "replace")
+            if fd in readable:
+                return os.read(fd, 1)
+        raise AssertionError(f"nothing on fd {fd}; output so far:\n{self.seen[-3000:]}")
 
     def _ready(self, timeout: float) -> bool:
         return bool(select.select([self.master], [], [], timeout)[0])
@@ -97,15 +148,26 @@ def test_ctrl_c_stops_generation_and_returns_to_the_prompt(
     tiny_model: Path, tmp_path: Path
 ) -> None:
     env = {**os.environ, "HOME": str(tmp_path), "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1"}
-    term = Terminal(
-        [sys.executable, "-m", "ds4", "cli", "-m", str(tiny_model), "-c", "4096",
-         "--nothink", "--temp", "0", "-n", "3000"], env,
-    )  # fmt: skip
-    term.expect("ds4>")
-    term.send("Tell me a long story\r")
-    time.sleep(2.0)  # let generation start; then interrupt it like a user would
-    os.killpg(term.proc.pid, signal.SIGINT)
-    term.expect("ds4>")  # back at the prompt, not exited
-    assert term.proc.poll() is None
-    term.send("/quit\r")
-    assert term.close() == 0
+    hook, hook_w = os.pipe()
+    try:
+        try:
+            term = Terminal(
+                [sys.executable, "-c", HELD_CLI, str(hook_w), "cli", "-m", str(tiny_model),
+                 "-c", "4096", "--nothink", "--temp", "0", "-n", "3000"], env, (hook_w,),
+            )  # fmt: skip
+        finally:
+            os.close(hook_w)  # the child has its own copy: EOF here once it is gone
+        term.expect("ds4>")
+        term.send("Tell me a long story\r")
+        said = term.wait_for_byte(hook)
+        assert said == b"!", f"no token was generated; output so far:\n{term.seen[-3000:]}"
+        # The turn is held after its first token (of up to 3000): interrupt it like a user.
+        os.killpg(term.proc.pid, signal.SIGINT)
+        term.expect("t/s")  # the stopped turn still closes with its speed summary
+        term.expect("ds4>")  # back at the prompt, not exited
+        assert os.read(hook, 64) == b"cancelled\n"  # written before the prompt came back
+        assert term.proc.poll() is None
+        term.send("/quit\r")
+        assert term.close() == 0
+    finally:
+        os.close(hook)

@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 from tests.integration.engine_cpu.greedy import GreedyRun, greedy_run
 
+from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu import open_cpu_runner
-from ds4.adapters.compute.cpu.native_weights import NativeWeightStore
 from ds4.adapters.compute.reference import open_reference_runner
-from ds4.adapters.compute.reference.runner import load_model
 from ds4.adapters.compute.reference.weights import WeightStore
+from ds4.adapters.gguf.model_open import load_model
 from ds4.adapters.quant.native_dequant import NativeDequantizer
 from ds4.domain.engine_math.numerics import numerics_named
 
@@ -51,8 +51,13 @@ def test_every_weight_product_agrees(
     gguf, _ = load_model(str(path))
     chosen, deq = numerics_named(numerics), NativeDequantizer()
     ref = WeightStore(gguf, deq, chosen)
-    scalar = NativeWeightStore(gguf, deq, chosen, threads=2, impl="scalar")
-    fast = NativeWeightStore(gguf, deq, chosen, threads=2, impl="auto")
+
+    def native(name: str, x: np.ndarray, expert: int | None, impl: str) -> np.ndarray:
+        raw = gguf.raw(name)
+        raw = raw[expert] if expert is not None else raw
+        kind = gguf.tensors[name].ggml_type
+        return cpu_kernels.matmul(raw, kind, x, threads=2, impl=impl)
+
     rng = np.random.default_rng(3)
     for role, name in product_tensors(path).items():
         info = gguf.tensors[name]
@@ -60,12 +65,12 @@ def test_every_weight_product_agrees(
         expert = 1 if len(info.numpy_shape) == 3 else None
         want = ref.matmul(name, x, expert=expert)
         scale = float(np.abs(want).max())
-        got_scalar = scalar.matmul(name, x, expert=expert)
+        got_scalar = native(name, x, expert, "scalar")
         if numerics == "ds4":
             assert np.array_equal(got_scalar, want), role
         else:  # fp32: the reference sums F32 in f32 (BLAS order), the kernels in f64
             assert np.abs(got_scalar - want).max() <= 1e-5 * scale, role
-        assert np.abs(fast.matmul(name, x, expert=expert) - want).max() <= 1e-5 * scale, role
+        assert np.abs(native(name, x, expert, "auto") - want).max() <= 1e-5 * scale, role
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ds4.adapters.compute.cpu import open_cpu_runner
-from ds4.adapters.compute.reference import open_reference_runner
-from ds4.adapters.compute.reference.session import ReferenceSession
+from ds4 import _native_cpu  # type: ignore[attr-defined]
+from ds4.adapters.compute.cpu import CpuRunner, open_cpu_runner
+from ds4.adapters.compute.cpu.sequence_state import CpuState
+from ds4.adapters.compute.reference import ReferenceRunner, open_reference_runner
+from ds4.domain.engine.state_session import StateSession
 from ds4.domain.errors import Ds4Error
+
+_lib = _native_cpu.lib
 
 N = 600
 HISTORY = 40
@@ -22,13 +26,26 @@ def tokens() -> list[int]:
     return [int(t) for t in np.random.default_rng(9).integers(0, 129_280, N)]
 
 
-def session(path: Path, history: int, backend: str = "cpu") -> ReferenceSession:
+def session(path: Path, history: int, backend: str = "cpu") -> StateSession:
     runner = (
         open_cpu_runner(str(path), numerics="ds4")
         if backend == "cpu"
         else open_reference_runner(str(path), numerics="ds4")
     )
-    return ReferenceSession(runner._forward, 1024, rewind_history=history)  # type: ignore[attr-defined]
+    assert isinstance(runner, CpuRunner | ReferenceRunner)
+    made = runner.new_session(1024, rewind_history=history)
+    assert isinstance(made, StateSession)
+    return made
+
+
+def kept(live: StateSession) -> tuple[int, int]:
+    """(most per-token compressor input rows any layer keeps, lowest raw-row base)."""
+    state = live.state
+    assert isinstance(state, CpuState)
+    layers = range(state.n_layer)
+    inputs = [_lib.DS4_SEQ_ATTN_KV, _lib.DS4_SEQ_INDEX_KV]
+    most = max(state.kept_rows(il, which)[0].shape[0] for il in layers for which in inputs)
+    return most, min(state.kept_rows(il, _lib.DS4_SEQ_RAW)[1] for il in layers)
 
 
 @pytest.mark.parametrize("backend", ["cpu", "reference"])
@@ -46,16 +63,16 @@ def test_trimmed_history_changes_no_logit(
                               short.prefill(chunk, all_logits=True))  # fmt: skip
     assert full.payload() == short.payload()
     if backend == "cpu":  # 600 tokens: the kept history stopped growing
-        kept = max(c.kv.view().shape[0] for s in short._states for c in s.compressors())
-        assert kept <= 2 * (128 + 64)  # widest frontier + trim slack, doubled (amortised)
-        assert min(s.raw.base for s in short._states) > 0
+        most, raw_base = kept(short)
+        assert most <= 2 * (128 + 64)  # widest frontier + trim slack, doubled (amortised)
+        assert raw_base > 0
 
 
 def test_rewinds_within_and_beyond_the_history(tiny_all_kinds: Path, tokens: list[int]) -> None:
     short = session(tiny_all_kinds, HISTORY)
     whole = short.prefill(tokens[:100], all_logits=True)
     whole = np.concatenate([whole, [short.eval(t) for t in tokens[100:300]]])
-    assert min(s.raw.base for s in short._states) >= 100  # trimmed while decoding
+    assert kept(short)[1] >= 100  # trimmed while decoding
     near = 290
     assert short.rewind_floor(near) == near
     short.rewind(near)

@@ -1,5 +1,6 @@
-"""Snapshot semantics across backends: the cpu backend keeps the reference engine's state,
-so DSV4 payloads move both ways and restore-then-decode continues exactly."""
+"""Snapshot semantics across backends: both write the shared DSV4 payload layout, so
+payloads move both ways and restore-then-decode continues exactly; in-memory
+checkpoints return to the exact state."""
 
 from __future__ import annotations
 
@@ -91,3 +92,29 @@ def test_threads_do_not_change_results_and_bad_settings_are_errors(
         open_cpu_runner(str(tiny_q2), impl="neon")
     with pytest.raises(Ds4Error, match="cannot open"):
         open_cpu_runner(str(tiny_q2) + ".missing")
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_in_memory_checkpoints_return_to_the_exact_state(
+    tiny_q2: Path, reference: ModelRunner, prompt: list[int], backend: str
+) -> None:
+    """A checkpoint keeps the whole state, history included: decoding after a restore
+    repeats the same logits, rewind floors are unchanged, and a sibling session of the
+    same runner can take it."""
+    runner = open_cpu_runner(str(tiny_q2), numerics="ds4") if backend == "cpu" else reference
+    live = runner.new_session(CTX)
+    live.prefill(prompt[:14])
+    cp = live.checkpoint()
+    assert cp.nbytes > 0 and list(cp.tokens) == prompt[:14]
+    floors = [live.rewind_floor(m) for m in range(15)]
+    first = continue_with(live, prompt[14:20])
+    live.restore(cp)
+    assert [live.rewind_floor(m) for m in range(15)] == floors
+    assert np.array_equal(continue_with(live, prompt[14:20]), first)
+    sibling = runner.new_session(CTX)
+    sibling.restore(cp)
+    assert np.array_equal(continue_with(sibling, prompt[14:20]), first)
+    live.rewind(live.rewind_floor(16))  # rewinding after a restore stays exact
+    assert list(live.tokens) == prompt[: len(live.tokens)]
+    with pytest.raises(Ds4Error, match="another model runner"):
+        open_cpu_runner(str(tiny_q2), numerics="ds4").new_session(CTX).restore(cp)

@@ -16,6 +16,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ import numpy.typing as npt
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.model.tiny_shapes import DEFAULT_TINY_SHAPE, TINY_SHAPES
-from ds4.ports.compute import ComputeSession
+from ds4.ports.compute import ComputeSession, StateCheckpoint
 from ds4.ports.tokenizer import Tokenizer
 
 
@@ -55,6 +56,19 @@ class _Script:
             tokens = self._outputs[self._next % len(self._outputs)]
             self._next += 1
             return tokens
+
+
+@dataclass(frozen=True)
+class _ScriptedCheckpoint:
+    owner: object
+    tokens: tuple[int, ...]
+    output: tuple[int, ...]
+    emitted: int
+    generating: bool
+
+    @property
+    def nbytes(self) -> int:
+        return 4 * (len(self.tokens) + len(self.output))
 
 
 class ScriptedSession:
@@ -152,6 +166,18 @@ class ScriptedSession:
         self._tokens = tokens
         if self._generating:
             self._output, self._emitted, self._generating = self._script.take(), 0, False
+
+    def checkpoint(self) -> StateCheckpoint:
+        return _ScriptedCheckpoint(
+            self._script, tuple(self._tokens), self._output, self._emitted, self._generating
+        )
+
+    def restore(self, checkpoint: StateCheckpoint) -> None:
+        if not isinstance(checkpoint, _ScriptedCheckpoint) or checkpoint.owner is not self._script:
+            raise Ds4Error("the checkpoint was taken by a session of another model runner")
+        self._tokens = list(checkpoint.tokens)
+        self._output, self._emitted = checkpoint.output, checkpoint.emitted
+        self._generating = checkpoint.generating
 
 
 class ScriptedRunner:

@@ -1,5 +1,5 @@
-"""The native CPU compute backend: the reference engine's forward pass and state with
-every weight product on the C kernels of ds4._native_cpu."""
+"""The native CPU compute backend: every layer and the head in C (ds4._native_cpu) over
+the mmapped GGUF blocks, with per-sequence state owned by the native side."""
 
 from ds4.adapters.compute.cpu.runner import CpuRunner, cpu_runner, open_cpu_runner
 

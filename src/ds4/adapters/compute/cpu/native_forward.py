@@ -1,8 +1,6 @@
-"""The forward pass with one native call per layer (ds4_fw_layer_forward) and one for
-the head: Python only looks up the embedding rows, reserves state room and hands
-pointers over. The per-layer state is the reference engine's (LayerState), so sessions,
-rewinds and snapshots are shared with the other backends.
-"""
+"""The forward pass as two native calls per step: ds4_fw_seq_forward runs every layer
+over a C-owned sequence state (ds4_seq.h), ds4_fw_head_forward the output head.
+Python only looks up the embedding rows and hands pointers over."""
 
 from __future__ import annotations
 
@@ -14,8 +12,7 @@ import numpy.typing as npt
 
 from ds4 import _native_cpu  # type: ignore[attr-defined]
 from ds4.adapters.compute.cpu.native_layout import NativeLayout
-from ds4.adapters.compute.reference.kv_state import CompressorHistory, LayerState
-from ds4.adapters.compute.reference.weights import WeightStore
+from ds4.adapters.gguf.tensor_values import TensorValues
 from ds4.domain.engine_math.numerics import Numerics
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
@@ -44,8 +41,12 @@ def _fptr(arr: F32) -> Any:
     return _ffi.cast("float *", _ffi.from_buffer(arr))
 
 
+def error_text(rc: int) -> str:
+    return _ERRORS.get(rc, f"native error {rc}")
+
+
 class NativeForward:
-    """Forward-compatible (run/head) evaluation on the native layer kernels.
+    """The model's native layout plus the calls that evaluate it.
 
     numerics: which rounding points to simulate (quantized weights always take the
     integer dots); impl_code: the kernel set (1 = scalar: with ds4 numerics, model.md's
@@ -58,13 +59,13 @@ class NativeForward:
         self,
         hp: DeepSeekV4HParams,
         model: ModelFile,
-        weights: WeightStore,
+        values: TensorValues,
         numerics: Numerics,
         impl_code: int,
     ) -> None:
         self.hp = hp
-        self.weights = weights
-        self.layout = NativeLayout(model, hp, weights)
+        self.values = values
+        self.layout = NativeLayout(model, hp, values)
         embd = model.tensors["token_embd.weight"]
         self._embd_f16 = (
             model.raw("token_embd.weight").view("<f2") if embd.ggml_type is GGMLType.F16 else None
@@ -78,7 +79,6 @@ class NativeForward:
                 "iterated_rope": int(numerics.iterated_rope),
             },
         )
-        self._cstates = _ffi.new("ds4_fw_state[]", hp.n_layer)
         self._failed = _ffi.new("int *")
         self._one_streams = np.empty((1, hp.n_hc, hp.n_embd), dtype=np.float32)
         self._one_id = np.zeros(1, dtype=np.int32)
@@ -86,72 +86,19 @@ class NativeForward:
             _fptr(self._one_streams),
             _ffi.cast("int32_t *", _ffi.from_buffer(self._one_id)),
         )
-        self._bound: list[tuple[LayerState, int] | None] = [None] * hp.n_layer
-        # per layer: (state, its version, end position) after the last native call, and
-        # the GrowRows whose counts a call advances
-        self._clean: list[tuple[LayerState, int, int] | None] = [None] * hp.n_layer
-        self._advance: list[tuple[list[Any], list[tuple[Any, Any]]]] = [([], [])] * hp.n_layer
         self.native_seconds = 0.0
 
-    def _bind_comp(self, dst: Any, comp: CompressorHistory, room: int) -> None:
-        dst.kv = _fptr(comp.kv.reserve(room))
-        dst.score = _fptr(comp.score.reserve(room))
-        cap = room // comp.ratio + 1
-        dst.rows = _fptr(comp.rows.reserve(cap))
-        dst.rows_cap = cap
+    def new_seq(self) -> Any:
+        """An empty C sequence state, freed when the last reference goes."""
+        seq = _lib.ds4_fw_seq_new(self.layout.layers, self.hp.n_layer)
+        if seq == _ffi.NULL:
+            raise Ds4Error("out of memory for a new sequence state")
+        return _ffi.gc(seq, _lib.ds4_fw_seq_free)
 
-    def _bind(self, il: int, state: LayerState, start: int, end: int) -> None:
-        """Point layer il's C state at the arrays of `state`, with room up to `end`.
-
-        Pointers stay valid until an array is reallocated, which only a bind does
-        (rewinds truncate and trims shift rows in place, restores make new
-        LayerStates): a decode step whose state and room are unchanged only refreshes
-        the row counts and history bases.
-        """
-        if state.raw.n != start:
-            raise Ds4Error(f"layer {il} holds {state.raw.n} positions, expected {start}")
-        c = self._cstates[il]
-        bound = self._bound[il]
-        if bound is None or bound[0] is not state or end > bound[1]:
-            room = end + max(64, end - state.raw.base)  # amortised: rare rebinds in decode
-            c.raw = _fptr(state.raw.reserve(room))
-            c.attn.kv = c.attn.score = c.attn.rows = c.index.kv = c.index.score = _ffi.NULL
-            c.index.rows = _ffi.NULL
-            if state.attn is not None:
-                self._bind_comp(c.attn, state.attn, room)
-            if state.index is not None:
-                self._bind_comp(c.index, state.index, room)
-            self._bound[il] = (state, room)
-        c.raw_base = state.raw.base  # trims move rows down inside the same array
-        for comp, cc in ((state.attn, c.attn), (state.index, c.index)):
-            if comp is not None:
-                cc.n_rows, cc.base = comp.rows.n, comp.kv.base
-                if comp.score.base != comp.kv.base:
-                    raise Ds4Error(f"layer {il}: compressor kv and score histories disagree")
-
-    def _plan_commit(self, il: int, state: LayerState) -> None:
-        c = self._cstates[il]
-        grows: list[Any] = [state.raw]
-        counted: list[tuple[Any, Any]] = []
-        for comp, cc in ((state.attn, c.attn), (state.index, c.index)):
-            if comp is not None:
-                grows += [comp.kv, comp.score]
-                counted.append((comp.rows, cc))
-        self._advance[il] = (grows, counted)
-
-    def _commit(self, il: int, state: LayerState, end: int) -> None:
-        grows, counted = self._advance[il]
-        for g in grows:
-            g.n = end
-        for rows, cc in counted:
-            rows.n = int(cc.n_rows)
-        self._clean[il] = (state, state.version, end)
-
-    def run(self, tokens: I64, positions: I64, states: list[LayerState]) -> F32:
-        """Evaluate positions[0].. (consecutive, as sessions give them) into the states;
-        return the streams (n, S, D) (for one token, a buffer the next call reuses)."""
+    def run(self, seq: Any, tokens: I64) -> F32:
+        """Evaluate tokens at the sequence's next positions; return the streams (n, S, D)
+        (for one token, a buffer the next call reuses). On failure the state is as it was."""
         hp, n = self.hp, int(tokens.size)
-        start = int(positions[0]) if n else 0
         if n == 1:  # decode: reused buffers and pointers (valid until the next call)
             streams, ids = self._one_streams, self._one_id
             sp, tp = self._one_ptrs
@@ -163,36 +110,12 @@ class NativeForward:
         if self._embd_f16 is not None:  # the usual F16 table: convert while broadcasting
             streams[:] = self._embd_f16[tokens][:, None, :]
         else:
-            streams[:] = self.weights.rows("token_embd.weight", tokens)[:, None, :]
-        end = start + n
-        for il, state in enumerate(states):
-            clean = self._clean[il]
-            bound = self._bound[il]
-            # unchanged since the last call, which left the C state right for this one
-            if (
-                clean is not None
-                and clean[0] is state
-                and clean[1] == state.version
-                and clean[2] == start
-                and bound is not None
-                and end <= bound[1]
-            ):
-                continue
-            self._bind(il, state, start, end)
-            self._plan_commit(il, state)
+            streams[:] = self.values.rows("token_embd.weight", tokens)[:, None, :]
         t0 = time.perf_counter()
-        rc = _lib.ds4_fw_layers_forward(
-            self.layout.layers, self._cstates, hp.n_layer, sp, tp, start, n, self.opts,
-            self._failed,
-        )  # fmt: skip
+        rc = _lib.ds4_fw_seq_forward(seq, self.layout.layers, sp, tp, n, self.opts, self._failed)
         self.native_seconds += time.perf_counter() - t0
         if rc:
-            for state in states:
-                state.truncate(start)  # (a new version: the next call rebinds)
-            il = int(self._failed[0])
-            raise Ds4Error(f"layer {il}: {_ERRORS.get(rc, f'native error {rc}')}")
-        for il, state in enumerate(states):
-            self._commit(il, state, end)
+            raise Ds4Error(f"layer {int(self._failed[0])}: {error_text(rc)}")
         return streams
 
     def head(self, streams: F32) -> F32:
@@ -203,5 +126,5 @@ class NativeForward:
         rc = _lib.ds4_fw_head_forward(self.layout.head, _fptr(s), s.shape[0], _fptr(out), self.opts)
         self.native_seconds += time.perf_counter() - t0
         if rc:
-            raise Ds4Error(f"output head: {_ERRORS.get(rc, f'native error {rc}')}")
+            raise Ds4Error(f"output head: {error_text(rc)}")
         return out

@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from ds4 import _native_cpu  # type: ignore[attr-defined]
 from ds4.adapters.compute import cpu_kernels
-from ds4.adapters.compute.reference.weights import WeightStore
+from ds4.adapters.gguf.tensor_values import TensorValues
 from ds4.domain.engine_math.rope import RopeParams, Yarn, rope_angles, yarn_ramp
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
@@ -49,7 +49,7 @@ _LAYER_VECS = {
 
 
 class NativeLayout:
-    def __init__(self, model: ModelFile, hp: DeepSeekV4HParams, weights: WeightStore) -> None:
+    def __init__(self, model: ModelFile, hp: DeepSeekV4HParams, weights: TensorValues) -> None:
         self.hp = hp
         self._model = model
         self._weights = weights

@@ -1,26 +1,49 @@
-"""CpuRunner: the reference engine's sessions and per-token state, evaluated by the
-native forward (ds4._native_cpu: one call for all layers, one for the head) over the
-mmapped GGUF blocks."""
+"""CpuRunner: the ModelRunner port on the native forward (ds4._native_cpu), with
+per-sequence state owned by C (CpuState) and sessions from the domain's StateSession."""
 
 from __future__ import annotations
 
 import os
+from functools import partial
 
 from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu.native_forward import NativeForward
-from ds4.adapters.compute.cpu.native_weights import NativeWeightStore
-from ds4.adapters.compute.reference.runner import ReferenceRunner, load_model
+from ds4.adapters.compute.cpu.sequence_state import CpuState
+from ds4.adapters.gguf.model_open import load_model, routed_quant_bits
+from ds4.adapters.gguf.tensor_values import TensorValues
 from ds4.adapters.quant.native_dequant import NativeDequantizer
-from ds4.domain.engine_math.numerics import numerics_named
+from ds4.domain.engine.state_session import REWIND_HISTORY, StateSession
+from ds4.domain.engine_math.numerics import Numerics, numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
-from ds4.ports.compute import ModelRunner
+from ds4.ports.compute import ComputeSession, ModelRunner, SequenceState
 from ds4.ports.model_file import ModelFile
 
 
-class CpuRunner(ReferenceRunner):
-    """A ReferenceRunner whose forward pass is NativeForward (sessions, state and payloads
-    are the reference engine's, so snapshots move freely between the two backends)."""
+class CpuRunner:
+    def __init__(
+        self, model: ModelFile, hparams: DeepSeekV4HParams, numerics: Numerics, impl: str
+    ) -> None:
+        self._model = model
+        self._hp = hparams
+        self.numerics = numerics
+        values = TensorValues(model, NativeDequantizer())
+        self.forward = NativeForward(hparams, model, values, numerics, cpu_kernels.IMPLS[impl])
+
+    @property
+    def hparams(self) -> DeepSeekV4HParams:
+        return self._hp
+
+    @property
+    def routed_quant_bits(self) -> int:
+        return routed_quant_bits(self._model)
+
+    def new_state(self, ctx: int) -> SequenceState:
+        return CpuState(self.forward, ctx)
+
+    def new_session(self, ctx: int, *, rewind_history: int = REWIND_HISTORY) -> ComputeSession:
+        make = partial(self.new_state, ctx)
+        return StateSession(self._hp, make, ctx, owner=self, rewind_history=rewind_history)
 
 
 def cpu_runner(
@@ -48,10 +71,7 @@ def cpu_runner(
         impl = "scalar"
     n_threads = threads if threads is not None else os.cpu_count() or 1
     cpu_kernels.set_threads(n_threads)  # Ds4Error now for a bad count, not at first use
-    deq = NativeDequantizer()
-    store = NativeWeightStore(model, deq, chosen, threads=n_threads, impl=impl)
-    native = NativeForward(hparams, model, store, chosen, cpu_kernels.IMPLS[impl])
-    return CpuRunner(model, hparams, chosen, deq, native)
+    return CpuRunner(model, hparams, chosen, impl)
 
 
 def open_cpu_runner(

@@ -13,6 +13,12 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from ds4.domain.engine.compressor_frontier import (
+    frontier_from_inputs,
+    frontier_start,
+    inputs_from_frontier,
+    lanes,
+)
 from ds4.domain.model.hparams import DeepSeekV4HParams
 
 F32 = npt.NDArray[np.float32]
@@ -91,8 +97,7 @@ class CompressorHistory:
     def __init__(self, ratio: int, row_width: int) -> None:
         self.ratio = ratio
         self.row_width = row_width
-        lanes = 2 if ratio == 4 else 1
-        self.width = lanes * row_width
+        self.width = lanes(ratio) * row_width
         self.kv = GrowRows(self.width)
         self.score = GrowRows(self.width)
         self.rows = GrowRows(row_width)
@@ -104,38 +109,17 @@ class CompressorHistory:
 
     def frontier_start(self, n_tokens: int) -> int:
         """First token whose inputs the frontier after n_tokens holds (model.md §3.4)."""
-        if self.ratio == 4:
-            return max(0, 4 * (n_tokens // 4) - 4)
-        return n_tokens - n_tokens % self.ratio
+        return frontier_start(self.ratio, n_tokens)
 
     def frontier(self, n_tokens: int) -> tuple[F32, F32]:
         """The canonical (S_kv, S_sc) after n_tokens, unused slots cleared (kv 0, -1e30)."""
-        r = self.ratio
-        slots = 2 * r if r == 4 else r
-        s_kv = np.zeros((slots, self.width), dtype=np.float32)
-        s_sc = np.full((slots, self.width), -1.0e30, dtype=np.float32)
-        kv, sc = self.kv.span, self.score.span
-        base = n_tokens - n_tokens % r
-        if r == 4 and base >= 4:
-            s_kv[0:4], s_sc[0:4] = kv(base - 4, base), sc(base - 4, base)
-        first = 4 if r == 4 else 0
-        cur = n_tokens - base
-        s_kv[first : first + cur] = kv(base, n_tokens)
-        s_sc[first : first + cur] = sc(base, n_tokens)
-        return s_kv, s_sc
+        return frontier_from_inputs(self.ratio, self.width, n_tokens, self.kv.span, self.score.span)
 
     def restore_frontier(self, n_tokens: int, s_kv: F32, s_sc: F32) -> None:
         """Rebuild the per-token inputs the frontier holds (earlier tokens stay zero)."""
-        r = self.ratio
-        base = n_tokens - n_tokens % r
-        cur = n_tokens - base
-        first = 4 if r == 4 else 0
-        if r == 4 and base >= 4:
-            self.kv.set_rows(base - 4, np.concatenate([s_kv[0:4], s_kv[4 : 4 + cur]]))
-            self.score.set_rows(base - 4, np.concatenate([s_sc[0:4], s_sc[4 : 4 + cur]]))
-        else:
-            self.kv.set_rows(base, s_kv[first : first + cur])
-            self.score.set_rows(base, s_sc[first : first + cur])
+        start, kv, sc = inputs_from_frontier(self.ratio, n_tokens, s_kv, s_sc)
+        self.kv.set_rows(start, kv)
+        self.score.set_rows(start, sc)
 
 
 class LayerState:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
+from ds4.adapters.gguf.tensor_values import TensorValues
 from ds4.domain.engine_math.actquant import QuantizedActivation, quantize_q8_0, quantize_q8_k
 from ds4.domain.engine_math.numerics import Numerics
 from ds4.domain.engine_math.quant_dots import dot_iq2_xxs, dot_q2_k, dot_q4_k, dot_q8_0
@@ -29,44 +30,14 @@ _KQUANT_DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
     GGMLType.Q4_K: dot_q4_k,
     GGMLType.IQ2_XXS: dot_iq2_xxs,
 }
-_SMALL_SUFFIXES = ("_norm.weight", "_scale.weight", "_base.weight", "sinks.weight", ".bias",
-                   "_ape.weight")  # fmt: skip
 
 
-class WeightStore:
+class WeightStore(TensorValues):
+    """The lookups of TensorValues plus the reference engine's weight products."""
+
     def __init__(self, model: ModelFile, dequantizer: Dequantizer, numerics: Numerics) -> None:
-        self._model = model
-        self._deq = dequantizer
+        super().__init__(model, dequantizer)
         self._numerics = numerics
-        self._small: dict[str, F32] = {}
-
-    def has(self, name: str) -> bool:
-        return name in self._model.tensors
-
-    def ggml_type(self, name: str) -> GGMLType:
-        return self._model.tensors[name].ggml_type
-
-    def small(self, name: str) -> F32:
-        """A small tensor (norm, scale, base, sinks, bias, ape) as f32, cached."""
-        cached = self._small.get(name)
-        if cached is None:
-            if not name.endswith(_SMALL_SUFFIXES):
-                raise ValueError(f"{name} is not a small tensor")
-            info = self._model.tensors[name]
-            cached = self._deq.dequantize(self._model.raw(name), info.ggml_type)
-            cached = cached.reshape(info.numpy_shape).astype(np.float32)
-            self._small[name] = cached
-        return cached
-
-    def rows(self, name: str, ids: npt.NDArray[np.int64]) -> F32:
-        """Selected rows of a 2-D tensor as f32 (the embedding lookup)."""
-        info = self._model.tensors[name]
-        return self._deq.dequantize(self._model.raw(name)[ids], info.ggml_type)
-
-    def int_rows(self, name: str, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """Selected rows of an I32 table (the hash-routing tid2eid table)."""
-        raw = np.ascontiguousarray(self._model.raw(name)[ids])
-        return raw.view("<i4").astype(np.int64)
 
     def matmul(
         self, name: str, x: F32, *, rows: slice | None = None, expert: int | None = None

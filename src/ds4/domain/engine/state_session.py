@@ -1,35 +1,71 @@
-"""ReferenceSession: the ComputeSession port over the numpy forward pass."""
+"""StateSession: the ComputeSession every backend offers, over its SequenceState.
+
+The backend keeps the per-layer arrays; this keeps what is the same for all of them:
+the token list, the logits after the last token, the context bound, the bounded rewind
+history (trimmed every 32 tokens to the last `rewind_history` positions), exact rewind
+floors, DSV4 payloads through the shared codec, and in-memory checkpoints.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.forward import ChunkForward
-from ds4.adapters.compute.reference.kv_state import LayerState
-from ds4.adapters.compute.reference.payload import decode_payload, encode_payload
+from ds4.domain.engine.dsv4_payload import (
+    check_tokens,
+    decode_payload,
+    empty_logits,
+    encode_payload,
+)
 from ds4.domain.errors import Ds4Error
+from ds4.domain.model.hparams import DeepSeekV4HParams
+from ds4.ports.compute import SequenceState, StateCheckpoint
 
 F32 = npt.NDArray[np.float32]
-
 
 # Per-token history kept for exact rewinds: the last REWIND_HISTORY positions (about
 # 0.5 GB across Flash's 43 layers); older rewinds recompute from a checkpoint or token 0.
 REWIND_HISTORY = 1024
+_TRIM_EVERY = 32
 
 
-class ReferenceSession:
+@dataclass(frozen=True)
+class _Checkpoint:
+    owner: object  # the runner: checkpoints do not cross runners
+    ctx: int
+    state: SequenceState
+    tokens: tuple[int, ...]
+    logits: F32 | None
+    restored_at: int | None
+    restored_logits: F32 | None
+
+    @property
+    def nbytes(self) -> int:
+        return self.state.nbytes
+
+
+class StateSession:
     def __init__(
-        self, forward: ChunkForward, ctx: int, *, rewind_history: int = REWIND_HISTORY
+        self,
+        hp: DeepSeekV4HParams,
+        new_state: Callable[[], SequenceState],
+        ctx: int,
+        *,
+        owner: object,
+        rewind_history: int = REWIND_HISTORY,
     ) -> None:
+        """`new_state` makes an empty backend state for this context; `owner` (the
+        runner) scopes checkpoints: sessions of one owner and ctx exchange them."""
         if ctx < 1:
             raise Ds4Error(f"context size must be at least 1, got {ctx}")
-        self._history = max(1, rewind_history)
-        self._fwd = forward
-        self._hp = forward.hp
+        self._hp = hp
+        self._owner = owner
+        self._new_state = new_state
         self._ctx = ctx
+        self._history = max(1, rewind_history)
         self.invalidate()
 
     # ---- state -------------------------------------------------------------
@@ -42,9 +78,14 @@ class ReferenceSession:
     def tokens(self) -> Sequence[int]:
         return tuple(self._tokens)
 
+    @property
+    def state(self) -> SequenceState:
+        """The backend state (for benchmarks and tests that look inside)."""
+        return self._state
+
     def invalidate(self) -> None:
         self._tokens: list[int] = []
-        self._states = [LayerState(self._hp, il) for il in range(self._hp.n_layer)]
+        self._state = self._new_state()
         self._logits: F32 | None = None
         self._restored_at: int | None = None  # token count of the last payload restore
         self._restored_logits: F32 | None = None
@@ -58,37 +99,14 @@ class ReferenceSession:
 
     # ---- evaluation --------------------------------------------------------
 
-    def _check(self, tokens: Sequence[int]) -> npt.NDArray[np.int64]:
-        ids = np.array(tokens, dtype=np.int64).reshape(-1)
-        if len(self._tokens) + ids.size > self._ctx:
-            raise Ds4Error(
-                f"{len(self._tokens) + ids.size} tokens do not fit the context of {self._ctx}"
-            )
-        lo, hi = (int(ids[0]), int(ids[0])) if ids.size == 1 else (0, 0)
-        if ids.size > 1:
-            lo, hi = int(ids.min()), int(ids.max())
-        if ids.size and (lo < 0 or hi >= self._hp.n_vocab):
-            bad = int(ids[(ids < 0) | (ids >= self._hp.n_vocab)][0])
-            raise Ds4Error(f"token id {bad} is outside the vocabulary (0..{self._hp.n_vocab - 1})")
-        return ids
-
     def _run_chunk(self, ids: npt.NDArray[np.int64], all_logits: bool) -> F32:
-        start = len(self._tokens)
-        positions = np.arange(start, start + ids.size, dtype=np.int64)
-        try:
-            streams = self._fwd.run(ids, positions, self._states)
-            logits = self._fwd.head(streams if all_logits else streams[-1:])
-        except BaseException:
-            for s in self._states:  # leave the state as it was before this chunk
-                s.truncate(start)
-            raise
+        logits = self._state.forward(ids, all_logits)
         self._tokens.extend(ids.tolist())
         keep_from = len(self._tokens) - self._history
-        if keep_from > 0 and len(self._tokens) % 32 < ids.size:  # amortised: every 32 tokens
-            for s in self._states:
-                s.trim(keep_from)
+        if keep_from > 0 and len(self._tokens) % _TRIM_EVERY < ids.size:
+            self._state.trim(keep_from)
             at = self._restored_at
-            if at is not None and not self._history_ok(at):
+            if at is not None and not self._state.history_ok(at):
                 self._restored_at = None  # its rows are gone: no longer a rewind target
         # a one-row result is ours alone: keep it without another 0.5 MB copy
         self._logits = logits[-1] if logits.shape[0] == 1 else logits[-1].copy()
@@ -102,7 +120,8 @@ class ReferenceSession:
         progress: Callable[[int, int], None] | None = None,
         all_logits: bool = False,
     ) -> F32:
-        ids = self._check(tokens)
+        check_tokens(tokens, len(self._tokens), self._ctx, self._hp.n_vocab)
+        ids = np.asarray(tokens, dtype=np.int64).reshape(-1)
         total = int(ids.size)
         if total == 0:
             return np.zeros((0, self._hp.n_vocab), np.float32) if all_logits else self.logits()
@@ -117,27 +136,16 @@ class ReferenceSession:
         return self.logits()
 
     def eval(self, token: int) -> F32:
-        self._run_chunk(self._check((token,)), False)  # the decode step, without prefill's loop
+        check_tokens((token,), len(self._tokens), self._ctx, self._hp.n_vocab)
+        self._run_chunk(np.array([token], dtype=np.int64), False)
         return self.logits()
 
     # ---- rewind ------------------------------------------------------------
 
-    def _history_ok(self, m: int) -> bool:
-        """Whether the kept per-token history rebuilds the state after m tokens exactly
-        (a restore or a trim leaves only recent rows: each array's base)."""
-        for s in self._states:
-            if max(0, m + 1 - self._hp.n_swa) < s.raw.base:
-                return False
-            for comp in s.compressors():
-                need = comp.frontier_start(m)
-                if need < m and need < comp.kv.base:
-                    return False
-        return True
-
     def rewind_floor(self, n: int) -> int:
         total = len(self._tokens)
         m = max(0, min(n, total))
-        while m not in (0, total, self._restored_at) and not self._history_ok(m - 1):
+        while m not in (0, total, self._restored_at) and not self._state.history_ok(m - 1):
             m -= 1
         return m
 
@@ -152,30 +160,44 @@ class ReferenceSession:
             self.invalidate()
             return
         if n == self._restored_at:  # the restored state itself, logits from the payload
-            for s in self._states:
-                s.truncate(n)
+            self._state.truncate(n)
             del self._tokens[n:]
             self._logits = self._restored_logits
             return
         last = self._tokens[n - 1]
-        for s in self._states:
-            s.truncate(n - 1)
+        self._state.truncate(n - 1)
         del self._tokens[n - 1 :]
         self._run_chunk(np.array([last], dtype=np.int64), False)
 
     # ---- snapshots ---------------------------------------------------------
 
     def payload(self) -> bytes:
-        logits = (
-            self._logits if self._logits is not None else np.zeros(self._hp.n_vocab, np.float32)
-        )
-        return encode_payload(self._hp, self._ctx, self._tokens, logits, self._states)
+        logits = self._logits if self._logits is not None else empty_logits(self._hp)
+        return encode_payload(self._hp, self._ctx, self._state.snapshot(self._tokens, logits))
 
     def load_payload(self, data: bytes) -> None:
-        states = [LayerState(self._hp, il) for il in range(self._hp.n_layer)]
-        decoded = decode_payload(self._hp, self._ctx, bytes(data), states)
-        self._states = states
-        self._tokens = decoded.tokens
-        self._logits = decoded.logits if decoded.tokens else None
-        self._restored_at = len(decoded.tokens)
+        snap = decode_payload(self._hp, self._ctx, bytes(data))
+        state = self._new_state()
+        state.restore(snap)
+        self._state = state
+        self._tokens = snap.tokens
+        self._logits = snap.logits if snap.tokens else None
+        self._restored_at = len(snap.tokens)
         self._restored_logits = self._logits
+
+    def checkpoint(self) -> StateCheckpoint:
+        return _Checkpoint(
+            self._owner, self._ctx, self._state.clone(), tuple(self._tokens),
+            self._logits, self._restored_at, self._restored_logits,
+        )  # fmt: skip
+
+    def restore(self, checkpoint: StateCheckpoint) -> None:
+        if not isinstance(checkpoint, _Checkpoint) or checkpoint.owner is not self._owner:
+            raise Ds4Error("the checkpoint was taken by a session of another model runner")
+        if checkpoint.ctx != self._ctx:
+            raise Ds4Error(f"the checkpoint is for context {checkpoint.ctx}, not {self._ctx}")
+        self._state = checkpoint.state.clone()  # the checkpoint stays restorable
+        self._tokens = list(checkpoint.tokens)
+        self._logits = checkpoint.logits
+        self._restored_at = checkpoint.restored_at
+        self._restored_logits = checkpoint.restored_logits

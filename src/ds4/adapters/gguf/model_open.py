@@ -1,0 +1,30 @@
+"""Open a GGUF and validate it as a DeepSeek V4 main model, in one step."""
+
+from __future__ import annotations
+
+from ds4.adapters.gguf.reader import GGUFFile
+from ds4.domain.errors import Ds4Error
+from ds4.domain.gguf.ggml_types import GGMLType
+from ds4.domain.model.hparams import DeepSeekV4HParams
+from ds4.domain.model.validation import validate
+from ds4.ports.model_file import ModelFile
+
+
+def load_model(path: str) -> tuple[GGUFFile, DeepSeekV4HParams]:
+    """The mmapped GGUF and its validated hyperparameters (Ds4Error naming every problem)."""
+    try:
+        model = GGUFFile(path)
+    except OSError as exc:
+        raise Ds4Error(f"cannot open model {path}: {exc.strerror or exc}") from None
+    report = validate(model.metadata, model.tensors)
+    if not report.ok or report.hparams is None:
+        model.close()
+        problems = "; ".join(str(p) for p in report.errors) or "not a DeepSeek V4 model"
+        raise Ds4Error(f"{path}: {problems}")
+    return model, report.hparams
+
+
+def routed_quant_bits(model: ModelFile) -> int:
+    """4 if layer 0's routed gate experts are Q4_K, else 2 (the KV files' quant tag)."""
+    gate = model.tensors["blk.0.ffn_gate_exps.weight"]
+    return 4 if gate.ggml_type is GGMLType.Q4_K else 2
