@@ -1,5 +1,5 @@
 """Session through loop.prefill: longest-prefix reuse, exact rewind points, cancellation,
-snapshots."""
+payloads."""
 
 from __future__ import annotations
 
@@ -115,13 +115,13 @@ def test_eval_past_the_context_is_an_error() -> None:
         session.eval(5)
 
 
-def test_snapshot_restore_then_decode_equals_uninterrupted_decode() -> None:
+def test_payload_reload_then_decode_equals_uninterrupted_decode() -> None:
     session, _ = make()
     prefilled(session, [3, 1, 4, 1, 5])
-    saved = session.snapshot()
+    saved = session.payload()
     straight = [session.eval(t).copy() for t in (9, 2, 6)]
     other, _ = make()
-    other.restore(saved)
+    other.load_payload(saved)
     np.testing.assert_array_equal(
         other.logits(), FakeComputeSession().logits_after([3, 1, 4, 1, 5])
     )
@@ -130,11 +130,11 @@ def test_snapshot_restore_then_decode_equals_uninterrupted_decode() -> None:
         np.testing.assert_array_equal(a, b)
 
 
-def test_bad_snapshot_is_an_error_and_leaves_an_empty_state() -> None:
+def test_a_bad_payload_is_an_error_and_leaves_an_empty_state() -> None:
     session, _ = make()
     prefilled(session, [1, 2])
     with pytest.raises(Ds4Error):
-        session.restore(b"garbage")
+        session.load_payload(b"garbage")
     assert session.pos == 0
 
 

@@ -1,11 +1,11 @@
-"""The live session: one ComputeSession plus prefix reuse, cancellation and snapshots.
+"""The live session: one ComputeSession plus prefix reuse, cancellation and payloads.
 
 The one domain wrapper of the compute port. Bringing it to a prompt takes two steps
 (generation.loop.prefill runs them): `reuse(prompt)` keeps the longest common prefix
 with the live tokens, cut back to a point the engine can rewind to exactly
 (compressed rows and sliding windows make some positions unsafe), and `extend`
-evaluates the rest in chunks, checking for cancellation between them. Snapshots
-(`snapshot`/`restore`) are what the disk KV cache writes and reads.
+evaluates the rest in chunks, checking for cancellation between them. Payloads
+(`payload`/`load_payload`) are what the disk KV cache writes and reads.
 """
 
 from __future__ import annotations
@@ -126,12 +126,12 @@ class Session:
     def invalidate(self) -> None:
         self._compute.invalidate()
 
-    def snapshot(self) -> bytes:
-        """The DSV4 payload of the current state (logits included)."""
+    def payload(self) -> bytes:
+        """The DSV4 payload of the current state (logits included): what a `.kv` file holds."""
         return self._compute.payload()
 
-    def restore(self, payload: bytes) -> None:
-        """Load a snapshot; on a bad payload the state is emptied and Ds4Error raised."""
+    def load_payload(self, payload: bytes) -> None:
+        """Restore a payload; on a bad one the state is emptied and Ds4Error raised."""
         try:
             self._compute.load_payload(payload)
         except Ds4Error:

@@ -1,6 +1,6 @@
 """Save and load live sessions as `.kv` checkpoints (formats.md §7.4-7.6, server.md §6.4).
 
-The orchestration between the live Session (its snapshot bytes and token history), the
+The orchestration between the live Session (its payload bytes and token history), the
 store (files) and the policy (lengths, budget, scores). A checkpoint that fails to
 load is deleted, never retried; a loaded checkpoint is kept (only the budget evicts it).
 """
@@ -69,7 +69,7 @@ class DiskCache:
             return False
         if len(key_text) >= 2**32:
             return False
-        payload = session.snapshot()
+        payload = session.payload()
         need = required_bytes(len(key_text), len(payload), len(trailer))
         budget = self.opts.budget_bytes
         if budget > 0 and need > budget:
@@ -199,7 +199,7 @@ class DiskCache:
             self._log(f"kv cache load failed sha={entry.sha}: key changed")
             return None
         try:
-            session.restore(kv.payload)  # empties the session when the payload is bad
+            session.load_payload(kv.payload)  # empties the session when the payload is bad
         except Ds4Error as exc:
             self.discard(entry.sha, str(exc))
             return None
