@@ -141,7 +141,8 @@ class KvCheckpoints:
         `cold` (a full miss): prefill to the cold cut, save it (`cold`), then the rest
         (§6.5). Every frontier passed gets a `continued` save (after each chunk and at
         the end, §6.6), except that a cut on a frontier is marked saved beforehand, so
-        it is written once, as `cold`; the mark is undone when the cold save fails."""
+        it is written once, as `cold` (frontiers before it then go unsaved, as §6.5's
+        mark implies); the mark is undone when the cold save fails."""
         cut = self.cold_length(prompt) if cold else 0
         if cut and session.common_prefix(prompt) >= cut:
             cut = 0  # the live state already holds the cut: nothing cold about it
