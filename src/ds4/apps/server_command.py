@@ -215,6 +215,7 @@ def _show_kv_cache_log() -> None:
         handler.setFormatter(logging.Formatter("ds4 server: %(message)s"))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
+        logger.propagate = False  # the HTTP stack's root handler would print it again
 
 
 def client_snippet(url: str, api_key: str | None) -> str:
