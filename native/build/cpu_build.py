@@ -46,6 +46,7 @@ ffibuilder.set_source(
         "native/cpu/fwd_matmul.c",
         "native/cpu/fwd_ops.c",
         "native/cpu/fwd_seq.c",
+        "native/cpu/fwd_topk.c",
         "native/cpu/fwd_vec.c",
     ],
     include_dirs=["native/cpu", "native/common"],

@@ -1,8 +1,6 @@
 /* The attention sublayer (model.md §3.3-3.7): projections for the whole block, then per
  * token in position order RoPE, KV rounding, cache push, compressor emissions, indexer
  * top-k and attention with sinks, then the grouped output projection. */
-#include <stdlib.h>
-
 #include "cpu_pool.h"
 #include "fwd_internal.h"
 
@@ -95,22 +93,10 @@ static int emit_row(const ds4_fw_layer *L, const ds4_fw_opts *opt, ds4_fw_comp *
 }
 
 typedef struct {
-    float score;
-    size_t index;
-} scored_row;
-
-static int by_score_then_index(const void *a, const void *b) {
-    const scored_row *x = a, *y = b;
-    if (x->score > y->score) return -1;
-    if (x->score < y->score) return 1;
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-typedef struct {
     const ds4_fw_layer *L;
     const ds4_fw_vec *vec;
     const float *rows, *iq, *iw;
-    scored_row *out;
+    float *out;
 } score_job;
 
 /* score[c] = sum_hd max(0, rows[c] . iq[hd]) * w[hd], each row by one thread. */
@@ -122,26 +108,23 @@ static void score_rows(void *ctx, size_t begin, size_t end) {
         float s = 0.0f;
         for (size_t hd = 0; hd < IH; hd++)
             s += fmaxf(0.0f, j->vec->dot(r, j->iq + hd * ID, ID)) * j->iw[hd];
-        j->out[c].score = s;
-        j->out[c].index = c;
+        j->out[c] = s;
     }
 }
 
 /* Mark the top_k compressed rows by indexer score (§3.5); ties go to the lower index,
- * as a repeated strict-> arg-max scan in ascending order would pick them. */
+ * as a repeated strict-> arg-max scan in ascending order would pick them (fwd_topk.c). */
 static int indexer_select(const ds4_fw_layer *L, const ds4_fw_vec *vec, const ds4_fw_comp *idx,
                           const float *iq, const float *iw, unsigned char *allowed) {
     size_t n = idx->n_rows;
     size_t mark = ds4_scratch_mark();
-    scored_row *rows = ds4_scratch_alloc(n * sizeof *rows);
-    if (!rows) return DS4_CPU_NO_MEMORY;
-    score_job job = {L, vec, idx->rows, iq, iw, rows};
+    float *scores = ds4_scratch_alloc(n * sizeof *scores);
+    if (!scores) return DS4_CPU_NO_MEMORY;
+    score_job job = {L, vec, idx->rows, iq, iw, scores};
     ds4_pool_run(score_rows, &job, n, 64);
-    qsort(rows, n, sizeof *rows, by_score_then_index);
-    memset(allowed, 0, n);
-    for (size_t k = 0; k < (size_t)L->idx_top_k && k < n; k++) allowed[rows[k].index] = 1;
+    int rc = ds4_fw_topk_mask(scores, n, (size_t)L->idx_top_k, allowed);
     ds4_scratch_reset(mark);
-    return DS4_CPU_OK;
+    return rc;
 }
 
 typedef struct {
