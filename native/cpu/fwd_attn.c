@@ -245,7 +245,9 @@ int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *S, const float *h, int
     if ((L->ratio && (!S->attn.kv || !S->attn.score || !S->attn.rows)) ||
         (L->has_indexer && (!S->index.kv || !S->index.score || !S->index.rows)))
         return DS4_FW_BAD_STATE;
-    if (L->has_indexer && ID != 128) return DS4_CPU_BAD_SHAPE;
+    /* the indexer QAT's Hadamard is 128-point; the Python open check names this first */
+    if (L->has_indexer && opt->indexer_qat && ID != 128) return DS4_CPU_BAD_SHAPE;
+    if (opt->kv_rounding && (Dh - (size_t)L->n_rot) % 64) return DS4_CPU_BAD_SHAPE;
     size_t mark = ds4_scratch_mark();
     attn_buffers b;
     int rc = alloc_buffers(L, S, n, &b);

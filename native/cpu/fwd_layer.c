@@ -81,7 +81,8 @@ static int layer_block(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
 int ds4_fw_layer_forward(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
                          const int32_t *tokens, int64_t pos0, size_t n,
                          const ds4_fw_opts *opt) {
-    if (L->n_hc < 1 || L->n_hc > DS4_FW_MAX_HC || !S || !S->raw) return DS4_FW_BAD_STATE;
+    if (L->n_hc < 1 || L->n_hc > DS4_FW_MAX_HC) return DS4_CPU_BAD_SHAPE;
+    if (!S || !S->raw) return DS4_FW_BAD_STATE;
     if (!ds4_cpu_dot_table(opt->impl)) return DS4_CPU_BAD_IMPL;
     size_t D = (size_t)L->n_embd, H = (size_t)L->n_hc, mix_n = 2 * H + H * H;
     size_t blk = n < BLOCK_TOKENS ? n : BLOCK_TOKENS;

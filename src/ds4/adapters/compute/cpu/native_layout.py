@@ -48,8 +48,18 @@ _LAYER_VECS = {
 }  # fmt: skip
 
 
+# Hyper-connection streams the native forward holds on the stack (DS4_FW_MAX_HC in
+# native/cpu/fwd_internal.h); every DeepSeek V4 model has 4.
+MAX_HC = 16
+
+
 class NativeLayout:
     def __init__(self, model: ModelFile, hp: DeepSeekV4HParams, weights: TensorValues) -> None:
+        if hp.n_hc > MAX_HC:
+            raise Ds4Error(
+                f"{hp.n_hc} hyper-connection streams: the cpu backend takes at most {MAX_HC}; "
+                "use --backend reference"
+            )
         self.hp = hp
         self._model = model
         self._weights = weights
