@@ -137,6 +137,11 @@ class NativeLayout:
             if info.ggml_type is not GGMLType.I32 or info.numpy_shape[-1] != hp.n_expert_used:
                 raise Ds4Error(f"{name}: expected I32 [{hp.n_expert_used}, n_vocab]")
             table = np.ascontiguousarray(self._model.raw(name)).view("<i4")
+            if table.size and not 0 <= int(table.min()) <= int(table.max()) < hp.n_expert:
+                raise Ds4Error(
+                    f"{name}: expert ids must lie in [0, {hp.n_expert}), found "
+                    f"{int(table.min())}..{int(table.max())}"
+                )
             c.n_vocab = table.shape[0]
             c.tid2eid = self._ptr("const int32_t *", table)
 
