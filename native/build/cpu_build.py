@@ -18,12 +18,17 @@ def public_declarations(*headers: str) -> str:
     return "\n".join(lines)
 
 
-ffibuilder.cdef(
-    public_declarations("native/cpu/ds4_cpu.h", "native/cpu/ds4_forward.h", "native/cpu/ds4_seq.h")
+HEADERS = (
+    "native/cpu/ds4_cpu.h",
+    "native/cpu/ds4_forward.h",
+    "native/cpu/ds4_seq.h",
+    "native/cpu/ds4_scratch.h",
 )
+
+ffibuilder.cdef(public_declarations(*HEADERS))
 ffibuilder.set_source(
     "ds4._native_cpu",
-    '#include "ds4_cpu.h"\n#include "ds4_forward.h"\n#include "ds4_seq.h"',
+    "".join(f'#include "{Path(h).name}"\n' for h in HEADERS),
     sources=[
         "native/cpu/cpu_actquant.c",
         "native/cpu/cpu_dot_scalar.c",
@@ -33,6 +38,7 @@ ffibuilder.set_source(
         "native/cpu/cpu_moe.c",
         "native/cpu/cpu_pool.c",
         "native/cpu/cpu_probe.c",
+        "native/cpu/cpu_scratch.c",
         "native/cpu/cpu_tables.c",
         "native/cpu/fwd_attn.c",
         "native/cpu/fwd_ffn.c",
@@ -40,6 +46,7 @@ ffibuilder.set_source(
         "native/cpu/fwd_matmul.c",
         "native/cpu/fwd_ops.c",
         "native/cpu/fwd_seq.c",
+        "native/cpu/fwd_topk.c",
         "native/cpu/fwd_vec.c",
     ],
     include_dirs=["native/cpu", "native/common"],

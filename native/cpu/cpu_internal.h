@@ -111,4 +111,11 @@ int ds4_cpu_type_info(int type, int *act_kind, size_t *block_values, size_t *blo
  * the quantizers guarantee except in degenerate (sub-1e-37 magnitude) blocks. */
 int ds4_cpu_act_has_min_code(int act_kind, const void *act, size_t cols);
 
+/* The calling thread's scratch arena (cpu_scratch.c, ds4_scratch.h), used as a stack:
+ * take a mark, allocate (64-byte aligned, uninitialised; NULL when out of memory),
+ * and reset to the mark on every way out. Never from a pool worker. */
+size_t ds4_scratch_mark(void);
+void *ds4_scratch_alloc(size_t bytes);
+void ds4_scratch_reset(size_t mark);
+
 #endif

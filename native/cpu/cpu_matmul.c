@@ -2,8 +2,6 @@
  * activations the weight type needs, then split output rows over the thread pool.
  * Each output value is one dot-kernel call on one (row, token) pair, so the result is
  * the same for any thread count and any batch the token sits in. */
-#include <stdlib.h>
-
 #include "cpu_internal.h"
 #include "cpu_pool.h"
 
@@ -139,12 +137,12 @@ int ds4_cpu_matmul(int type, const uint8_t *w, size_t row_stride, size_t rows, s
     if (rows == 0 || n_tok == 0) return DS4_CPU_OK;
 
     size_t act_bytes = act_size(kind, cols);
+    size_t mark = ds4_scratch_mark();
     uint8_t *acts = NULL;
-    ds4_dot_fn *dots = malloc(n_tok * sizeof *dots);
-    if (kind != ACT_F32) acts = malloc(n_tok * act_bytes);
+    ds4_dot_fn *dots = ds4_scratch_alloc(n_tok * sizeof *dots);
+    if (kind != ACT_F32) acts = ds4_scratch_alloc(n_tok * act_bytes);
     if (!dots || (kind != ACT_F32 && !acts)) {
-        free(dots);
-        free(acts);
+        ds4_scratch_reset(mark);
         return DS4_CPU_NO_MEMORY;
     }
     for (size_t t = 0; t < n_tok; t++) {
@@ -159,7 +157,6 @@ int ds4_cpu_matmul(int type, const uint8_t *w, size_t row_stride, size_t rows, s
     size_t grain = ROW_TILE * (n_tok > 1 ? 1 : 4);
     if (rows * cols * n_tok < SMALL_PRODUCT) grain = rows;
     ds4_pool_run(matmul_rows, &job, rows, grain);
-    free(dots);
-    free(acts);
+    ds4_scratch_reset(mark);
     return DS4_CPU_OK;
 }

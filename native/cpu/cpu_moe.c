@@ -2,7 +2,6 @@
  * experts, clamped SwiGLU times the route weight, Q8_K of each expert's mid vector,
  * then per output row the down dots summed in selection order. */
 #include <math.h>
-#include <stdlib.h>
 
 #include "cpu_internal.h"
 #include "cpu_pool.h"
@@ -96,12 +95,13 @@ int ds4_cpu_moe_strict(const float *x, size_t n_embd, size_t n_ff, size_t n_expe
     if (!table) return DS4_CPU_BAD_IMPL;
 
     size_t nb_in = n_embd / 256, nb_ff = n_ff / 256;
-    ds4_block_q8k *xq = malloc(nb_in * sizeof *xq);
-    ds4_block_q8k *midq = malloc((n_used ? n_used : 1) * nb_ff * sizeof *midq);
-    float *mid = malloc((n_used ? n_used : 1) * n_ff * sizeof *mid);
-    ds4_dot_fn *down_dots = malloc((n_used ? n_used : 1) * sizeof *down_dots);
+    size_t mark = ds4_scratch_mark();
+    ds4_block_q8k *xq = ds4_scratch_alloc(nb_in * sizeof *xq);
+    ds4_block_q8k *midq = ds4_scratch_alloc(n_used * nb_ff * sizeof *midq);
+    float *mid = ds4_scratch_alloc(n_used * n_ff * sizeof *mid);
+    ds4_dot_fn *down_dots = ds4_scratch_alloc(n_used * sizeof *down_dots);
     if (!xq || !midq || !mid || !down_dots) {
-        free(xq), free(midq), free(mid), free(down_dots);
+        ds4_scratch_reset(mark);
         return DS4_CPU_NO_MEMORY;
     }
     ds4_cpu_quantize_q8k(x, n_embd, xq);
@@ -117,6 +117,6 @@ int ds4_cpu_moe_strict(const float *x, size_t n_embd, size_t n_ff, size_t n_expe
         down_dots[k] = ds4_cpu_pick_dot(exact ? &ds4_dots_scalar : table, down->type);
     }
     ds4_pool_run(moe_down, &job, n_embd, 32);
-    free(xq), free(midq), free(mid), free(down_dots);
+    ds4_scratch_reset(mark);
     return DS4_CPU_OK;
 }

@@ -109,6 +109,10 @@ void ds4_fw_rope_direct(float *tail, int n_rot, int64_t pos, const float *inv_fr
 void ds4_fw_fp8_kv_sim(float *v, size_t n_nope);
 void ds4_fw_fp4_sim(float *v, size_t n);
 void ds4_fw_hadamard128(float *v);
+/* The indexer top-k: allowed[i] = 1 for the k highest of n scores (ties to the lower
+ * index, NaN lowest); fullsort is the plain sorting form (tests, bench). */
+int ds4_fw_topk_mask(const float *scores, size_t n, size_t k, unsigned char *allowed);
+int ds4_fw_topk_mask_fullsort(const float *scores, size_t n, size_t k, unsigned char *allowed);
 void ds4_fw_hc_split(const float *mix, const float *scale, const float *base, int n_hc,
                      int iters, float eps, float *pre, float *post, float *comb);
 

@@ -1,8 +1,6 @@
 /* The attention sublayer (model.md §3.3-3.7): projections for the whole block, then per
  * token in position order RoPE, KV rounding, cache push, compressor emissions, indexer
  * top-k and attention with sinks, then the grouped output projection. */
-#include <stdlib.h>
-
 #include "cpu_pool.h"
 #include "fwd_internal.h"
 
@@ -37,7 +35,8 @@ static int emit_row(const ds4_fw_layer *L, const ds4_fw_opts *opt, ds4_fw_comp *
     if (oldest < c->base) return DS4_FW_BAD_STATE;  /* the window's inputs were trimmed */
     const float *kv_rows = c->kv, *sc_rows = c->score;  /* position q at row q - base */
     int64_t b = c->base;
-    float *pooled = malloc((size_t)d * sizeof *pooled);
+    size_t mark = ds4_scratch_mark();
+    float *pooled = ds4_scratch_alloc((size_t)d * sizeof *pooled);
     if (!pooled) return DS4_CPU_NO_MEMORY;
     for (int j = 0; j < d; j++) {
         float mx = EMPTY_SCORE;  /* an empty slot's score; max is order-free */
@@ -78,7 +77,7 @@ static int emit_row(const ds4_fw_layer *L, const ds4_fw_opts *opt, ds4_fw_comp *
     }
     float *row = c->rows + c->n_rows * (size_t)d;
     ds4_fw_rmsnorm(pooled, norm, (size_t)d, L->rms_eps, row);
-    free(pooled);
+    ds4_scratch_reset(mark);
     rope_heads(L, opt, row, 1, d, start, 0);
     if (!is_index) {
         store_rounding(L, opt, row);
@@ -94,22 +93,10 @@ static int emit_row(const ds4_fw_layer *L, const ds4_fw_opts *opt, ds4_fw_comp *
 }
 
 typedef struct {
-    float score;
-    size_t index;
-} scored_row;
-
-static int by_score_then_index(const void *a, const void *b) {
-    const scored_row *x = a, *y = b;
-    if (x->score > y->score) return -1;
-    if (x->score < y->score) return 1;
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-typedef struct {
     const ds4_fw_layer *L;
     const ds4_fw_vec *vec;
     const float *rows, *iq, *iw;
-    scored_row *out;
+    float *out;
 } score_job;
 
 /* score[c] = sum_hd max(0, rows[c] . iq[hd]) * w[hd], each row by one thread. */
@@ -121,25 +108,23 @@ static void score_rows(void *ctx, size_t begin, size_t end) {
         float s = 0.0f;
         for (size_t hd = 0; hd < IH; hd++)
             s += fmaxf(0.0f, j->vec->dot(r, j->iq + hd * ID, ID)) * j->iw[hd];
-        j->out[c].score = s;
-        j->out[c].index = c;
+        j->out[c] = s;
     }
 }
 
 /* Mark the top_k compressed rows by indexer score (§3.5); ties go to the lower index,
- * as a repeated strict-> arg-max scan in ascending order would pick them. */
+ * as a repeated strict-> arg-max scan in ascending order would pick them (fwd_topk.c). */
 static int indexer_select(const ds4_fw_layer *L, const ds4_fw_vec *vec, const ds4_fw_comp *idx,
                           const float *iq, const float *iw, unsigned char *allowed) {
     size_t n = idx->n_rows;
-    scored_row *rows = malloc(n * sizeof *rows);
-    if (!rows) return DS4_CPU_NO_MEMORY;
-    score_job job = {L, vec, idx->rows, iq, iw, rows};
+    size_t mark = ds4_scratch_mark();
+    float *scores = ds4_scratch_alloc(n * sizeof *scores);
+    if (!scores) return DS4_CPU_NO_MEMORY;
+    score_job job = {L, vec, idx->rows, iq, iw, scores};
     ds4_pool_run(score_rows, &job, n, 64);
-    qsort(rows, n, sizeof *rows, by_score_then_index);
-    memset(allowed, 0, n);
-    for (size_t k = 0; k < (size_t)L->idx_top_k && k < n; k++) allowed[rows[k].index] = 1;
-    free(rows);
-    return DS4_CPU_OK;
+    int rc = ds4_fw_topk_mask(scores, n, (size_t)L->idx_top_k, allowed);
+    ds4_scratch_reset(mark);
+    return rc;
 }
 
 typedef struct {
@@ -187,11 +172,10 @@ static void attend_heads(void *ctx, size_t begin, size_t end) {
     }
 }
 
-/* Buffers of one block, carved from a single allocation. */
+/* Buffers of one block, carved from one scratch allocation. */
 typedef struct {
     float *qr, *q, *kv, *ckv, *csc, *ikv, *isc, *iq, *iw, *heads, *seg, *part, *low, *scores;
     unsigned char *allowed;
-    void *mem;
 } attn_buffers;
 
 static int alloc_buffers(const ds4_fw_layer *L, const ds4_fw_state *S, size_t n,
@@ -211,9 +195,8 @@ static int alloc_buffers(const ds4_fw_layer *L, const ds4_fw_state *S, size_t n,
     for (int i = 0; i < 13; i++) total += counts[i];
     total += NH * max_rows;  /* attention scores */
     size_t allowed_n = S->index.rows_cap + 1;
-    b->mem = malloc(total * sizeof(float) + allowed_n);
-    if (!b->mem) return DS4_CPU_NO_MEMORY;
-    float *p = b->mem;
+    float *p = ds4_scratch_alloc(total * sizeof(float) + allowed_n);
+    if (!p) return DS4_CPU_NO_MEMORY;
     float **slots[13] = {&b->qr, &b->q, &b->kv, &b->ckv, &b->csc, &b->ikv, &b->isc,
                          &b->iq, &b->iw, &b->heads, &b->seg, &b->part, &b->low};
     for (int i = 0; i < 13; i++) {
@@ -262,7 +245,10 @@ int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *S, const float *h, int
     if ((L->ratio && (!S->attn.kv || !S->attn.score || !S->attn.rows)) ||
         (L->has_indexer && (!S->index.kv || !S->index.score || !S->index.rows)))
         return DS4_FW_BAD_STATE;
-    if (L->has_indexer && ID != 128) return DS4_CPU_BAD_SHAPE;
+    /* the indexer QAT's Hadamard is 128-point; the Python open check names this first */
+    if (L->has_indexer && opt->indexer_qat && ID != 128) return DS4_CPU_BAD_SHAPE;
+    if (opt->kv_rounding && (Dh - (size_t)L->n_rot) % 64) return DS4_CPU_BAD_SHAPE;
+    size_t mark = ds4_scratch_mark();
     attn_buffers b;
     int rc = alloc_buffers(L, S, n, &b);
     if (rc) return rc;
@@ -348,6 +334,6 @@ int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *S, const float *h, int
     }
     rc = ds4_fw_matmul(&L->out_b, 0, D, b.low, G * OR, n, out, D, impl);
 done:
-    free(b.mem);
+    ds4_scratch_reset(mark);
     return rc;
 }

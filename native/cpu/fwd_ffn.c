@@ -1,17 +1,14 @@
 /* The FFN sublayer (model.md §3.8-3.9): router (sqrt-softplus scores, hash or biased
  * top-k, renormalised unbiased weights), the routed experts one token at a time, and
  * the clamped-SwiGLU shared expert. */
-#include <stdlib.h>
-
 #include "cpu_pool.h"
 #include "fwd_internal.h"
 
-#define MAX_USED 64
 #define WEIGHT_SUM_FLOOR 6.103515625e-05f  /* 2^-14 */
 
-/* Expert ids and weights of one token. */
+/* Expert ids and weights of one token; prob and taken are n_expert scratch values. */
 static int route_token(const ds4_fw_layer *L, const float *logit, int32_t token, float *prob,
-                       int32_t *ids, float *wts) {
+                       unsigned char *taken, int32_t *ids, float *wts) {
     int E = L->n_expert, K = L->n_used;
     for (int e = 0; e < E; e++) prob[e] = sqrtf(ds4_fw_softplus(logit[e]));
     if (L->hash_layer) {
@@ -23,8 +20,7 @@ static int route_token(const ds4_fw_layer *L, const float *logit, int32_t token,
         }
     } else {
         /* repeated arg-max in ascending index with strict >: ties -> lower index */
-        unsigned char taken[1024] = {0};
-        if (E > 1024) return DS4_CPU_BAD_SHAPE;
+        memset(taken, 0, (size_t)E);
         for (int k = 0; k < K; k++) {
             int best = -1;
             float best_sel = 0.0f;
@@ -144,13 +140,18 @@ static int moe_grouped(const ds4_fw_layer *L, const float *x, size_t n, const in
         if (ids[p] < 0 || (size_t)ids[p] >= E) return DS4_CPU_BAD_EXPERT;
     ds4_cpu_experts gate = experts_of(&L->gate_exps), up = experts_of(&L->up_exps);
     ds4_cpu_experts down = experts_of(&L->down_exps);
-    size_t *pairs = malloc(P * sizeof *pairs), *count = calloc(E + 1, sizeof *count);
-    expert_group *groups = malloc((P ? P : 1) * sizeof *groups);
-    ds4_block_q8k *xq = malloc(n * nb_d * sizeof *xq), *mq = malloc(P * nb_f * sizeof *mq);
-    ds4_dot_fn *dots = malloc((2 * n + P) * sizeof *dots);
-    float *mid = malloc(P * F * sizeof *mid), *contrib = malloc(P * D * sizeof *contrib);
+    size_t mark = ds4_scratch_mark();
+    size_t *pairs = ds4_scratch_alloc(P * sizeof *pairs);
+    size_t *count = ds4_scratch_alloc((E + 1) * sizeof *count);
+    expert_group *groups = ds4_scratch_alloc(P * sizeof *groups);
+    ds4_block_q8k *xq = ds4_scratch_alloc(n * nb_d * sizeof *xq);
+    ds4_block_q8k *mq = ds4_scratch_alloc(P * nb_f * sizeof *mq);
+    ds4_dot_fn *dots = ds4_scratch_alloc((2 * n + P) * sizeof *dots);
+    float *mid = ds4_scratch_alloc(P * F * sizeof *mid);
+    float *contrib = ds4_scratch_alloc(P * D * sizeof *contrib);
     int rc = DS4_CPU_NO_MEMORY;
     if (!pairs || !count || !groups || !xq || !mq || !dots || !mid || !contrib) goto done;
+    memset(count, 0, (E + 1) * sizeof *count);
 
     /* counting sort of the (token, slot) pairs by expert, stable in pair order */
     for (size_t p = 0; p < P; p++) count[ids[p] + 1]++;
@@ -194,8 +195,7 @@ static int moe_grouped(const ds4_fw_layer *L, const float *x, size_t n, const in
     }
     rc = DS4_CPU_OK;
 done:
-    free(pairs), free(count), free(groups), free(xq), free(mq), free(dots), free(mid);
-    free(contrib);
+    ds4_scratch_reset(mark);
     return rc;
 }
 
@@ -205,7 +205,8 @@ done:
 static int moe_generic(const ds4_fw_layer *L, const float *x, const int32_t *ids,
                        const float *wts, float *out, int impl) {
     size_t D = (size_t)L->n_embd, F = (size_t)L->n_ff;
-    float *gt = malloc(3 * F * sizeof *gt + D * sizeof *gt);
+    size_t mark = ds4_scratch_mark();
+    float *gt = ds4_scratch_alloc((3 * F + D) * sizeof *gt);
     if (!gt) return DS4_CPU_NO_MEMORY;
     float *up = gt + F, *mid = up + F, *down = mid + F;
     int rc = DS4_CPU_OK;
@@ -227,7 +228,7 @@ static int moe_generic(const ds4_fw_layer *L, const float *x, const int32_t *ids
         if ((rc = ds4_fw_matmul(&dn, 0, D, mid, F, 1, down, D, impl))) break;
         for (size_t d = 0; d < D; d++) out[d] = out[d] + down[d];
     }
-    free(gt);
+    ds4_scratch_reset(mark);
     return rc;
 }
 
@@ -235,14 +236,18 @@ int ds4_fw_ffn(const ds4_fw_layer *L, const float *g, const int32_t *tokens, siz
                float *out, int impl) {
     size_t D = (size_t)L->n_embd, E = (size_t)L->n_expert, K = (size_t)L->n_used;
     size_t FS = L->gate_sh.rows;
-    if (K > MAX_USED || K > E || L->gate_inp.rows != E) return DS4_CPU_BAD_SHAPE;
+    if (K > E || L->gate_inp.rows != E) return DS4_CPU_BAD_SHAPE;
     if (L->hash_layer && !L->tid2eid) return DS4_FW_BAD_STATE;
-    float *logit = malloc(n * E * sizeof *logit), *prob = malloc(E * sizeof *prob);
-    float *gs = malloc(2 * n * FS * sizeof *gs), *moe = malloc(D * sizeof *moe);
-    int32_t *all_ids = malloc(n * K * sizeof *all_ids);
-    float *all_wts = malloc(n * K * sizeof *all_wts);
+    size_t mark = ds4_scratch_mark();
+    float *logit = ds4_scratch_alloc(n * E * sizeof *logit);
+    float *prob = ds4_scratch_alloc(E * sizeof *prob);
+    unsigned char *taken = ds4_scratch_alloc(E);
+    float *gs = ds4_scratch_alloc(2 * n * FS * sizeof *gs);
+    float *moe = ds4_scratch_alloc(D * sizeof *moe);
+    int32_t *all_ids = ds4_scratch_alloc(n * K * sizeof *all_ids);
+    float *all_wts = ds4_scratch_alloc(n * K * sizeof *all_wts);
     int rc = DS4_CPU_NO_MEMORY;
-    if (!logit || !prob || !gs || !moe || !all_ids || !all_wts) goto done;
+    if (!logit || !prob || !taken || !gs || !moe || !all_ids || !all_wts) goto done;
     float *us = gs + n * FS;
     if ((rc = ds4_fw_matmul(&L->gate_inp, 0, E, g, D, n, logit, E, impl))) goto done;
 
@@ -252,7 +257,7 @@ int ds4_fw_ffn(const ds4_fw_layer *L, const float *g, const int32_t *tokens, siz
     for (size_t t = 0; t < n; t++) {
         int32_t *ids = all_ids + t * K;
         float *wts = all_wts + t * K;
-        if ((rc = route_token(L, logit + t * E, tokens[t], prob, ids, wts))) goto done;
+        if ((rc = route_token(L, logit + t * E, tokens[t], prob, taken, ids, wts))) goto done;
         if (fused && n > 1) continue;  /* grouped below */
         if (fused)
             rc = ds4_cpu_moe_strict(g + t * D, D, (size_t)L->n_ff, E, &gate, &up, &down, ids,
@@ -282,6 +287,6 @@ int ds4_fw_ffn(const ds4_fw_layer *L, const float *g, const int32_t *tokens, siz
     }
     rc = DS4_CPU_OK;
 done:
-    free(logit), free(prob), free(gs), free(moe), free(all_ids), free(all_wts);
+    ds4_scratch_reset(mark);
     return rc;
 }

@@ -2,8 +2,6 @@
  * the output head (§3.10). Tokens go through in blocks of BLOCK_TOKENS so scratch
  * memory stays bounded; blocks run in position order, so each token sees exactly the
  * state a one-token decode would give it (§3.12). */
-#include <stdlib.h>
-
 #include "fwd_internal.h"
 
 #define BLOCK_TOKENS 256
@@ -83,19 +81,21 @@ static int layer_block(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
 int ds4_fw_layer_forward(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
                          const int32_t *tokens, int64_t pos0, size_t n,
                          const ds4_fw_opts *opt) {
-    if (L->n_hc < 1 || L->n_hc > DS4_FW_MAX_HC || !S || !S->raw) return DS4_FW_BAD_STATE;
+    if (L->n_hc < 1 || L->n_hc > DS4_FW_MAX_HC) return DS4_CPU_BAD_SHAPE;
+    if (!S || !S->raw) return DS4_FW_BAD_STATE;
     if (!ds4_cpu_dot_table(opt->impl)) return DS4_CPU_BAD_IMPL;
     size_t D = (size_t)L->n_embd, H = (size_t)L->n_hc, mix_n = 2 * H + H * H;
     size_t blk = n < BLOCK_TOKENS ? n : BLOCK_TOKENS;
     size_t per_tok = 3 * D + H + H * H + H * D + mix_n;
-    float *buf = malloc((blk ? blk : 1) * per_tok * sizeof *buf);
+    size_t mark = ds4_scratch_mark();
+    float *buf = ds4_scratch_alloc(blk * per_tok * sizeof *buf);
     if (!buf) return DS4_CPU_NO_MEMORY;
     int rc = DS4_CPU_OK;
     for (size_t b = 0; b < n && !rc; b += blk) {
         size_t m = n - b < blk ? n - b : blk;
         rc = layer_block(L, S, streams + b * H * D, tokens + b, pos0 + (int64_t)b, m, opt, buf);
     }
-    free(buf);
+    ds4_scratch_reset(mark);
     return rc;
 }
 
@@ -118,9 +118,11 @@ int ds4_fw_head_forward(const ds4_fw_head *Hd, const float *streams, size_t n, f
     if (Hd->n_hc < 1 || Hd->n_hc > DS4_FW_MAX_HC) return DS4_CPU_BAD_SHAPE;
     if (Hd->hc_fn.rows != S || Hd->hc_fn.cols != flat_n || Hd->output.cols != D)
         return DS4_CPU_BAD_SHAPE;
-    float *flat = malloc(flat_n * sizeof *flat), *z = malloc(2 * D * sizeof *z);
+    size_t mark = ds4_scratch_mark();
+    float *flat = ds4_scratch_alloc(flat_n * sizeof *flat);
+    float *z = ds4_scratch_alloc(2 * D * sizeof *z);
     if (!flat || !z) {
-        free(flat), free(z);
+        ds4_scratch_reset(mark);
         return DS4_CPU_NO_MEMORY;
     }
     int rc = DS4_CPU_OK;
@@ -140,6 +142,6 @@ int ds4_fw_head_forward(const ds4_fw_head *Hd, const float *streams, size_t n, f
         rc = ds4_fw_matmul(&Hd->output, 0, Hd->output.rows, z + D, D, 1,
                            logits + t * Hd->output.rows, Hd->output.rows, opt->impl);
     }
-    free(flat), free(z);
+    ds4_scratch_reset(mark);
     return rc;
 }

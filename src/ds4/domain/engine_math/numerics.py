@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ds4.domain.errors import Ds4Error
+from ds4.domain.model.hparams import DeepSeekV4HParams
 
 
 @dataclass(frozen=True)
@@ -40,3 +41,24 @@ def numerics_named(name: str) -> Numerics:
         if choice.name == name:
             return choice
     raise Ds4Error(f"unknown numerics {name!r} (expected ds4, exact or fp32)")
+
+
+def check_numerics_fit(numerics: Numerics, hp: DeepSeekV4HParams) -> None:
+    """Ds4Error (one line) when the model's shapes cannot take the numerics' rounding points.
+
+    The indexer QAT is a 128-point Hadamard per head, and FP8 KV
+    rounding works in blocks of 64 non-RoPE dims: other shapes have no ds4 rounding to
+    simulate, so both backends refuse them at open rather than round part of a row (or
+    fail mid-run); `fp32` numerics simulate neither and run any shape.
+    """
+    has_indexer = any(hp.has_indexer(il) for il in range(hp.n_layer))
+    if numerics.indexer_qat and has_indexer and hp.indexer_head_dim != 128:
+        raise Ds4Error(
+            f"indexer head dim {hp.indexer_head_dim}: --numerics {numerics.name} needs 128 "
+            "(its indexer QAT is a 128-point Hadamard); use --numerics fp32"
+        )
+    if numerics.kv_rounding and hp.n_rope_free % 64:
+        raise Ds4Error(
+            f"head dim {hp.head_dim} with {hp.n_rot} RoPE dims: --numerics {numerics.name} needs "
+            "the non-RoPE dims in whole blocks of 64 (FP8 KV rounding); use --numerics fp32"
+        )

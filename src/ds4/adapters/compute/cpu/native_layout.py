@@ -48,8 +48,18 @@ _LAYER_VECS = {
 }  # fmt: skip
 
 
+# Hyper-connection streams the native forward holds on the stack (DS4_FW_MAX_HC in
+# native/cpu/fwd_internal.h); every DeepSeek V4 model has 4.
+MAX_HC = 16
+
+
 class NativeLayout:
     def __init__(self, model: ModelFile, hp: DeepSeekV4HParams, weights: TensorValues) -> None:
+        if hp.n_hc > MAX_HC:
+            raise Ds4Error(
+                f"{hp.n_hc} hyper-connection streams: the cpu backend takes at most {MAX_HC}; "
+                "use --backend reference"
+            )
         self.hp = hp
         self._model = model
         self._weights = weights
@@ -127,6 +137,11 @@ class NativeLayout:
             if info.ggml_type is not GGMLType.I32 or info.numpy_shape[-1] != hp.n_expert_used:
                 raise Ds4Error(f"{name}: expected I32 [{hp.n_expert_used}, n_vocab]")
             table = np.ascontiguousarray(self._model.raw(name)).view("<i4")
+            if table.size and not 0 <= int(table.min()) <= int(table.max()) < hp.n_expert:
+                raise Ds4Error(
+                    f"{name}: expert ids must lie in [0, {hp.n_expert}), found "
+                    f"{int(table.min())}..{int(table.max())}"
+                )
             c.n_vocab = table.shape[0]
             c.tid2eid = self._ptr("const int32_t *", table)
 

@@ -13,7 +13,7 @@ from ds4.adapters.gguf.model_open import load_model, routed_quant_bits
 from ds4.adapters.gguf.tensor_values import TensorValues
 from ds4.adapters.quant.native_dequant import NativeDequantizer
 from ds4.domain.engine.state_session import REWIND_HISTORY, StateSession
-from ds4.domain.engine_math.numerics import Numerics, numerics_named
+from ds4.domain.engine_math.numerics import Numerics, check_numerics_fit, numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.compute import ComputeSession, ModelRunner, SequenceState
@@ -71,6 +71,7 @@ def cpu_runner(
         impl = "scalar"
     n_threads = threads if threads is not None else os.cpu_count() or 1
     cpu_kernels.set_threads(n_threads)  # Ds4Error now for a bad count, not at first use
+    check_numerics_fit(chosen, hparams)
     return CpuRunner(model, hparams, chosen, impl)
 
 

@@ -10,7 +10,7 @@ from ds4.adapters.compute.reference.weights import WeightStore
 from ds4.adapters.gguf.model_open import load_model, routed_quant_bits
 from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
 from ds4.domain.engine.state_session import REWIND_HISTORY, StateSession
-from ds4.domain.engine_math.numerics import Numerics, numerics_named
+from ds4.domain.engine_math.numerics import Numerics, check_numerics_fit, numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.compute import ComputeSession, ModelRunner, SequenceState
@@ -58,6 +58,7 @@ def reference_runner(
     chosen = numerics_named(numerics)
     if chosen.name == "exact":
         raise Ds4Error("--numerics exact runs on the native CPU backend (--backend cpu)")
+    check_numerics_fit(chosen, hparams)
     return ReferenceRunner(model, hparams, chosen, dequantizer or NumpyDequantizer())
 
 
