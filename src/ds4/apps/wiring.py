@@ -102,19 +102,18 @@ def tokenizer(
     """
     from ds4.adapters.tokenizer.tokenizer_sources import (
         build_tokenizer,
-        is_gguf_file,
+        is_tokenizer_json,
         load_tokenizer_json,
     )
     from ds4.adapters.tokenizer.vocab_loading import vocabulary_from_gguf_metadata
 
-    if source is not None and is_gguf_file(source):
+    # Not a tokenizer.json: the GGUF reader refuses it with the line inspect prints.
+    if source is not None and (gguf_only or not is_tokenizer_json(source)):
         model_file = open_model_file(source)
         try:
             vocab = vocabulary_from_gguf_metadata(model_file.metadata)
         finally:
             model_file.close()
-    elif gguf_only:
-        raise Ds4Error(f"{source} is not a GGUF model file")
     else:
         vocab = load_tokenizer_json(source)
     return build_tokenizer(vocab, backend)

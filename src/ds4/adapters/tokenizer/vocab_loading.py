@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ds4.adapters.files import read_limited
 from ds4.adapters.tokenizer.byte_level import BYTE_TO_CHAR
 from ds4.adapters.tokenizer.vocabulary import AddedToken, TokenizerDataError, Vocabulary
 from ds4.domain.gguf.records import MetaValue
@@ -13,6 +14,9 @@ from ds4.domain.gguf.records import MetaValue
 # llama.cpp token types (GGUF tokenizer.ggml.token_type).
 TOKEN_TYPE_CONTROL = 3
 TOKEN_TYPE_USER_DEFINED = 4
+
+# DeepSeek V4's tokenizer.json is 6 MiB; the largest known ones (256k vocabularies) ~35.
+MAX_TOKENIZER_JSON_BYTES = 64 << 20
 
 
 def _parse_merge(entry: object, rank: int) -> tuple[str, str]:
@@ -28,7 +32,7 @@ def _parse_merge(entry: object, rank: int) -> tuple[str, str]:
 def vocabulary_from_tokenizer_json(path: str | Path) -> Vocabulary:
     """Read a Hugging Face tokenizer.json whose model is byte-level BPE."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = json.loads(read_limited(path, MAX_TOKENIZER_JSON_BYTES).decode("utf-8"))
     except OSError as exc:
         raise TokenizerDataError(f"cannot read {path}: {exc.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
