@@ -95,9 +95,10 @@ def _string_list(metadata: Mapping[str, MetaValue], key: str) -> list[str] | Non
     meta = metadata.get(key)
     if meta is None:
         return None
-    if not isinstance(meta.value, list) or not all(isinstance(s, str) for s in meta.value):
+    items = meta.items()
+    if items is None or not all(isinstance(s, str) for s in items):
         raise TokenizerDataError(f"GGUF key {key} is {meta.describe_type()}, not array[string]")
-    return [str(s) for s in meta.value]
+    return [str(s) for s in items]
 
 
 def vocabulary_from_gguf_metadata(metadata: Mapping[str, MetaValue]) -> Vocabulary:
@@ -110,10 +111,8 @@ def vocabulary_from_gguf_metadata(metadata: Mapping[str, MetaValue]) -> Vocabula
     types_meta = metadata.get("tokenizer.ggml.token_type")
     types: list[int] | None = None
     if types_meta is not None:
-        value = types_meta.value
-        if not isinstance(value, list) or not all(
-            isinstance(t, int) and not isinstance(t, bool) for t in value
-        ):
+        value = types_meta.items()
+        if value is None or not all(isinstance(t, int) and not isinstance(t, bool) for t in value):
             raise TokenizerDataError(
                 f"GGUF key tokenizer.ggml.token_type is {types_meta.describe_type()}, "
                 "not an integer array"

@@ -175,15 +175,15 @@ class _Reader:
         if entry is None:
             self.fail(key, "missing")
             return []
-        if entry.vtype is not ValueType.ARRAY or entry.item_type not in items:
+        values = entry.items()
+        if values is None or entry.item_type not in items:
             names = "/".join(sorted(t.name.lower() for t in items))
             self.fail(key, f"stored as {entry.describe_type()}, expected array[{names}]")
             return []
-        assert isinstance(entry.value, list)
-        if n_layer is not None and len(entry.value) < n_layer:
-            self.fail(key, f"has {len(entry.value)} entries, need one per layer ({n_layer})")
+        if n_layer is not None and len(values) < n_layer:
+            self.fail(key, f"has {len(values)} entries, need one per layer ({n_layer})")
             return []
-        return list(entry.value[:n_layer] if n_layer is not None else entry.value)
+        return list(values[:n_layer] if n_layer is not None else values)
 
 
 def read_hparams(

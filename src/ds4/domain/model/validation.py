@@ -99,20 +99,20 @@ def _check_expert_pairs(
 def check_tokenizer(metadata: Mapping[str, MetaValue], n_vocab: int | None) -> list[Problem]:
     out: list[Problem] = []
     tokens = metadata.get("tokenizer.ggml.tokens")
-    if tokens is None or tokens.item_type is not ValueType.STRING:
+    token_list = tokens.items() if tokens is not None else None
+    if tokens is None or token_list is None or tokens.item_type is not ValueType.STRING:
         return [Problem("tokenizer.ggml.tokens", "missing or not an array of strings")]
     merges = metadata.get("tokenizer.ggml.merges")
     if merges is None or merges.item_type is not ValueType.STRING:
         out.append(Problem("tokenizer.ggml.merges", "missing or not an array of strings"))
-    assert isinstance(tokens.value, list)
-    if n_vocab is not None and len(tokens.value) > n_vocab:
+    if n_vocab is not None and len(token_list) > n_vocab:
         out.append(
             Problem(
                 "tokenizer.ggml.tokens",
-                f"{len(tokens.value)} tokens but the embedding has only {n_vocab} rows",
+                f"{len(token_list)} tokens but the embedding has only {n_vocab} rows",
             )
         )
-    present = set(tokens.value)
+    present = set(token_list)
     for special in REQUIRED_SPECIAL_TOKENS:
         if special not in present:
             out.append(Problem("tokenizer.ggml.tokens", f"special token {special!r} not found"))
