@@ -26,7 +26,7 @@ DEFAULT_MODEL = "ds4flash.gguf"
 def model_path(args: argparse.Namespace) -> str:
     """-m, then $DS4_MODEL, then ./ds4flash.gguf; a clear message when it is missing."""
     path = args.model or os.environ.get("DS4_MODEL") or DEFAULT_MODEL
-    if not Path(path).is_file():
+    if not Path(path).exists():  # anything else there gets the GGUF reader's error
         raise Ds4Error(
             f"model file {path} not found; pass -m FILE or set DS4_MODEL "
             "(a demo model with random weights: ds4 gguf tiny --out FILE)"

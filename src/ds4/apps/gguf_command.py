@@ -15,7 +15,7 @@ from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import DEQUANTIZABLE, GGMLType
 from ds4.domain.model.presets import PRESETS
-from ds4.domain.model.validation import validate
+from ds4.domain.model.validation import validate_model_file
 
 EXIT_INVALID = 1
 
@@ -74,7 +74,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run_inspect(args: argparse.Namespace) -> int:
     model = wiring.open_model_file(args.file)
     try:
-        report = validate(model.metadata, model.tensors, require_preset=args.preset)
+        report = validate_model_file(model, require_preset=args.preset)
         data = build_report(model, report)
     finally:
         model.close()

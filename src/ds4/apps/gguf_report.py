@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
+from ds4.domain.gguf.array_values import ArrayValue
 from ds4.domain.gguf.ggml_types import type_name
-from ds4.domain.gguf.records import MetaValue, TensorInfo, ValueType
+from ds4.domain.gguf.records import MetaValue, TensorInfo
 from ds4.domain.model.validation import REQUIRED_SPECIAL_TOKENS, ValidationReport
 from ds4.ports.model_file import ModelFile
 
@@ -29,18 +30,31 @@ def _tensor_row(info: TensorInfo) -> dict[str, Any]:
 def _tokenizer_summary(metadata: Mapping[str, MetaValue]) -> dict[str, Any]:
     tokens = metadata.get("tokenizer.ggml.tokens")
     merges = metadata.get("tokenizer.ggml.merges")
-    token_list = tokens.value if tokens and isinstance(tokens.value, list) else []
+    token_list = (tokens.items() if tokens else None) or []
     index = {tok: i for i, tok in enumerate(token_list) if tok in REQUIRED_SPECIAL_TOKENS}
     summary: dict[str, Any] = {
         "vocab_size": len(token_list),
-        "merges": len(merges.value) if merges and isinstance(merges.value, list) else 0,
+        "merges": len((merges.items() if merges else None) or []),
         "special_token_ids": {tok: index.get(tok) for tok in REQUIRED_SPECIAL_TOKENS},
     }
     for key in ("model", "pre", "bos_token_id", "eos_token_id"):
         entry = metadata.get(f"tokenizer.ggml.{key}")
         if entry is not None:
-            summary[key] = entry.value
+            summary[key] = _shown(entry)
     return summary
+
+
+def _shown(entry: MetaValue) -> object:
+    """A JSON-ready value; long arrays are summarized, not printed."""
+    items = entry.items()
+    if items is not None and len(items) > _LONG_ARRAY:
+        return f"<{entry.describe_type()} of {len(items)}>"
+    return _plain(entry.value)
+
+
+def _plain(value: object) -> object:
+    """Arrays read from a file are compact sequences, not lists."""
+    return [_plain(v) for v in value] if isinstance(value, list | ArrayValue) else value
 
 
 def _provenance(metadata: Mapping[str, MetaValue]) -> dict[str, Any]:
@@ -48,10 +62,7 @@ def _provenance(metadata: Mapping[str, MetaValue]) -> dict[str, Any]:
     for key, entry in metadata.items():
         if not key.startswith(_PROVENANCE_PREFIXES) or key == "general.alignment":
             continue
-        value = entry.value
-        if entry.vtype is ValueType.ARRAY and isinstance(value, list) and len(value) > _LONG_ARRAY:
-            value = f"<{entry.describe_type()} of {len(value)}>"
-        out[key] = value
+        out[key] = _shown(entry)
     return out
 
 

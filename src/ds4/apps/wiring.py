@@ -76,16 +76,15 @@ def tokenizer(
     """A tokenizer on its own: from a GGUF's metadata, a tokenizer.json, or (None) the
     official one. gguf_only: `source` names a model, so anything but a GGUF is an error.
     (With a model already open, use tokenizer_from_model: no second open.)"""
-    from ds4.adapters.tokenizer.tokenizer_sources import is_gguf_file, load_tokenizer_json
+    from ds4.adapters.tokenizer.tokenizer_sources import is_tokenizer_json, load_tokenizer_json
 
-    if source is not None and is_gguf_file(source):
+    # Not a tokenizer.json: the GGUF reader refuses it with the line inspect prints.
+    if source is not None and (gguf_only or not is_tokenizer_json(source)):
         model_file = open_model_file(source)
         try:
             return tokenizer_from_model(model_file, backend)
         finally:
             model_file.close()
-    if gguf_only:
-        raise Ds4Error(f"{source} is not a GGUF model file")
     return _build_tokenizer(load_tokenizer_json(source), backend)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import struct
 from pathlib import Path
 
@@ -10,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.support.sample_gguf import write_sample
 
+from ds4.adapters.gguf import parser
 from ds4.adapters.gguf.parser import GGUFFormatError, parse_gguf
 from ds4.adapters.gguf.reader import GGUFFile
 
@@ -47,6 +50,8 @@ CASES: dict[str, tuple[bytes, str]] = {
     "too short": (b"GGUF\3\0\0\0", "too small"),
     "kv count absurd": (pad(header(0, 2**60), 32), "metadata count"),
     "tensor count absurd": (pad(header(2**40, 0), 32), "tensor count"),
+    "too many keys": (pad(header(0, 65537), 32), "metadata count 65537 is over the limit"),
+    "too many tensors": (pad(header(65537, 0), 32), "tensor count 65537 is over the limit"),
     "string runs past end": (
         pad(header(0, 1) + struct.pack("<Q", 2**62) + b"k", 32), "truncated"
     ),
@@ -99,6 +104,49 @@ def test_reader_reports_a_bad_header_without_leaking_the_mapping(tmp_path: Path)
     path = tmp_path / "junk.gguf"
     path.write_bytes(b"GGUF" + b"\0" * 64)  # version 0
     with pytest.raises(GGUFFormatError, match="version 0 is not supported"):
+        GGUFFile(path)
+
+
+def string_array(key: str, items: list[str]) -> bytes:
+    return s(key) + struct.pack("<IIQ", 9, 8, len(items)) + b"".join(s(i) for i in items)
+
+
+def test_string_items_have_a_per_file_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each string item becomes a Python object when read, so a file gets a bounded number."""
+    monkeypatch.setattr(parser, "MAX_STRING_ITEMS", 5)
+    parse(pad(header(0, 2) + string_array("a", ["x"] * 3) + string_array("b", ["y"] * 2), 32))
+    blob = pad(header(0, 2) + string_array("a", ["x"] * 3) + string_array("b", ["y"] * 3), 32)
+    with pytest.raises(GGUFFormatError, match="'b': more than 5 string array items"):
+        parse(blob)
+
+
+def test_nested_arrays_have_a_per_file_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parser, "MAX_NESTED_ARRAYS", 2)
+    inner = struct.pack("<IQ", 4, 1) + struct.pack("<I", 7)  # array[u32] of one item
+    nested = s("n") + struct.pack("<IIQ", 9, 9, 3) + inner * 3
+    with pytest.raises(GGUFFormatError, match="more than 2 nested arrays"):
+        parse(pad(header(0, 1) + nested, 32))
+
+
+def test_string_array_running_past_the_end_is_truncation() -> None:
+    blob = header(0, 1) + s("k") + struct.pack("<IIQ", 9, 8, 2) + s("ok") + struct.pack("<Q", 99)
+    with pytest.raises(GGUFFormatError, match=r"truncated file: metadata 'k'\[1\] needs 99"):
+        parse(pad(blob, 0))
+
+
+@pytest.mark.parametrize("kind", ["device", "pipe", "directory"])
+def test_things_that_are_not_regular_files_are_refused_before_reading(
+    tmp_path: Path, kind: str
+) -> None:
+    """/dev/zero has size 0 and endless bytes; opening a pipe would wait for a writer."""
+    if kind == "device":
+        path, fragment = Path("/dev/zero"), "not a regular file (a character device)"
+    elif kind == "pipe":
+        path, fragment = tmp_path / "fifo", "not a regular file (a pipe)"
+        os.mkfifo(path)
+    else:
+        path, fragment = tmp_path, "is a directory, not a GGUF file"
+    with pytest.raises(GGUFFormatError, match=re.escape(fragment)):
         GGUFFile(path)
 
 

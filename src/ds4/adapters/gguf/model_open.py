@@ -6,17 +6,20 @@ from ds4.adapters.gguf.reader import GGUFFile
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.model.hparams import DeepSeekV4HParams
-from ds4.domain.model.validation import validate
+from ds4.domain.model.validation import validate_model_file
 from ds4.ports.model_file import ModelFile
 
 
 def load_model(path: str) -> tuple[GGUFFile, DeepSeekV4HParams]:
-    """The mmapped GGUF and its validated hyperparameters (Ds4Error naming every problem)."""
+    """The mmapped GGUF and its validated hyperparameters (Ds4Error naming every problem).
+
+    The same validation `ds4 gguf inspect` runs (docs/adr/0004-gguf-validation.md).
+    """
     try:
         model = GGUFFile(path)
     except OSError as exc:
         raise Ds4Error(f"cannot open model {path}: {exc.strerror or exc}") from None
-    report = validate(model.metadata, model.tensors)
+    report = validate_model_file(model)
     if not report.ok or report.hparams is None:
         model.close()
         problems = "; ".join(str(p) for p in report.errors) or "not a DeepSeek V4 model"

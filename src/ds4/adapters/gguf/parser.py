@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import itertools
 import struct
+from array import array
 from dataclasses import dataclass
 
+import numpy as np
+
 from ds4.domain.errors import Ds4Error
+from ds4.domain.gguf.array_values import PackedArray, StringArray, decode_gguf_string
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType, tensor_nbytes, type_name
 from ds4.domain.gguf.records import (
     SCALAR_SIZES,
     STRUCT_CODES,
     MetaValue,
     TensorInfo,
-    Value,
     ValueType,
 )
 
@@ -29,10 +32,26 @@ MAX_ARRAY_DEPTH = 8
 MAX_TENSOR_DIMS = 8
 HEADER_SIZE = 24  # magic, version, tensor count, kv count
 MIN_FILE_SIZE = 32
+# Record counts ds4 will turn into Python objects (docs/adr/0004-gguf-validation.md):
+# each costs ~10-20x its bytes on disk, so a small file could otherwise ask for
+# gigabytes. Flash has ~60 keys, 1328 tensors and 257k tokenizer strings.
+MAX_METADATA_KEYS = 1 << 16
+MAX_TENSORS = 1 << 16
+MAX_STRING_ITEMS = 1 << 24  # items of string arrays, whole file
+MAX_NESTED_ARRAYS = 1 << 16  # arrays inside arrays, whole file
 
 # Smallest possible encodings, used to reject absurd counts before looping.
 _MIN_KV_RECORD = 8 + 4 + 1  # empty key, type, 1-byte value
 _MIN_TENSOR_RECORD = 8 + 4 + 8 + 4 + 8  # empty name, n_dims, one dim, type, offset
+
+# numpy dtypes of the fixed-size array items (bools are bytes, nonzero = true)
+_ITEM_DTYPES: dict[ValueType, str] = {
+    ValueType.UINT8: "<u1", ValueType.INT8: "<i1", ValueType.UINT16: "<u2",
+    ValueType.INT16: "<i2", ValueType.UINT32: "<u4", ValueType.INT32: "<i4",
+    ValueType.FLOAT32: "<f4", ValueType.BOOL: "<u1", ValueType.UINT64: "<u8",
+    ValueType.INT64: "<i8", ValueType.FLOAT64: "<f8",
+}  # fmt: skip
+_U64 = struct.Struct("<Q")
 
 
 class GGUFFormatError(Ds4Error):
@@ -90,8 +109,29 @@ class _Cursor:
         self.need(length, what)
         raw = bytes(self.buf[self.pos : self.pos + length])
         self.pos += length
-        # GGUF strings are not validated as UTF-8; bad bytes stay visible as \xNN.
-        return raw.decode("utf-8", errors="backslashreplace")
+        return decode_gguf_string(raw)
+
+
+class _Budget:
+    """What is left of the per-file allowance of string items and nested arrays."""
+
+    def __init__(self) -> None:
+        self.strings = MAX_STRING_ITEMS
+        self.nested = MAX_NESTED_ARRAYS
+
+    def spend_strings(self, n: int, what: str) -> None:
+        self.strings -= n
+        if self.strings < 0:
+            raise GGUFFormatError(
+                f"{what}: more than {MAX_STRING_ITEMS} string array items in the file"
+            )
+
+    def spend_nested(self, n: int, what: str) -> None:
+        self.nested -= n
+        if self.nested < 0:
+            raise GGUFFormatError(
+                f"{what}: more than {MAX_NESTED_ARRAYS} nested arrays in the file"
+            )
 
 
 def _value_type(code: int, what: str) -> ValueType:
@@ -101,7 +141,9 @@ def _value_type(code: int, what: str) -> ValueType:
         raise GGUFFormatError(f"{what}: unknown metadata value type {code}") from None
 
 
-def _read_value(cur: _Cursor, vtype: ValueType, what: str, depth: int) -> MetaValue:
+def _read_value(
+    cur: _Cursor, vtype: ValueType, what: str, depth: int, budget: _Budget
+) -> MetaValue:
     if vtype is ValueType.STRING:
         return MetaValue(vtype, cur.string(what))
     if vtype is not ValueType.ARRAY:
@@ -116,16 +158,43 @@ def _read_value(cur: _Cursor, vtype: ValueType, what: str, depth: int) -> MetaVa
             f"{what}: array of {count} {item_type.name.lower()} items cannot fit in the "
             f"{cur.remaining()} bytes left"
         )
-    items: list[Value] = []
-    if item_type in STRUCT_CODES:
-        fmt = "<" + str(count) + STRUCT_CODES[item_type]
-        items = list(struct.unpack_from(fmt, cur.buf, cur.pos))
-        cur.pos += count * SCALAR_SIZES[item_type]
-    elif item_type is ValueType.STRING:
-        items = [cur.string(f"{what}[{i}]") for i in range(count)]
-    else:
-        items = [_read_value(cur, item_type, f"{what}[{i}]", depth + 1).value for i in range(count)]
+    if item_type in _ITEM_DTYPES:
+        return MetaValue(ValueType.ARRAY, _packed_array(cur, item_type, count), item_type)
+    if item_type is ValueType.STRING:
+        budget.spend_strings(count, what)
+        return MetaValue(ValueType.ARRAY, _string_array(cur, count, what), item_type)
+    budget.spend_nested(count, what)
+    items = [
+        _read_value(cur, item_type, f"{what}[{i}]", depth + 1, budget).value for i in range(count)
+    ]
     return MetaValue(ValueType.ARRAY, items, item_type)
+
+
+def _packed_array(cur: _Cursor, item_type: ValueType, count: int) -> PackedArray:
+    """A copy of the packed items (the caller has checked they fit)."""
+    dtype = np.dtype(_ITEM_DTYPES[item_type])
+    items = np.frombuffer(cur.buf, dtype=dtype, count=count, offset=cur.pos).copy()
+    cur.pos += count * dtype.itemsize
+    return PackedArray(items != 0 if item_type is ValueType.BOOL else items)
+
+
+def _string_array(cur: _Cursor, count: int, what: str) -> StringArray:
+    """The string records copied as they are, with the offset of each (8 bytes an item)."""
+    first, pos, size, buf = cur.pos, cur.pos, cur.size, cur.buf
+    starts = array("q")
+    for i in range(count):
+        if pos + 8 > size:
+            cur.pos = pos
+            cur.need(8, f"{what}[{i}] length")
+        (length,) = _U64.unpack_from(buf, pos)
+        starts.append(pos - first)
+        if length > size - pos - 8:
+            cur.pos = pos + 8
+            cur.need(length, f"{what}[{i}]")
+        pos += 8 + length
+    starts.append(pos - first)
+    cur.pos = pos
+    return StringArray(bytes(buf[first:pos]), np.frombuffer(starts, dtype=np.int64))
 
 
 def _alignment(metadata: dict[str, MetaValue]) -> int:
@@ -198,16 +267,21 @@ def parse_gguf(buf: memoryview, size: int) -> ParsedGGUF:
         raise GGUFFormatError(f"GGUF version {version} is not supported (need 3)")
     n_tensors = cur.u64("tensor count")
     n_kv = cur.u64("metadata count")
+    if n_kv > MAX_METADATA_KEYS:
+        raise GGUFFormatError(f"metadata count {n_kv} is over the limit of {MAX_METADATA_KEYS}")
+    if n_tensors > MAX_TENSORS:
+        raise GGUFFormatError(f"tensor count {n_tensors} is over the limit of {MAX_TENSORS}")
     if n_kv * _MIN_KV_RECORD > cur.remaining():
         raise GGUFFormatError(f"metadata count {n_kv} cannot fit in a {size}-byte file")
     if n_tensors * _MIN_TENSOR_RECORD > cur.remaining():
         raise GGUFFormatError(f"tensor count {n_tensors} cannot fit in a {size}-byte file")
 
     metadata: dict[str, MetaValue] = {}
+    budget = _Budget()
     for i in range(n_kv):
         key = cur.string(f"metadata key {i}")
         vtype = _value_type(cur.u32(f"metadata {key!r} type"), f"metadata {key!r}")
-        value = _read_value(cur, vtype, f"metadata {key!r}", 0)
+        value = _read_value(cur, vtype, f"metadata {key!r}", 0, budget)
         if key in metadata:
             raise GGUFFormatError(f"metadata key {key!r} appears twice")
         metadata[key] = value

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import stat
 from collections.abc import Mapping
-from pathlib import Path
 from types import MappingProxyType, TracebackType
 
 import numpy as np
@@ -22,19 +22,18 @@ class GGUFFile:
 
     def __init__(self, path: str | os.PathLike[str], *, prefetch: bool = False) -> None:
         self._path = str(path)
-        if Path(self._path).is_dir():
-            raise GGUFFormatError(f"{self._path} is a directory, not a GGUF file")
         try:
-            fd = os.open(self._path, os.O_RDONLY)
+            # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+            fd = os.open(self._path, os.O_RDONLY | os.O_NONBLOCK)
+        except IsADirectoryError:
+            raise GGUFFormatError(f"{self._path} is a directory, not a GGUF file") from None
         except OSError as exc:
             raise GGUFFormatError(f"cannot open {self._path}: {exc.strerror}") from None
         try:
-            size = os.fstat(fd).st_size
-            if size == 0:
-                raise GGUFFormatError(f"{self._path}: file is empty")
-            self._map = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+            self._map = self._map_regular_file(fd)
         finally:
             os.close(fd)
+        size = len(self._map)
         self._size = size
         view = memoryview(self._map)
         problem = None
@@ -53,6 +52,18 @@ class GGUFFile:
         self._tensors = MappingProxyType(parsed.tensors)
         if prefetch and hasattr(self._map, "madvise"):
             self._map.madvise(mmap.MADV_WILLNEED)
+
+    def _map_regular_file(self, fd: int) -> mmap.mmap:
+        """Only a regular file has a size to check counts against; a device such as
+        /dev/zero (size 0, endless bytes) or a pipe is refused before any read."""
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise GGUFFormatError(f"{self._path} is a directory, not a GGUF file")
+        if not stat.S_ISREG(info.st_mode):
+            raise GGUFFormatError(f"{self._path}: not a regular file ({_file_kind(info.st_mode)})")
+        if info.st_size == 0:
+            raise GGUFFormatError(f"{self._path}: file is empty")
+        return mmap.mmap(fd, info.st_size, access=mmap.ACCESS_READ)
 
     # ---- ModelFile port -------------------------------------------------
 
@@ -110,3 +121,9 @@ class GGUFFile:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISFIFO, "a pipe"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+    return next((name for test, name in kinds if test(mode)), "not a file")

@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from ds4.adapters.gguf.parser import DEFAULT_ALIGNMENT, GGUF_MAGIC, SUPPORTED_VERSION
 from ds4.domain.errors import Ds4Error
+from ds4.domain.gguf.array_values import ArrayValue
 from ds4.domain.gguf.ggml_types import GGMLType, tensor_nbytes, type_name
 from ds4.domain.gguf.records import STRUCT_CODES, MetaValue, Value, ValueType
 
@@ -37,7 +38,8 @@ def _encode_value(vtype: ValueType, value: Value, item_type: ValueType | None) -
         assert isinstance(value, str)
         return _encode_string(value)
     if vtype is ValueType.ARRAY:
-        assert isinstance(value, list) and item_type is not None
+        # a list built in code, or an array read from another file (ArrayValue)
+        assert isinstance(value, list | ArrayValue) and item_type is not None
         head = struct.pack("<IQ", item_type, len(value))
         if item_type in STRUCT_CODES:
             return head + struct.pack("<" + str(len(value)) + STRUCT_CODES[item_type], *value)

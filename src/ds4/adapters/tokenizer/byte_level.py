@@ -1,20 +1,11 @@
-"""The GPT-2 byte-level alphabet: every byte is one printable code point (spec §3.2)."""
+"""Bytes <-> byte-level symbols, over the alphabet in domain/tokenizer (spec §3.2)."""
 
 from __future__ import annotations
 
+from ds4.domain.tokenizer.byte_alphabet import BYTE_TO_CHAR
 
-def _byte_to_char() -> tuple[str, ...]:
-    kept = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-    chars: dict[int, str] = {b: chr(b) for b in kept}
-    shifted = 0x100
-    for b in range(256):
-        if b not in chars:
-            chars[b] = chr(shifted)
-            shifted += 1
-    return tuple(chars[b] for b in range(256))
+__all__ = ["BYTE_TO_CHAR", "CHAR_TO_BYTE", "from_symbols", "to_symbols"]
 
-
-BYTE_TO_CHAR: tuple[str, ...] = _byte_to_char()
 CHAR_TO_BYTE: dict[str, int] = {c: b for b, c in enumerate(BYTE_TO_CHAR)}
 
 # str.translate table over latin-1 decoded text: byte value -> its symbol.

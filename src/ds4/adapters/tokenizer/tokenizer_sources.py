@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import stat
 from pathlib import Path
 from typing import Literal
 
@@ -12,7 +14,7 @@ from ds4.ports.tokenizer import Tokenizer
 
 TokenizerBackend = Literal["native", "reference"]
 
-GGUF_MAGIC = b"GGUF"
+_JSON_SNIFF_BYTES = 4096  # leading whitespace a tokenizer.json may have before its "{"
 
 
 def default_tokenizer_json() -> Path:
@@ -29,12 +31,29 @@ def default_tokenizer_json() -> Path:
     return path
 
 
-def is_gguf_file(path: str | Path) -> bool:
+def is_tokenizer_json(path: str | Path) -> bool:
+    """A regular file whose first non-blank byte is `{`.
+
+    Anything else (a GGUF, a device such as /dev/zero, a directory, junk, a missing
+    path) is to be opened as a model file, so it gets the GGUF reader's one-line error,
+    the one `ds4 gguf inspect` prints, without a byte of it read as JSON.
+    """
+    head = _first_bytes(path, _JSON_SNIFF_BYTES).removeprefix(b"\xef\xbb\xbf")
+    return head.lstrip(b" \t\r\n")[:1] == b"{"
+
+
+def _first_bytes(path: str | Path, n: int) -> bytes:
+    """Up to n bytes from the start of a regular file; b"" for anything else."""
     try:
-        with Path(path).open("rb") as f:
-            return f.read(4) == GGUF_MAGIC
-    except OSError as exc:
-        raise TokenizerDataError(f"cannot read {path}: {exc.strerror}") from None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the open
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, n) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def load_tokenizer_json(path: str | Path | None = None) -> Vocabulary:

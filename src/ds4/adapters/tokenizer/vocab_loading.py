@@ -6,20 +6,31 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ds4.adapters.files import read_limited
 from ds4.adapters.tokenizer.byte_level import BYTE_TO_CHAR
 from ds4.adapters.tokenizer.vocabulary import AddedToken, TokenizerDataError, Vocabulary
 from ds4.domain.gguf.records import MetaValue
+from ds4.domain.tokenizer.gguf_tables import (
+    MERGES_KEY,
+    TOKEN_TYPE_CONTROL,
+    TOKEN_TYPE_USER_DEFINED,
+    TOKEN_TYPES_KEY,
+    TOKENS_KEY,
+    check_tokenizer_tables,
+    split_merge,
+)
 
-# llama.cpp token types (GGUF tokenizer.ggml.token_type).
-TOKEN_TYPE_CONTROL = 3
-TOKEN_TYPE_USER_DEFINED = 4
+__all__ = ["TOKEN_TYPE_CONTROL", "TOKEN_TYPE_USER_DEFINED"]  # re-exported for writers
+
+# DeepSeek V4's tokenizer.json is 6 MiB; the largest known ones (256k vocabularies) ~35.
+MAX_TOKENIZER_JSON_BYTES = 64 << 20
 
 
 def _parse_merge(entry: object, rank: int) -> tuple[str, str]:
     if isinstance(entry, str):
-        left, sep, right = entry.partition(" ")
-        if sep and left and right:
-            return left, right
+        pair = split_merge(entry)
+        if pair is not None:
+            return pair
     elif isinstance(entry, list) and len(entry) == 2 and all(isinstance(s, str) for s in entry):
         return entry[0], entry[1]
     raise TokenizerDataError(f"merge {rank} is not two tokens separated by a space: {entry!r}")
@@ -28,7 +39,7 @@ def _parse_merge(entry: object, rank: int) -> tuple[str, str]:
 def vocabulary_from_tokenizer_json(path: str | Path) -> Vocabulary:
     """Read a Hugging Face tokenizer.json whose model is byte-level BPE."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = json.loads(read_limited(path, MAX_TOKENIZER_JSON_BYTES).decode("utf-8"))
     except OSError as exc:
         raise TokenizerDataError(f"cannot read {path}: {exc.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -87,32 +98,17 @@ def vocabulary_from_gguf_values(
     return Vocabulary(tokens=tuple(tokens), merges=merge_pairs, added=added)
 
 
-def _string_list(metadata: Mapping[str, MetaValue], key: str) -> list[str] | None:
-    meta = metadata.get(key)
-    if meta is None:
-        return None
-    if not isinstance(meta.value, list) or not all(isinstance(s, str) for s in meta.value):
-        raise TokenizerDataError(f"GGUF key {key} is {meta.describe_type()}, not array[string]")
-    return [str(s) for s in meta.value]
-
-
 def vocabulary_from_gguf_metadata(metadata: Mapping[str, MetaValue]) -> Vocabulary:
-    """Read `tokenizer.ggml.tokens`, `.merges` and optional `.token_type` from GGUF metadata."""
-    tokens = _string_list(metadata, "tokenizer.ggml.tokens")
-    merges = _string_list(metadata, "tokenizer.ggml.merges")
-    if tokens is None or merges is None:
-        missing = "tokenizer.ggml.tokens" if tokens is None else "tokenizer.ggml.merges"
-        raise TokenizerDataError(f"GGUF file has no {missing} (not a BPE tokenizer model)")
-    types_meta = metadata.get("tokenizer.ggml.token_type")
-    types: list[int] | None = None
-    if types_meta is not None:
-        value = types_meta.value
-        if not isinstance(value, list) or not all(
-            isinstance(t, int) and not isinstance(t, bool) for t in value
-        ):
-            raise TokenizerDataError(
-                f"GGUF key tokenizer.ggml.token_type is {types_meta.describe_type()}, "
-                "not an integer array"
-            )
-        types = [int(t) for t in value]
+    """Read `tokenizer.ggml.tokens`, `.merges` and optional `.token_type` from GGUF metadata.
+
+    The tables are checked first by the same function model validation (and so
+    `ds4 gguf inspect`) uses; a refusal names every problem on one line.
+    """
+    problems = check_tokenizer_tables(metadata)
+    if problems:
+        raise TokenizerDataError("; ".join(str(p) for p in problems))
+    tokens = list(metadata[TOKENS_KEY].items() or ())
+    merges = list(metadata[MERGES_KEY].items() or ())
+    types_meta = metadata.get(TOKEN_TYPES_KEY)
+    types = None if types_meta is None else [int(t) for t in types_meta.items() or ()]
     return vocabulary_from_gguf_values(tokens, merges, types)

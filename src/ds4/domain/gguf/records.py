@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from ds4.domain.gguf.array_values import ArrayValue
 from ds4.domain.gguf.ggml_types import GGMLType
 
 
@@ -70,7 +72,9 @@ INTEGER_TYPES = frozenset(
 FLOAT_TYPES = frozenset({ValueType.FLOAT32, ValueType.FLOAT64})
 
 Scalar = int | float | bool | str
-Value = Scalar | list[Any]  # arrays hold scalars or nested lists
+# Arrays built in code are lists; arrays read from a file are compact ArrayValues
+# (nested arrays: a list of them). Read either through MetaValue.items().
+Value = Scalar | list[Any] | ArrayValue[Any]
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,12 @@ class MetaValue:
     vtype: ValueType
     value: Value
     item_type: ValueType | None = None
+
+    def items(self) -> Sequence[Any] | None:
+        """The array's items (a list or an ArrayValue); None for a scalar or string."""
+        if self.vtype is ValueType.ARRAY and isinstance(self.value, list | ArrayValue):
+            return self.value
+        return None
 
     def describe_type(self) -> str:
         if self.vtype is ValueType.ARRAY and self.item_type is not None:

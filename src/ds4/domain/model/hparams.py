@@ -2,15 +2,26 @@
 
 Reading never stops at the first bad key: every problem is collected, so a user
 sees everything wrong with a file at once. Integer keys are type-exact (a u32 key
-stored as i32 counts as wrong), as in the reference engine.
+stored as i32 counts as wrong), as in the reference engine. Every value is range-
+checked as it is read (hparam_ranges), so no later step sees an absurd size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 
 from ds4.domain.gguf.records import FLOAT_TYPES, MetaValue, ValueType
+from ds4.domain.model.hparam_ranges import (
+    COMPRESS_RATIOS,
+    COMPRESS_RATIOS_TEXT,
+    FLOAT_BOUNDS,
+    INT_BOUNDS,
+    SWIGLU_CLAMP,
+    Bounds,
+    out_of_range,
+    show_number,
+)
 from ds4.domain.model.problems import Problem
 
 ARCH = "deepseek4"
@@ -170,58 +181,92 @@ class _Reader:
             return None
         return entry.value
 
+    def bounded(self, key: str, value: object, bounds: Bounds | None) -> object:
+        """value, or None (and a problem) when it is outside bounds."""
+        if bounds is None or not isinstance(value, int | float):
+            return value
+        complaint = out_of_range(value, bounds)
+        if complaint is not None:
+            self.fail(key, complaint)
+            return None
+        return value
+
     def array(self, key: str, items: frozenset[ValueType], n_layer: int | None) -> list[object]:
+        """The first n_layer items (none when n_layer is unknown: nothing to check against)."""
         entry = self.metadata.get(key)
         if entry is None:
             self.fail(key, "missing")
             return []
-        if entry.vtype is not ValueType.ARRAY or entry.item_type not in items:
+        values = entry.items()
+        if values is None or entry.item_type not in items:
             names = "/".join(sorted(t.name.lower() for t in items))
             self.fail(key, f"stored as {entry.describe_type()}, expected array[{names}]")
             return []
-        assert isinstance(entry.value, list)
-        if n_layer is not None and len(entry.value) < n_layer:
-            self.fail(key, f"has {len(entry.value)} entries, need one per layer ({n_layer})")
+        if n_layer is None:
             return []
-        return list(entry.value[:n_layer] if n_layer is not None else entry.value)
+        if len(values) < n_layer:
+            self.fail(key, f"has {len(values)} entries, need one per layer ({n_layer})")
+            return []
+        return list(values[:n_layer])
+
+    def first_bad_layer(
+        self,
+        key: str,
+        what: str,
+        values: Sequence[float],
+        ok: Callable[[float], bool],
+        allowed: str,
+    ) -> None:
+        for layer, value in enumerate(values):
+            if not ok(value):
+                self.fail(key, f"layer {layer} has {what} {show_number(value)} (allowed {allowed})")
+                return
 
 
 def read_hparams(
     metadata: Mapping[str, MetaValue],
 ) -> tuple[DeepSeekV4HParams | None, list[Problem]]:
-    """Read every `deepseek4.*` key; return the hyperparameters (if complete) and problems."""
+    """Read every `deepseek4.*` key; return the hyperparameters (if complete) and problems.
+
+    None when any key is missing, mistyped or out of range: a catalog or an engine
+    must never be sized from such values.
+    """
     r = _Reader(metadata)
     arch = metadata.get("general.architecture")
     if arch is not None and arch.value != ARCH:
         r.fail("general.architecture", f"is {arch.value!r}, expected {ARCH!r}")
+    u32 = frozenset({ValueType.UINT32})
     for suffix, name in _U32_KEYS.items():
-        r.values[name] = r.get(f"{ARCH}.{suffix}", frozenset({ValueType.UINT32}))
+        key = f"{ARCH}.{suffix}"
+        r.values[name] = r.bounded(key, r.get(key, u32), INT_BOUNDS.get(name))
     for suffix, name in _OPTIONAL_U32_KEYS.items():
-        value = r.get(f"{ARCH}.{suffix}", frozenset({ValueType.UINT32}), optional=True)
+        value = r.get(f"{ARCH}.{suffix}", u32, optional=True)
         r.values[name] = 0 if value is None else value
     for suffix, name in _FLOAT_KEYS.items():
-        value = r.get(f"{ARCH}.{suffix}", _FLOATISH)
-        r.values[name] = None if value is None else float(value)  # type: ignore[arg-type]
-    r.values["rope_orig_ctx"] = r.get(
-        f"{ARCH}.rope.scaling.original_context_length",
-        frozenset({ValueType.UINT64, ValueType.UINT32}),
-    )
+        key = f"{ARCH}.{suffix}"
+        value = r.get(key, _FLOATISH)
+        value = None if value is None else float(value)  # type: ignore[arg-type]
+        r.values[name] = r.bounded(key, value, FLOAT_BOUNDS[name])
+    key = f"{ARCH}.rope.scaling.original_context_length"
+    value = r.get(key, frozenset({ValueType.UINT64, ValueType.UINT32}))
+    r.values["rope_orig_ctx"] = r.bounded(key, value, INT_BOUNDS["rope_orig_ctx"])
     r.values["expert_weights_norm"] = r.get(
         f"{ARCH}.expert_weights_norm", frozenset({ValueType.BOOL})
     )
     n_layer = r.values["n_layer"]
     count = n_layer if isinstance(n_layer, int) else None
-    ratios = r.array(
-        f"{ARCH}.attention.compress_ratios",
-        frozenset({ValueType.UINT32, ValueType.INT32}),
-        count,
+    ratios_key, clamps_key = f"{ARCH}.attention.compress_ratios", f"{ARCH}.swiglu_clamp_exp"
+    ratios = [
+        int(x)  # type: ignore[call-overload]
+        for x in r.array(ratios_key, frozenset({ValueType.UINT32, ValueType.INT32}), count)
+    ]
+    clamps = [float(x) for x in r.array(clamps_key, FLOAT_TYPES, count)]  # type: ignore[arg-type]
+    r.first_bad_layer(
+        ratios_key, "ratio", ratios, COMPRESS_RATIOS.__contains__, COMPRESS_RATIOS_TEXT
     )
-    clamps = r.array(f"{ARCH}.swiglu_clamp_exp", FLOAT_TYPES, count)
-    for layer, ratio in enumerate(ratios):
-        if int(ratio) < 0:  # type: ignore[call-overload]
-            r.fail(f"{ARCH}.attention.compress_ratios", f"layer {layer} has ratio {ratio} < 0")
-    r.values["compress_ratios"] = tuple(int(x) for x in ratios)  # type: ignore[call-overload]
-    r.values["swiglu_clamp"] = tuple(float(x) for x in clamps)  # type: ignore[arg-type]
+    r.first_bad_layer(clamps_key, "clamp", clamps, SWIGLU_CLAMP.admits, SWIGLU_CLAMP.describe())
+    r.values["compress_ratios"] = tuple(ratios)
+    r.values["swiglu_clamp"] = tuple(clamps)
 
     if r.problems or count is None or not ratios or not clamps:
         return None, r.problems
@@ -237,10 +282,6 @@ def check_architecture(hp: DeepSeekV4HParams) -> list[Problem]:
         if not cond:
             out.append(Problem(FIELD_TO_KEY.get(field, field), message))
 
-    for name in _U32_KEYS.values():
-        value = getattr(hp, name)
-        if name != "n_hash_layer":  # zero hash layers is a valid (if unusual) model
-            need(value > 0, name, f"must be positive, got {value}")
     need(hp.n_head_kv == 1, "n_head_kv", f"must be 1 (shared K=V head), got {hp.n_head_kv}")
     need(hp.value_dim == hp.head_dim, "value_dim", "must equal key_length (K and V are shared)")
     need(0 < hp.n_rot < hp.head_dim and hp.n_rot % 2 == 0, "n_rot",
@@ -255,8 +296,6 @@ def check_architecture(hp: DeepSeekV4HParams) -> list[Problem]:
          "group-limited routing is not part of DeepSeek V4 (must be 0)")  # fmt: skip
     need(hp.indexer_head_dim > hp.n_rot, "indexer_head_dim",
          f"must exceed rope.dimension_count {hp.n_rot}")  # fmt: skip
-    need(all(c > 0 for c in hp.swiglu_clamp), "swiglu_clamp", "clamp values must be positive")
-    need(hp.rms_eps > 0 and hp.hc_eps > 0, "rms_eps", "epsilons must be positive")
     return out
 
 

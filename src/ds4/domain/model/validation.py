@@ -1,7 +1,9 @@
 """Validate a GGUF's metadata and tensor directory against the DeepSeek V4 catalog.
 
 Reports every problem at once (bad metadata, missing tensor, wrong shape, wrong
-type, unexpected tensor), never just the first one.
+type, unexpected tensor), never just the first one. `validate_model_file` is the one
+check both `ds4 gguf inspect` and the engine loaders run, so that inspect never calls
+valid a file an engine refuses (docs/adr/0004-gguf-validation.md).
 """
 
 from __future__ import annotations
@@ -11,24 +13,18 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ds4.domain.gguf.ggml_types import type_name
-from ds4.domain.gguf.records import MetaValue, TensorInfo, ValueType
+from ds4.domain.gguf.records import MetaValue, TensorInfo
 from ds4.domain.model.catalog import TensorSpec, model_tensors, mtp_tensors
 from ds4.domain.model.hparams import DeepSeekV4HParams, read_hparams
 from ds4.domain.model.presets import PRESETS, matching_preset, preset_differences
 from ds4.domain.model.problems import Problem
+from ds4.domain.model.tensor_data_checks import check_tensor_data
+from ds4.domain.tokenizer.gguf_tables import REQUIRED_SPECIAL_TOKENS, check_tokenizer_tables
+from ds4.ports.model_file import ModelFile
+
+__all__ = ["REQUIRED_SPECIAL_TOKENS", "ValidationReport", "validate", "validate_model_file"]
 
 FileKind = Literal["model", "mtp"]
-
-# Strings the engine needs as single tokens (tokenizer-chat.md).
-REQUIRED_SPECIAL_TOKENS = (
-    "<｜begin▁of▁sentence｜>",
-    "<｜end▁of▁sentence｜>",
-    "<｜User｜>",
-    "<｜Assistant｜>",
-    "<think>",
-    "</think>",
-    "｜DSML｜",
-)
 
 
 @dataclass(frozen=True)
@@ -96,29 +92,6 @@ def _check_expert_pairs(
     return out
 
 
-def check_tokenizer(metadata: Mapping[str, MetaValue], n_vocab: int | None) -> list[Problem]:
-    out: list[Problem] = []
-    tokens = metadata.get("tokenizer.ggml.tokens")
-    if tokens is None or tokens.item_type is not ValueType.STRING:
-        return [Problem("tokenizer.ggml.tokens", "missing or not an array of strings")]
-    merges = metadata.get("tokenizer.ggml.merges")
-    if merges is None or merges.item_type is not ValueType.STRING:
-        out.append(Problem("tokenizer.ggml.merges", "missing or not an array of strings"))
-    assert isinstance(tokens.value, list)
-    if n_vocab is not None and len(tokens.value) > n_vocab:
-        out.append(
-            Problem(
-                "tokenizer.ggml.tokens",
-                f"{len(tokens.value)} tokens but the embedding has only {n_vocab} rows",
-            )
-        )
-    present = set(tokens.value)
-    for special in REQUIRED_SPECIAL_TOKENS:
-        if special not in present:
-            out.append(Problem("tokenizer.ggml.tokens", f"special token {special!r} not found"))
-    return out
-
-
 def validate(
     metadata: Mapping[str, MetaValue],
     tensors: Mapping[str, TensorInfo],
@@ -139,5 +112,21 @@ def validate(
                 for diff in preset_differences(hp, PRESETS[require_preset])
             ]
     if kind == "model":
-        problems += check_tokenizer(metadata, hp.n_vocab if hp else None)
+        problems += check_tokenizer_tables(metadata, hp.n_vocab if hp else None)
     return ValidationReport(kind, hp, preset, tuple(problems))
+
+
+def validate_model_file(model: ModelFile, *, require_preset: str | None = None) -> ValidationReport:
+    """`validate`, plus the tensor contents the engines index with (tid2eid).
+
+    The data checks run only on tensors the directory check passed, so they read
+    exactly the bytes the catalog promises.
+    """
+    report = validate(model.metadata, model.tensors, require_preset=require_preset)
+    if report.hparams is None or report.kind != "model":
+        return report
+    flagged = {p.subject for p in report.errors}
+    data_problems = check_tensor_data(report.hparams, model, skip=flagged)
+    return ValidationReport(
+        report.kind, report.hparams, report.preset, report.problems + tuple(data_problems)
+    )
