@@ -83,6 +83,13 @@ int ds4_fw_layer_forward(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
                          const int32_t *tokens, int64_t pos0, size_t n,
                          const ds4_fw_opts *opt);
 
+/* One layer over rows of several sequences: row t is at position rpos[t] of the
+ * sequence whose state is rs[t] (rows of one state in position order). Weight products
+ * run over all n rows at once; each row's result equals a one-row call's. */
+int ds4_fw_layer_forward_rows(const ds4_fw_layer *L, ds4_fw_state *const *rs,
+                              const int64_t *rpos, float *streams, const int32_t *tokens,
+                              size_t n, const ds4_fw_opts *opt);
+
 /* All layers in order (layers[i] with states[i]); on failure *failed_layer names the
  * layer whose error is returned. */
 int ds4_fw_layers_forward(const ds4_fw_layer *layers, ds4_fw_state *states, int n_layer,

@@ -49,6 +49,15 @@ int ds4_fw_seq_forward(ds4_fw_seq *s, const ds4_fw_layer *layers, float *streams
                        const int32_t *tokens, size_t n, const ds4_fw_opts *opt,
                        int *failed_layer);
 
+/* Several sequences in one pass: seqs[i] takes counts[i] tokens at its next positions;
+ * streams and tokens hold the rows of seqs[0], then seqs[1], ... Weights are read once
+ * for all rows; each sequence's results equal evaluating it alone. The sequences must
+ * be distinct and of this model. On failure no state changes and *failed_layer names
+ * the layer. */
+int ds4_fw_seqs_forward(ds4_fw_seq *const *seqs, const size_t *counts, size_t n_seqs,
+                        const ds4_fw_layer *layers, float *streams, const int32_t *tokens,
+                        const ds4_fw_opts *opt, int *failed_layer);
+
 /* Drop positions from n on (never below what is kept: see ds4_fw_seq_history_ok). */
 void ds4_fw_seq_truncate(ds4_fw_seq *s, int64_t n);
 

@@ -178,11 +178,16 @@ typedef struct {
     unsigned char *allowed;
 } attn_buffers;
 
-static int alloc_buffers(const ds4_fw_layer *L, const ds4_fw_state *S, size_t n,
+static int alloc_buffers(const ds4_fw_layer *L, ds4_fw_state *const *rs, size_t n,
                          attn_buffers *b) {
     size_t Dh = (size_t)L->head_dim, NH = (size_t)L->n_head, G = (size_t)L->n_groups;
     size_t cw = (size_t)(L->ratio == 4 ? 2 : 1) * Dh, iw = 2 * (size_t)L->idx_dim;
-    size_t max_rows = (size_t)L->n_swa + S->attn.rows_cap;
+    size_t attn_cap = 0, index_cap = 0;  /* the largest state among the rows sizes scratch */
+    for (size_t t = 0; t < n; t++) {
+        if (rs[t]->attn.rows_cap > attn_cap) attn_cap = rs[t]->attn.rows_cap;
+        if (rs[t]->index.rows_cap > index_cap) index_cap = rs[t]->index.rows_cap;
+    }
+    size_t max_rows = (size_t)L->n_swa + attn_cap;
     size_t counts[13] = {
         n * (size_t)L->q_rank, n * NH * Dh, n * Dh,
         L->ratio ? n * cw : 0, L->ratio ? n * cw : 0,
@@ -194,7 +199,7 @@ static int alloc_buffers(const ds4_fw_layer *L, const ds4_fw_state *S, size_t n,
     size_t total = 0;
     for (int i = 0; i < 13; i++) total += counts[i];
     total += NH * max_rows;  /* attention scores */
-    size_t allowed_n = S->index.rows_cap + 1;
+    size_t allowed_n = index_cap + 1;
     float *p = ds4_scratch_alloc(total * sizeof(float) + allowed_n);
     if (!p) return DS4_CPU_NO_MEMORY;
     float **slots[13] = {&b->qr, &b->q, &b->kv, &b->ckv, &b->csc, &b->ikv, &b->isc,
@@ -212,13 +217,13 @@ static int alloc_buffers(const ds4_fw_layer *L, const ds4_fw_state *S, size_t n,
 /* Compressor inputs for the block: kv projection, and score = gate + ape[p % r]. */
 static int compressor_inputs(const ds4_fw_layer *L, const ds4_fw_mat *kvm,
                              const ds4_fw_mat *gm, const float *ape, int ratio, const float *h,
-                             int64_t pos0, size_t n, float *kv, float *sc, int impl) {
+                             const int64_t *rpos, size_t n, float *kv, float *sc, int impl) {
     size_t D = (size_t)L->n_embd, W = kvm->rows;
     int rc = ds4_fw_matmul(kvm, 0, W, h, D, n, kv, W, impl);
     if (!rc) rc = ds4_fw_matmul(gm, 0, W, h, D, n, sc, W, impl);
     if (rc) return rc;
     for (size_t t = 0; t < n; t++) {
-        const float *a = ape + (size_t)((pos0 + (int64_t)t) % ratio) * W;
+        const float *a = ape + (size_t)(rpos[t] % ratio) * W;
         for (size_t i = 0; i < W; i++) sc[t * W + i] += a[i];
     }
     return DS4_CPU_OK;
@@ -235,22 +240,25 @@ static int push_compressor(const ds4_fw_layer *L, const ds4_fw_opts *opt, ds4_fw
     return emit_row(L, opt, c, ratio, d, norm, is_index, p);
 }
 
-int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *S, const float *h, int64_t pos0,
-                     size_t n, float *out, const ds4_fw_opts *opt) {
+int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *const *rs, const int64_t *rpos,
+                     const float *h, size_t n, float *out, const ds4_fw_opts *opt) {
     int impl = opt->impl;
     size_t D = (size_t)L->n_embd, Dh = (size_t)L->head_dim, NH = (size_t)L->n_head;
     size_t QR = (size_t)L->q_rank, G = (size_t)L->n_groups;
     size_t OR = (size_t)L->o_rank, gin = NH * Dh / G;
     size_t IH = (size_t)L->n_idx_head, ID = (size_t)L->idx_dim;
-    if ((L->ratio && (!S->attn.kv || !S->attn.score || !S->attn.rows)) ||
-        (L->has_indexer && (!S->index.kv || !S->index.score || !S->index.rows)))
-        return DS4_FW_BAD_STATE;
+    for (size_t t = 0; t < n; t++) {
+        const ds4_fw_state *S = rs[t];
+        if (!S || !S->raw || (L->ratio && (!S->attn.kv || !S->attn.score || !S->attn.rows)) ||
+            (L->has_indexer && (!S->index.kv || !S->index.score || !S->index.rows)))
+            return DS4_FW_BAD_STATE;
+    }
     /* the indexer QAT's Hadamard is 128-point; the Python open check names this first */
     if (L->has_indexer && opt->indexer_qat && ID != 128) return DS4_CPU_BAD_SHAPE;
     if (opt->kv_rounding && (Dh - (size_t)L->n_rot) % 64) return DS4_CPU_BAD_SHAPE;
     size_t mark = ds4_scratch_mark();
     attn_buffers b;
-    int rc = alloc_buffers(L, S, n, &b);
+    int rc = alloc_buffers(L, rs, n, &b);
     if (rc) return rc;
 
     if ((rc = ds4_fw_matmul(&L->q_a, 0, QR, h, D, n, b.qr, QR, impl))) goto done;
@@ -260,16 +268,19 @@ int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *S, const float *h, int
     if ((rc = ds4_fw_matmul(&L->kv, 0, Dh, h, D, n, b.kv, Dh, impl))) goto done;
     for (size_t t = 0; t < n; t++) ds4_fw_rmsnorm(b.kv + t * Dh, L->kv_norm, Dh, L->rms_eps, b.kv + t * Dh);
     if (L->ratio &&
-        (rc = compressor_inputs(L, &L->comp_kv, &L->comp_gate, L->comp_ape, L->ratio, h, pos0, n,
+        (rc = compressor_inputs(L, &L->comp_kv, &L->comp_gate, L->comp_ape, L->ratio, h, rpos, n,
                                 b.ckv, b.csc, impl)))
         goto done;
     int need_index = 0;
     if (L->has_indexer) {
-        if ((rc = compressor_inputs(L, &L->idx_kv, &L->idx_gate, L->idx_ape, 4, h, pos0, n, b.ikv,
+        if ((rc = compressor_inputs(L, &L->idx_kv, &L->idx_gate, L->idx_ape, 4, h, rpos, n, b.ikv,
                                     b.isc, impl)))
             goto done;
-        /* The indexer's projections only matter once more rows exist than it keeps. */
-        need_index = (size_t)((pos0 + (int64_t)n) / 4) > (size_t)L->idx_top_k;
+        /* The indexer's projections only matter once more rows exist than it keeps (a row
+         * selects only when its own state holds more; computing them for every row of
+         * the block changes no row's result). */
+        for (size_t t = 0; t < n && !need_index; t++)
+            need_index = (size_t)((rpos[t] + 1) / 4) > (size_t)L->idx_top_k;
         if (need_index) {
             if ((rc = ds4_fw_matmul(&L->idx_q_b, 0, IH * ID, b.qr, QR, n, b.iq, IH * ID, impl)) ||
                 (rc = ds4_fw_matmul(&L->idx_proj, 0, IH, h, D, n, b.iw, IH, impl)))
@@ -282,7 +293,8 @@ int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *S, const float *h, int
     float scale = 1.0f / sqrtf((float)Dh);
     const ds4_fw_vec *vec = ds4_fw_vec_for(impl);
     for (size_t t = 0; t < n; t++) {
-        int64_t p = pos0 + (int64_t)t;
+        int64_t p = rpos[t];
+        ds4_fw_state *S = rs[t];
         float *q = b.q + t * NH * Dh, *kv = b.kv + t * Dh;
         rope_heads(L, opt, q, (int)NH, (int)Dh, p, 0);
         rope_heads(L, opt, kv, 1, (int)Dh, p, 0);

@@ -53,9 +53,11 @@ void ds4_fw_f16round(float *v, size_t n);
 int ds4_fw_matmul(const ds4_fw_mat *m, size_t rows_from, size_t rows_n, const float *x,
                   size_t x_stride, size_t n, float *y, size_t y_stride, int impl);
 
-/* The attention sublayer over a block of tokens: h (n, n_embd) -> out (n, n_embd). */
-int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *S, const float *h, int64_t pos0,
-                     size_t n, float *out, const ds4_fw_opts *opt);
+/* The attention sublayer over a block of rows: h (n, n_embd) -> out (n, n_embd). Row t
+ * is at position rpos[t] of the sequence whose layer state is rs[t]; rows of one state
+ * come in position order (one sequence's chunk, or one row each of several). */
+int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *const *rs, const int64_t *rpos,
+                     const float *h, size_t n, float *out, const ds4_fw_opts *opt);
 
 /* The FFN sublayer: g (n, n_embd) -> out (n, n_embd). */
 int ds4_fw_ffn(const ds4_fw_layer *L, const float *g, const int32_t *tokens, size_t n,

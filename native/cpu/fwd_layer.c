@@ -51,8 +51,8 @@ static void hc_post(const ds4_fw_layer *L, const float *y, const float *post, co
     }
 }
 
-static int layer_block(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
-                       const int32_t *tokens, int64_t pos0, size_t n, const ds4_fw_opts *opt,
+static int layer_block(const ds4_fw_layer *L, ds4_fw_state *const *rs, const int64_t *rpos,
+                       float *streams, const int32_t *tokens, size_t n, const ds4_fw_opts *opt,
                        float *buf) {
     int impl = opt->impl;
     size_t D = (size_t)L->n_embd, H = (size_t)L->n_hc;
@@ -64,7 +64,7 @@ static int layer_block(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
     if (rc) return rc;
     for (size_t t = 0; t < n; t++)
         ds4_fw_rmsnorm(x_in + t * D, L->attn_norm, D, L->rms_eps, h + t * D);
-    if ((rc = ds4_fw_attention(L, S, h, pos0, n, y, opt))) return rc;
+    if ((rc = ds4_fw_attention(L, rs, rpos, h, n, y, opt))) return rc;
     hc_post(L, y, post, comb, streams, n);
 
     rc = hc_pre(L, &L->hc_ffn_fn, L->hc_ffn_scale, L->hc_ffn_base, streams, n, x_in, post, comb,
@@ -78,11 +78,10 @@ static int layer_block(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
     return DS4_CPU_OK;
 }
 
-int ds4_fw_layer_forward(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
-                         const int32_t *tokens, int64_t pos0, size_t n,
-                         const ds4_fw_opts *opt) {
+int ds4_fw_layer_forward_rows(const ds4_fw_layer *L, ds4_fw_state *const *rs,
+                              const int64_t *rpos, float *streams, const int32_t *tokens,
+                              size_t n, const ds4_fw_opts *opt) {
     if (L->n_hc < 1 || L->n_hc > DS4_FW_MAX_HC) return DS4_CPU_BAD_SHAPE;
-    if (!S || !S->raw) return DS4_FW_BAD_STATE;
     if (!ds4_cpu_dot_table(opt->impl)) return DS4_CPU_BAD_IMPL;
     size_t D = (size_t)L->n_embd, H = (size_t)L->n_hc, mix_n = 2 * H + H * H;
     size_t blk = n < BLOCK_TOKENS ? n : BLOCK_TOKENS;
@@ -93,8 +92,34 @@ int ds4_fw_layer_forward(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
     int rc = DS4_CPU_OK;
     for (size_t b = 0; b < n && !rc; b += blk) {
         size_t m = n - b < blk ? n - b : blk;
-        rc = layer_block(L, S, streams + b * H * D, tokens + b, pos0 + (int64_t)b, m, opt, buf);
+        rc = layer_block(L, rs + b, rpos + b, streams + b * H * D, tokens + b, m, opt, buf);
     }
+    ds4_scratch_reset(mark);
+    return rc;
+}
+
+/* Per-row state and position arrays for one sequence's n consecutive positions. */
+static int one_sequence_rows(ds4_fw_state *S, int64_t pos0, size_t n, ds4_fw_state ***rs,
+                             int64_t **rpos) {
+    *rs = ds4_scratch_alloc((n ? n : 1) * sizeof **rs);
+    *rpos = ds4_scratch_alloc((n ? n : 1) * sizeof **rpos);
+    if (!*rs || !*rpos) return DS4_CPU_NO_MEMORY;
+    for (size_t t = 0; t < n; t++) {
+        (*rs)[t] = S;
+        (*rpos)[t] = pos0 + (int64_t)t;
+    }
+    return DS4_CPU_OK;
+}
+
+int ds4_fw_layer_forward(const ds4_fw_layer *L, ds4_fw_state *S, float *streams,
+                         const int32_t *tokens, int64_t pos0, size_t n,
+                         const ds4_fw_opts *opt) {
+    if (!S || !S->raw) return DS4_FW_BAD_STATE;
+    size_t mark = ds4_scratch_mark();
+    ds4_fw_state **rs;
+    int64_t *rpos;
+    int rc = one_sequence_rows(S, pos0, n, &rs, &rpos);
+    if (!rc) rc = ds4_fw_layer_forward_rows(L, rs, rpos, streams, tokens, n, opt);
     ds4_scratch_reset(mark);
     return rc;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_internal.h"
 #include "ds4_seq.h"
 
 #define INITIAL_ROWS 16
@@ -182,9 +183,8 @@ static void view_comp(ds4_fw_comp *v, const comp_t *c) {
     v->rows_cap = c->rows.cap;
 }
 
-int ds4_fw_seq_forward(ds4_fw_seq *s, const ds4_fw_layer *layers, float *streams,
-                       const int32_t *tokens, size_t n, const ds4_fw_opts *opt,
-                       int *failed_layer) {
+/* Room for `n` more positions and fresh kernel views of every layer. */
+static int prepare(ds4_fw_seq *s, size_t n, int *failed_layer) {
     int64_t end = s->len + (int64_t)n;
     for (int il = 0; il < s->n_layer; il++) {
         layer_t *l = &s->layers[il];
@@ -202,9 +202,12 @@ int ds4_fw_seq_forward(ds4_fw_seq *s, const ds4_fw_layer *layers, float *streams
         if (l->has_attn) view_comp(&v->attn, &l->attn);
         if (l->has_index) view_comp(&v->index, &l->index);
     }
-    int rc = ds4_fw_layers_forward(layers, s->views, s->n_layer, streams, tokens, s->len, n,
-                                   opt, failed_layer);
-    if (rc) return rc;  /* row counts were not advanced: the state is as it was */
+    return DS4_CPU_OK;
+}
+
+/* After a successful pass: the row counts the kernels advanced become the state's. */
+static void commit(ds4_fw_seq *s, size_t n) {
+    int64_t end = s->len + (int64_t)n;
     for (int il = 0; il < s->n_layer; il++) {
         layer_t *l = &s->layers[il];
         l->raw.n = end;
@@ -218,7 +221,47 @@ int ds4_fw_seq_forward(ds4_fw_seq *s, const ds4_fw_layer *layers, float *streams
         }
     }
     s->len = end;
+}
+
+int ds4_fw_seqs_forward(ds4_fw_seq *const *seqs, const size_t *counts, size_t n_seqs,
+                        const ds4_fw_layer *layers, float *streams, const int32_t *tokens,
+                        const ds4_fw_opts *opt, int *failed_layer) {
+    *failed_layer = 0;
+    if (n_seqs == 0) return DS4_CPU_OK;
+    size_t total = 0;
+    for (size_t i = 0; i < n_seqs; i++) {
+        if (!seqs[i] || seqs[i]->n_layer != seqs[0]->n_layer) return DS4_FW_BAD_STATE;
+        for (size_t j = 0; j < i; j++)
+            if (seqs[j] == seqs[i]) return DS4_FW_BAD_STATE;  /* one pass per sequence */
+        total += counts[i];
+    }
+    if (total == 0) return DS4_CPU_OK;
+    for (size_t i = 0; i < n_seqs; i++) {
+        int rc = prepare(seqs[i], counts[i], failed_layer);
+        if (rc) return rc;
+    }
+    size_t mark = ds4_scratch_mark();
+    ds4_fw_state **rs = ds4_scratch_alloc(total * sizeof *rs);
+    int64_t *rpos = ds4_scratch_alloc(total * sizeof *rpos);
+    int rc = rs && rpos ? DS4_CPU_OK : DS4_CPU_NO_MEMORY;
+    for (size_t i = 0, row = 0; !rc && i < n_seqs; i++)
+        for (size_t t = 0; t < counts[i]; t++) rpos[row++] = seqs[i]->len + (int64_t)t;
+    for (int il = 0; !rc && il < seqs[0]->n_layer; il++) {
+        for (size_t i = 0, row = 0; i < n_seqs; i++)
+            for (size_t t = 0; t < counts[i]; t++) rs[row++] = &seqs[i]->views[il];
+        rc = ds4_fw_layer_forward_rows(&layers[il], rs, rpos, streams, tokens, total, opt);
+        if (rc) *failed_layer = il;
+    }
+    ds4_scratch_reset(mark);
+    if (rc) return rc;  /* row counts were not advanced: every state is as it was */
+    for (size_t i = 0; i < n_seqs; i++) commit(seqs[i], counts[i]);
     return DS4_CPU_OK;
+}
+
+int ds4_fw_seq_forward(ds4_fw_seq *s, const ds4_fw_layer *layers, float *streams,
+                       const int32_t *tokens, size_t n, const ds4_fw_opts *opt,
+                       int *failed_layer) {
+    return ds4_fw_seqs_forward(&s, &n, 1, layers, streams, tokens, opt, failed_layer);
 }
 
 static void truncate_comp(comp_t *c, int64_t n) {
