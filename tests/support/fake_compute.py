@@ -18,9 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ds4.domain.engine.state_session import eval_one_by_one
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.model.tiny_shapes import DEFAULT_TINY_SHAPE, TINY_SHAPES
+from ds4.ports.compute import ComputeSession
 
 _MAGIC = b"FAKEDSV4"
 
@@ -187,3 +189,8 @@ class FakeRunner:
         )
         self.sessions.append(session)
         return session
+
+    def eval_batch(
+        self, sessions: Sequence[ComputeSession], tokens: Sequence[Sequence[int]]
+    ) -> list[npt.NDArray[np.float32]]:
+        return eval_one_by_one(sessions, tokens)

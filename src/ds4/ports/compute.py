@@ -153,3 +153,12 @@ class ModelRunner(Protocol):
         ...
 
     def new_session(self, ctx: int) -> ComputeSession: ...
+
+    def eval_batch(
+        self, sessions: Sequence[ComputeSession], tokens: Sequence[Sequence[int]]
+    ) -> list[npt.NDArray[np.float32]]:
+        """Append tokens[i] to sessions[i] (distinct sessions of this runner, each list
+        non-empty) in one pass where the backend can: weights are read once for every
+        row. Returns the logits after each session's last token; each equals what the
+        session would give alone. On error no session changes."""
+        ...

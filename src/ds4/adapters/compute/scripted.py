@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from ds4.domain.engine.state_session import eval_one_by_one
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.model.tiny_shapes import DEFAULT_TINY_SHAPE, TINY_SHAPES
@@ -206,3 +207,8 @@ class ScriptedRunner:
 
     def new_session(self, ctx: int) -> ComputeSession:
         return ScriptedSession(ctx, self._script, self._vocab, self._eos, self._delay)
+
+    def eval_batch(
+        self, sessions: Sequence[ComputeSession], tokens: Sequence[Sequence[int]]
+    ) -> list[npt.NDArray[np.float32]]:
+        return eval_one_by_one(sessions, tokens)

@@ -22,7 +22,7 @@ from ds4.domain.engine.dsv4_payload import (
 )
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
-from ds4.ports.compute import SequenceState, StateCheckpoint
+from ds4.ports.compute import ComputeSession, SequenceState, StateCheckpoint
 
 F32 = npt.NDArray[np.float32]
 
@@ -101,6 +101,11 @@ class StateSession:
 
     def _run_chunk(self, ids: npt.NDArray[np.int64], all_logits: bool) -> F32:
         logits = self._state.forward(ids, all_logits)
+        self._accept(ids, logits)
+        return logits
+
+    def _accept(self, ids: npt.NDArray[np.int64], logits: F32) -> None:
+        """Bookkeeping after the state evaluated `ids`: tokens, trims, last logits."""
         self._tokens.extend(ids.tolist())
         keep_from = len(self._tokens) - self._history
         if keep_from > 0 and len(self._tokens) % _TRIM_EVERY < ids.size:
@@ -110,7 +115,6 @@ class StateSession:
                 self._restored_at = None  # its rows are gone: no longer a rewind target
         # a one-row result is ours alone: keep it without another 0.5 MB copy
         self._logits = logits[-1] if logits.shape[0] == 1 else logits[-1].copy()
-        return logits
 
     def prefill(
         self,
@@ -201,3 +205,48 @@ class StateSession:
         self._logits = checkpoint.logits
         self._restored_at = checkpoint.restored_at
         self._restored_logits = checkpoint.restored_logits
+
+
+# (states, ids per state) -> logits after each state's last id, one (1, V) array each
+BatchForward = Callable[[Sequence[SequenceState], Sequence[npt.NDArray[np.int64]]], list[F32]]
+
+
+def eval_together(
+    sessions: Sequence[ComputeSession],
+    tokens: Sequence[Sequence[int]],
+    forward: BatchForward,
+    *,
+    owner: object,
+) -> list[F32]:
+    """Append tokens[i] to sessions[i] for every i in one pass of the backend (`forward`
+    evaluates all states together); the logits after each session's last token.
+
+    Every session must be a distinct StateSession of `owner` with a non-empty list; all
+    are checked before anything is evaluated, and a failed pass changes none of them.
+    """
+    if len(sessions) != len(tokens):
+        raise Ds4Error(f"{len(sessions)} sessions but {len(tokens)} token lists")
+    mine: list[StateSession] = []
+    for s, ids in zip(sessions, tokens, strict=True):
+        if not isinstance(s, StateSession) or s._owner is not owner:
+            raise Ds4Error("a batch takes sessions of its own model runner only")
+        if any(s is other for other in mine):
+            raise Ds4Error("a session appears twice in one batch")
+        if not ids:
+            raise Ds4Error("every session of a batch needs at least one token")
+        check_tokens(ids, len(s._tokens), s._ctx, s._hp.n_vocab)
+        mine.append(s)
+    arrays = [np.asarray(ids, dtype=np.int64).reshape(-1) for ids in tokens]
+    logits = forward([s._state for s in mine], arrays)
+    for s, chunk, rows in zip(mine, arrays, logits, strict=True):
+        s._accept(chunk, rows)
+    return [s.logits() for s in mine]
+
+
+def eval_one_by_one(
+    sessions: Sequence[ComputeSession], tokens: Sequence[Sequence[int]]
+) -> list[F32]:
+    """eval_batch for runners that cannot batch (test doubles): each session in turn."""
+    if len(sessions) != len(tokens):
+        raise Ds4Error(f"{len(sessions)} sessions but {len(tokens)} token lists")
+    return [s.prefill(list(ids)) for s, ids in zip(sessions, tokens, strict=True)]

@@ -118,6 +118,31 @@ class NativeForward:
             raise Ds4Error(f"layer {int(self._failed[0])}: {error_text(rc)}")
         return streams
 
+    def run_many(self, seqs: list[Any], tokens: list[I64]) -> list[F32]:
+        """Evaluate tokens[i] into seqs[i] for every i in one native pass (weights read
+        once for all rows); the logits after each sequence's last token, (1, V) each.
+        On failure no sequence changes."""
+        counts = [int(t.size) for t in tokens]
+        ids = np.concatenate(tokens).astype(np.int32)
+        streams = np.empty((ids.size, self.hp.n_hc, self.hp.n_embd), dtype=np.float32)
+        if self._embd_f16 is not None:
+            streams[:] = self._embd_f16[ids][:, None, :]
+        else:
+            streams[:] = self.values.rows("token_embd.weight", ids.astype(np.int64))[:, None, :]
+        c_seqs = _ffi.new("ds4_fw_seq *[]", seqs)
+        c_counts = _ffi.new("size_t[]", counts)
+        t0 = time.perf_counter()
+        rc = _lib.ds4_fw_seqs_forward(
+            c_seqs, c_counts, len(seqs), self.layout.layers, _fptr(streams),
+            _ffi.cast("int32_t *", _ffi.from_buffer(ids)), self.opts, self._failed,
+        )  # fmt: skip
+        self.native_seconds += time.perf_counter() - t0
+        if rc:
+            raise Ds4Error(f"layer {int(self._failed[0])}: {error_text(rc)}")
+        last_rows = np.cumsum(counts) - 1
+        logits = self.head(streams[last_rows])
+        return [logits[i : i + 1] for i in range(len(seqs))]
+
     def head(self, streams: F32) -> F32:
         """Logits (n, V) from final streams (n, S, D)."""
         s = np.ascontiguousarray(streams, dtype=np.float32)

@@ -4,7 +4,11 @@ per-sequence state owned by C (CpuState) and sessions from the domain's StateSes
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from functools import partial
+
+import numpy as np
+import numpy.typing as npt
 
 from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu.native_forward import NativeForward
@@ -12,12 +16,15 @@ from ds4.adapters.compute.cpu.sequence_state import CpuState
 from ds4.adapters.gguf.model_open import load_model, routed_quant_bits
 from ds4.adapters.gguf.tensor_values import TensorValues
 from ds4.adapters.quant.native_dequant import NativeDequantizer
-from ds4.domain.engine.state_session import REWIND_HISTORY, StateSession
+from ds4.domain.engine.state_session import REWIND_HISTORY, StateSession, eval_together
 from ds4.domain.engine_math.numerics import Numerics, check_numerics_fit, numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.compute import ComputeSession, ModelRunner, SequenceState
 from ds4.ports.model_file import ModelFile
+
+F32 = npt.NDArray[np.float32]
+I64 = npt.NDArray[np.int64]
 
 
 class CpuRunner:
@@ -44,6 +51,19 @@ class CpuRunner:
     def new_session(self, ctx: int, *, rewind_history: int = REWIND_HISTORY) -> ComputeSession:
         make = partial(self.new_state, ctx)
         return StateSession(self._hp, make, ctx, owner=self, rewind_history=rewind_history)
+
+    def eval_batch(
+        self, sessions: Sequence[ComputeSession], tokens: Sequence[Sequence[int]]
+    ) -> list[F32]:
+        return eval_together(sessions, tokens, self._forward_states, owner=self)
+
+    def _forward_states(self, states: Sequence[SequenceState], ids: Sequence[I64]) -> list[F32]:
+        seqs = []
+        for state in states:
+            if not isinstance(state, CpuState):
+                raise Ds4Error("a cpu batch takes cpu sequence states only")
+            seqs.append(state.seq)
+        return self.forward.run_many(seqs, list(ids))
 
 
 def cpu_runner(

@@ -45,6 +45,11 @@ class CpuState:
         self._out = (_ffi.new("int64_t *"), _ffi.new("int64_t *"), _ffi.new("size_t *"))
 
     @property
+    def seq(self) -> Any:
+        """The C sequence state (for a batched pass over several sequences)."""
+        return self._seq
+
+    @property
     def n_layer(self) -> int:
         return self._hp.n_layer
 
