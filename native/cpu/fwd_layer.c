@@ -139,33 +139,39 @@ int ds4_fw_layers_forward(const ds4_fw_layer *layers, ds4_fw_state *states, int 
 
 int ds4_fw_head_forward(const ds4_fw_head *Hd, const float *streams, size_t n, float *logits,
                         const ds4_fw_opts *opt) {
-    size_t D = (size_t)Hd->n_embd, S = (size_t)Hd->n_hc, flat_n = S * D;
+    size_t D = (size_t)Hd->n_embd, S = (size_t)Hd->n_hc, flat_n = S * D, V = Hd->output.rows;
     if (Hd->n_hc < 1 || Hd->n_hc > DS4_FW_MAX_HC) return DS4_CPU_BAD_SHAPE;
     if (Hd->hc_fn.rows != S || Hd->hc_fn.cols != flat_n || Hd->output.cols != D)
         return DS4_CPU_BAD_SHAPE;
+    size_t blk = n < BLOCK_TOKENS ? n : BLOCK_TOKENS;
     size_t mark = ds4_scratch_mark();
     float *flat = ds4_scratch_alloc(flat_n * sizeof *flat);
-    float *z = ds4_scratch_alloc(2 * D * sizeof *z);
-    if (!flat || !z) {
+    float *z = ds4_scratch_alloc(D * sizeof *z);
+    float *zn = ds4_scratch_alloc((blk ? blk : 1) * D * sizeof *zn);
+    if (!flat || !z || !zn) {
         ds4_scratch_reset(mark);
         return DS4_CPU_NO_MEMORY;
     }
     int rc = DS4_CPU_OK;
-    for (size_t t = 0; t < n && !rc; t++) {
-        const float *X = streams + t * flat_n;
-        float mix[DS4_FW_MAX_HC], w[DS4_FW_MAX_HC];
-        ds4_fw_rmsnorm(X, NULL, flat_n, Hd->rms_eps, flat);
-        if ((rc = ds4_fw_matmul(&Hd->hc_fn, 0, S, flat, flat_n, 1, mix, S, opt->impl))) break;
-        for (size_t h = 0; h < S; h++)
-            w[h] = ds4_fw_sigmoid_stable(mix[h] * Hd->hc_scale[0] + Hd->hc_base[h]) + Hd->hc_eps;
-        for (size_t d = 0; d < D; d++) {
-            float acc = 0.0f;
-            for (size_t h = 0; h < S; h++) acc += w[h] * X[h * D + d];
-            z[d] = acc;
+    /* the HC mix per row, then one output product per block of rows: the (large) LM head
+     * is read once per block, not once per row (rows are independent products) */
+    for (size_t b = 0; b < n && !rc; b += blk) {
+        size_t m = n - b < blk ? n - b : blk;
+        for (size_t t = 0; t < m && !rc; t++) {
+            const float *X = streams + (b + t) * flat_n;
+            float mix[DS4_FW_MAX_HC], w[DS4_FW_MAX_HC];
+            ds4_fw_rmsnorm(X, NULL, flat_n, Hd->rms_eps, flat);
+            if ((rc = ds4_fw_matmul(&Hd->hc_fn, 0, S, flat, flat_n, 1, mix, S, opt->impl))) break;
+            for (size_t h = 0; h < S; h++)
+                w[h] = ds4_fw_sigmoid_stable(mix[h] * Hd->hc_scale[0] + Hd->hc_base[h]) + Hd->hc_eps;
+            for (size_t d = 0; d < D; d++) {
+                float acc = 0.0f;
+                for (size_t h = 0; h < S; h++) acc += w[h] * X[h * D + d];
+                z[d] = acc;
+            }
+            ds4_fw_rmsnorm(z, Hd->norm, D, Hd->rms_eps, zn + t * D);
         }
-        ds4_fw_rmsnorm(z, Hd->norm, D, Hd->rms_eps, z + D);
-        rc = ds4_fw_matmul(&Hd->output, 0, Hd->output.rows, z + D, D, 1,
-                           logits + t * Hd->output.rows, Hd->output.rows, opt->impl);
+        if (!rc) rc = ds4_fw_matmul(&Hd->output, 0, V, zn, D, m, logits + b * V, V, opt->impl);
     }
     ds4_scratch_reset(mark);
     return rc;
