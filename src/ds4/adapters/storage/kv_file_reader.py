@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass
 
 from ds4.domain.kvcache.kvc_header import HEADER_SIZE, PREFIX_SIZE, KvcHeader, decode_header
-from ds4.domain.kvcache.kvc_integrity import FOOTER_SIZE, body_digest, check_footer
+from ds4.domain.kvcache.kvc_integrity import FOOTER_SIZE, FOOTER_START, body_digest, check_footer
 
 # The trailer sections hold the KTM map, whose DSML blocks are copied from the key text,
 # which the context bounds to a few MB; a larger tail means a damaged size field, and is
@@ -73,6 +73,8 @@ def read_layout(fd: int, size: int) -> FileLayout | Damaged:
     if not header.has_checksum:
         if size < end:
             return Damaged("shorter than its header says")
+        if size >= end + FOOTER_SIZE and read_exact(fd, 4, size - FOOTER_SIZE) == FOOTER_START:
+            return Damaged("a footer is present but the header's checksum flag is clear")
         return FileLayout(header, raw, text_bytes, size, b"", None)
     if size < end + FOOTER_SIZE:
         return Damaged("shorter than its header says")

@@ -22,6 +22,7 @@ import xxhash
 FOOTER_MAGIC = b"KVI"
 FOOTER_VERSION = 1
 FOOTER_SIZE = 24
+FOOTER_START = FOOTER_MAGIC + bytes([FOOTER_VERSION])  # the first 4 bytes of every footer
 _HEAD = struct.Struct("<3sBI8s")  # magic, version, reserved, body digest
 _LAYOUT = struct.Struct("<3sBI8s8s")
 assert _LAYOUT.size == FOOTER_SIZE
