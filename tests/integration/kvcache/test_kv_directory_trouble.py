@@ -5,6 +5,7 @@ unreadable directory, one clear error at start-up."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -45,18 +46,29 @@ def test_a_directory_named_like_a_cache_file_is_skipped_with_one_log_line(
 ) -> None:
     squatter = tmp_path / cache_key_name(KEY)
     squatter.mkdir()
-    (tmp_path / (cache_key_name(b"other") + ".tmp.77")).mkdir()  # like a leftover temp file
+    temp_like = tmp_path / (cache_key_name(b"other") + ".tmp.77")  # like a leftover temp file
+    temp_like.mkdir()
     log: list[str] = []
     cache = cache_in(tmp_path, log)
     assert cache.store.entries() == [] and cache.store.entries() == []
-    assert [line for line in log if "not a regular file" in line] == [
-        f"kv cache skipped {squatter.name}: not a regular file"
-    ]
+    assert sorted(line for line in log if "not a regular file" in line) == sorted(
+        f"kv cache skipped {path.name}: not a regular file" for path in (squatter, temp_like)
+    )
     assert cache.load(session_with([]), KEY + b"more") is None
     with pytest.raises(OSError):  # the save cannot replace a directory (KvCheckpoints logs it)
         cache.save(session_with([1] * 6), KEY, SaveReason.COLD)
     assert cache.save(session_with([2] * 6), b"another key", SaveReason.COLD)
-    assert squatter.is_dir() and len(cache.store.entries()) == 1
+    assert squatter.is_dir() and temp_like.is_dir() and len(cache.store.entries()) == 1
+
+
+def test_a_fifo_named_like_a_cache_file_never_blocks(tmp_path: Path) -> None:
+    fifo = tmp_path / cache_key_name(KEY)
+    os.mkfifo(fifo)
+    log: list[str] = []
+    cache = cache_in(tmp_path, log)
+    assert cache.store.entries() == []
+    assert cache.store.read(fifo.name[:40]) is None and cache.store.read_key(fifo.name[:40]) is None
+    assert log == [f"kv cache skipped {fifo.name}: not a regular file"]
 
 
 def test_a_directory_named_like_a_cache_file_is_a_logged_store_failure_in_the_server(

@@ -1,14 +1,15 @@
 """The KVStore port on a local directory.
 
 Safety (docs/adr/0006-kv-cache-files.md, docs/adr/0007-kv-file-integrity.md): file names
-come only from our own hex digests; every path is resolved and must stay inside the
-directory; symlinks are never followed (O_NOFOLLOW, lstat) and other non-regular files
-with our naming are skipped with a log line. Every file is verified before any of its
-bytes is used (the header and trailer on listing, key and payload on reading); one that
-fails is moved into `quarantine/` (or, where it cannot be moved, skipped from then on).
-Writes go to a temp file, are fsynced, then renamed into place; the few in-place writes
-(hit count, trailer) only touch a file that has one link, so a hard link never carries
-them elsewhere. In a read-only directory, reads work and every write is a logged miss.
+come only from our own hex digests, so every path stays inside the directory; symlinks
+are never followed (O_NOFOLLOW, lstat), nothing blocks on a FIFO (O_NONBLOCK), and other
+non-regular files with our naming are skipped with a log line. Every file is verified
+before any of its bytes is used (the header and trailer on listing, key and payload on
+reading); one that fails is moved into `quarantine/` (or, where it cannot be moved,
+skipped from then on). Writes go to a temp file, are fsynced, then renamed into place;
+the few in-place writes (hit count, trailer) only touch a file that has one link, so a
+hard link never carries them elsewhere. In a read-only directory, reads work and every
+write is a logged miss.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ from ds4.ports.kv_store import KvFile
 Log = Callable[[str], None]
 _TMP_MARK = ".tmp."
 _HEX = frozenset("0123456789abcdef")
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+# Never through a symlink; never waiting on a FIFO put where a file was listed.
+_OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 # A file that failed its checks but could not be moved aside: skipped while unchanged.
 _FileId = tuple[int, int, int]  # inode, size, mtime in ns
 
@@ -76,17 +78,15 @@ class DiskKVStore:
     # ---- paths and files ---------------------------------------------------
 
     def _path(self, sha: str) -> Path:
+        """The file of a key digest; not resolved, so a symlink there is seen, not followed."""
         if len(sha) != 40 or not set(sha) <= _HEX:
             raise Ds4Error(f"invalid KV cache key {sha!r}")
-        path = (self._root / f"{sha}.kv").resolve()
-        if path.parent != self._root:
-            raise Ds4Error(f"KV cache path escapes {self._root}")
-        return path
+        return self._root / f"{sha}.kv"
 
     def _open(self, path: Path, flags: int) -> tuple[int, os.stat_result] | None:
         """An fd on `path` if it is a regular file (never through a symlink), else None."""
         try:
-            fd = os.open(path, flags | os.O_NOFOLLOW | _CLOEXEC)
+            fd = os.open(path, flags | _OPEN_FLAGS)
         except OSError:
             return None
         info = os.fstat(fd)
@@ -123,6 +123,8 @@ class DiskKVStore:
             with contextlib.suppress(OSError):
                 if stat.S_ISREG(path.lstat().st_mode):
                     self._remove(path, "leftover temp file")
+                else:
+                    self._report_once(name, f"kv cache skipped {name}: not a regular file")
 
     # ---- listing -----------------------------------------------------------
 
@@ -189,8 +191,8 @@ class DiskKVStore:
         fd, info = opened
         try:
             layout = self._layout(path, fd, info)
-            if layout is None:
-                return None
+            if layout is None or layout.body is None:
+                return None  # set aside, or written without a checksum: never loaded
             try:
                 body = read_body(fd, layout)
             except OSError as exc:
@@ -245,8 +247,7 @@ class DiskKVStore:
         raw = replace(header, flags=header.flags | KvcFlags.CHECKSUM).encode()
         footer = make_footer(raw, trailer, body_digest(text, payload))
         tmp = path.with_name(f"{path.name}{_TMP_MARK}{os.getpid()}")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
-        fd = os.open(tmp, flags, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OPEN_FLAGS, 0o600)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(raw)
@@ -267,7 +268,7 @@ class DiskKVStore:
         `header` describes, or None (logged)."""
         path = self._path(sha)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | _CLOEXEC)
+            fd = os.open(path, os.O_RDWR | _OPEN_FLAGS)
         except OSError as exc:
             self._log(f"kv cache could not update {path.name}: {exc.strerror}")
             return None
