@@ -149,9 +149,17 @@ class FakeComputeSession:
         return _MAGIC + json.dumps(self._tokens).encode()
 
     def load_payload(self, data: bytes) -> None:
+        """Like a real engine, any malformed payload is a Ds4Error, never another error."""
         if not data.startswith(_MAGIC):
             raise Ds4Error("bad payload magic")
-        tokens = json.loads(data[len(_MAGIC) :])
+        try:
+            tokens = json.loads(data[len(_MAGIC) :])
+        except ValueError:
+            raise Ds4Error("bad payload: not a JSON token list") from None
+        if not isinstance(tokens, list) or len(tokens) >= self._ctx:
+            raise Ds4Error("bad payload: not a token list that fits the context")
+        if any(type(t) is not int or not 0 <= t < self.vocab for t in tokens):
+            raise Ds4Error("bad payload: token id out of range")
         self._tokens = list(tokens)
         self._logits = self.logits_after(self._tokens) if self._tokens else None
 

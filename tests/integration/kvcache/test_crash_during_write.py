@@ -18,6 +18,7 @@ import pytest
 
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
 from ds4.domain.kvcache.kvc_header import PREFIX_SIZE, cache_key_name
+from ds4.domain.kvcache.kvc_integrity import FOOTER_SIZE
 
 WAIT_S = 60.0  # turns a writer that never stops into a failure; not a timing assertion
 PAYLOAD = 1 << 20
@@ -60,10 +61,11 @@ else:  # "before-rename": every byte written and fsynced, not yet renamed into p
 write(store, 1)
 """
 
-# The temp file's size when the writer is killed: prefix, key text, payload so far.
+# The temp file's size when the writer is killed: prefix, key text, payload so far
+# (and, once everything is written, the integrity footer).
 LEFT_AT = {
     "mid-payload": PREFIX_SIZE + len(b"key 1") + PAYLOAD // 2,
-    "before-rename": PREFIX_SIZE + len(b"key 1") + PAYLOAD,
+    "before-rename": PREFIX_SIZE + len(b"key 1") + PAYLOAD + FOOTER_SIZE,
 }
 
 

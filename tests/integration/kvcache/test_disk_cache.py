@@ -13,7 +13,7 @@ from ds4.adapters.storage.kv_disk_store import DiskKVStore
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.disk_cache import DiskCache
-from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason, cache_key_name
+from ds4.domain.kvcache.kvc_header import KvcFlags, KvcHeader, SaveReason, cache_key_name
 from ds4.domain.kvcache.policy import KvCacheOptions
 
 
@@ -78,7 +78,7 @@ def test_too_short_or_wrong_prefix_is_not_saved_or_loaded(tmp_path: Path) -> Non
     assert cache.load(empty_session(), b"hell") is None
 
 
-def test_a_checkpoint_that_fails_to_load_is_deleted(tmp_path: Path) -> None:
+def test_a_damaged_checkpoint_is_quarantined_and_missed(tmp_path: Path) -> None:
     log: list[str] = []
     cache = make_cache(tmp_path, log=log)
     cache.save(session_with([3] * 6), b"key", SaveReason.COLD)
@@ -90,6 +90,22 @@ def test_a_checkpoint_that_fails_to_load_is_deleted(tmp_path: Path) -> None:
     assert cache.load(s, b"key...") is None
     assert list(s.tokens) == []
     assert not path.exists()
+    (kept,) = (tmp_path / "quarantine").iterdir()
+    assert kept.name.endswith(path.name) and kept.read_bytes() == bytes(raw)
+    assert any("quarantined" in line and "checksum mismatch" in line for line in log)
+    assert any("kv cache miss" in line for line in log)
+
+
+def test_a_verified_checkpoint_that_fails_to_load_is_deleted(tmp_path: Path) -> None:
+    """The bytes are as written, but the engine refuses them: deleted, never retried."""
+    log: list[str] = []
+    cache = make_cache(tmp_path, log=log)
+    header = KvcHeader(2, SaveReason.COLD, KvcFlags.CHECKSUM, 6, 0, 4096, 7, 1, 1, 4)
+    cache.store.write(header, b"key", b"JUNK", b"")
+    s = session_with([1] * 5)
+    assert cache.load(s, b"key...") is None
+    assert list(s.tokens) == []  # a failed load leaves nothing half-loaded behind
+    assert list(tmp_path.iterdir()) == []
     assert any("discarded" in line for line in log)
 
 
@@ -107,7 +123,8 @@ def test_garbage_symlinks_and_foreign_files(tmp_path: Path) -> None:
     assert (tmp_path / "notes.txt").exists()  # foreign: left alone
     assert target.read_bytes() == b"secret"  # symlink never followed
     assert not ours_garbage.exists() and not (tmp_path / ("c" * 40 + ".kv.tmp.999")).exists()
-    assert any("truncated" in line or "leftover" in line for line in log)
+    assert [p.name[21:] for p in (tmp_path / "quarantine").iterdir()] == [ours_garbage.name]
+    assert any("leftover" in line for line in log)
     with pytest.raises(Ds4Error, match="invalid KV cache key"):
         cache.store.read("../../etc/passwd")
 

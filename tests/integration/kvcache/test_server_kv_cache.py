@@ -156,7 +156,9 @@ def test_budget_eviction_keeps_the_directory_under_budget(tmp_path: Path) -> Non
     assert cached(resumed) > 0 and decisions(trace)[-1] == "disk-text"
 
 
-def test_corrupt_and_garbage_files_are_removed_and_the_server_answers(tmp_path: Path) -> None:
+def test_corrupt_and_garbage_files_are_quarantined_and_the_server_answers(
+    tmp_path: Path,
+) -> None:
     with server(tmp_path, [REPLIES[0]], io.StringIO()) as live:
         first = chat(live, conversation("What is six times seven?"))
     files = kv_files(tmp_path)
@@ -175,11 +177,13 @@ def test_corrupt_and_garbage_files_are_removed_and_the_server_answers(tmp_path: 
     assert second["choices"][0]["message"]["content"] == REPLIES[1]
     assert cached(second) == 0 and first["usage"]["prompt_tokens"] > 0
     log = trace.getvalue()
-    assert "kv cache discarded" in log
-    assert log.count("kv cache discarded") == len(files)  # each tried once, then deleted
+    # each fails its checksum once and is moved aside, the garbage file too
+    assert log.count("kv cache quarantined") == len(files) + 1
+    assert "kv cache discarded" not in log
     for path in files:  # gone, or written afresh under the same key (the cold save)
         assert not path.exists() or b"JUNK" not in path.read_bytes()
     assert not (tmp_path / "kv" / ("ab" * 20 + ".kv")).exists()
+    assert len(list((tmp_path / "kv" / "quarantine").iterdir())) == len(files) + 1
     assert (tmp_path / "kv" / "README").exists()
     assert "kv cache stored reason=cold" in log  # the miss was cached afresh
 

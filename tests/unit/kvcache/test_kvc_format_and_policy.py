@@ -33,7 +33,7 @@ from ds4.domain.kvcache.policy import (
 
 def header(**kw: object) -> KvcHeader:
     base: dict[str, object] = dict(
-        quant_bits=2, reason=SaveReason.CONTINUED, flags=KvcFlags.NONE, tokens=1000, hits=0,
+        quant_bits=2, reason=SaveReason.CONTINUED, flags=KvcFlags.CHECKSUM, tokens=1000, hits=0,
         ctx=4096, model_tag=0, created_at=1000, last_used=1000, payload_bytes=10,
     )  # fmt: skip
     base.update(kw)

@@ -1,9 +1,15 @@
 """The KVStore port on a local directory.
 
-Safety: file names come only from our own hex digests; every path is resolved and
-must stay inside the directory; symlinks are never followed (O_NOFOLLOW, lstat);
-files that carry our naming but fail the checks are removed with a log line, other
-files are left alone. Writes go to a temp file, are fsynced, then renamed into place.
+Safety (docs/adr/0006-kv-cache-files.md, docs/adr/0007-kv-file-integrity.md): file names
+come only from our own hex digests, so every path stays inside the directory; symlinks
+are never followed (O_NOFOLLOW, lstat), nothing blocks on a FIFO (O_NONBLOCK), and other
+non-regular files with our naming are skipped with a log line. Every file is verified
+before any of its bytes is used (the header and trailer on listing, key and payload on
+reading); one that fails is moved into `quarantine/` (or, where it cannot be moved,
+skipped from then on). Writes go to a temp file, are fsynced, then renamed into place;
+the few in-place writes (hit count, trailer) only touch a file that has one link, so a
+hard link never carries them elsewhere. In a read-only directory, reads work and every
+write is a logged miss.
 """
 
 from __future__ import annotations
@@ -13,23 +19,40 @@ import os
 import stat
 import struct
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
+from ds4.adapters.storage.kv_file_reader import (
+    Damaged,
+    FileLayout,
+    read_body,
+    read_exact,
+    read_layout,
+)
+from ds4.adapters.storage.kv_quarantine import Quarantine
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.kvc_header import (
-    HEADER_SIZE,
     PREFIX_SIZE,
+    KvcFlags,
     KvcHeader,
     cache_key_name,
-    decode_header,
     parse_cache_name,
 )
+from ds4.domain.kvcache.kvc_integrity import FOOTER_SIZE, body_digest, make_footer
 from ds4.domain.kvcache.policy import CacheEntry
 from ds4.ports.kv_store import KvFile
 
 Log = Callable[[str], None]
 _TMP_MARK = ".tmp."
 _HEX = frozenset("0123456789abcdef")
+# Never through a symlink; never waiting on a FIFO put where a file was listed.
+_OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+# A file that failed its checks but could not be moved aside: skipped while unchanged.
+_FileId = tuple[int, int, int]  # inode, size, mtime in ns
+
+
+def _file_id(info: os.stat_result) -> _FileId:
+    return info.st_ino, info.st_size, info.st_mtime_ns
 
 
 class DiskKVStore:
@@ -43,68 +66,115 @@ class DiskKVStore:
         if root.is_symlink() or not root.is_dir():
             raise Ds4Error(f"KV cache path {root} is not a directory")
         self._root = root.resolve()
-        self._remove_stale_temp_files()
+        try:
+            names = [path.name for path in self._root.iterdir()]
+        except OSError as exc:
+            raise Ds4Error(f"KV cache directory {root} is not readable: {exc.strerror}") from None
+        self._quarantine = Quarantine(self._root, log)
+        self._unusable: dict[str, _FileId] = {}
+        self._reported: set[str] = set()  # names already logged as skipped
+        self._remove_stale_temp_files(names)
 
-    # ---- paths -------------------------------------------------------------
+    # ---- paths and files ---------------------------------------------------
 
     def _path(self, sha: str) -> Path:
+        """The file of a key digest; not resolved, so a symlink there is seen, not followed."""
         if len(sha) != 40 or not set(sha) <= _HEX:
             raise Ds4Error(f"invalid KV cache key {sha!r}")
-        path = (self._root / f"{sha}.kv").resolve()
-        if path.parent != self._root:
-            raise Ds4Error(f"KV cache path escapes {self._root}")
-        return path
+        return self._root / f"{sha}.kv"
 
-    def _open(self, path: Path, flags: int) -> int:
-        return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    def _open(self, path: Path, flags: int) -> tuple[int, os.stat_result] | None:
+        """An fd on `path` if it is a regular file (never through a symlink), else None."""
+        try:
+            fd = os.open(path, flags | _OPEN_FLAGS)
+        except OSError:
+            return None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            return None
+        return fd, info
+
+    def _report_once(self, name: str, line: str) -> None:
+        if name not in self._reported:
+            self._reported.add(name)
+            self._log(line)
 
     def _remove(self, path: Path, why: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
+        try:
             path.unlink()
-            self._log(f"kv cache removed {path.name}: {why}")
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            self._log(f"kv cache could not remove {path.name} ({why}): {exc.strerror}")
+            return
+        self._log(f"kv cache removed {path.name}: {why}")
 
-    def _remove_stale_temp_files(self) -> None:
-        for path in self._root.iterdir():
-            name = path.name
-            ours = _TMP_MARK in name and parse_cache_name(name.split(_TMP_MARK)[0]) is not None
-            if ours and not path.is_symlink():
-                self._remove(path, "leftover temp file")
+    def _set_aside(self, path: Path, info: os.stat_result, why: str) -> None:
+        """A damaged file: into quarantine, or (if it cannot move) skipped while unchanged."""
+        if not self._quarantine.take(path.name, why):
+            self._unusable[path.name] = _file_id(info)
+
+    def _remove_stale_temp_files(self, names: list[str]) -> None:
+        for name in names:
+            if _TMP_MARK not in name or parse_cache_name(name.split(_TMP_MARK)[0]) is None:
+                continue
+            path = self._root / name
+            with contextlib.suppress(OSError):
+                if stat.S_ISREG(path.lstat().st_mode):
+                    self._remove(path, "leftover temp file")
+                else:
+                    self._report_once(name, f"kv cache skipped {name}: not a regular file")
 
     # ---- listing -----------------------------------------------------------
 
-    def _read_prefix(self, path: Path) -> tuple[KvcHeader, int, int] | None:
-        """(header, text bytes, file size) if the file is a usable regular file."""
+    def _layout(self, path: Path, fd: int, info: os.stat_result) -> FileLayout | None:
+        """The verified layout, or None after setting a damaged file aside."""
+        if self._unusable.get(path.name) == _file_id(info):
+            return None
         try:
-            info = path.lstat()
-            if not stat.S_ISREG(info.st_mode):
-                return None
-            fd = self._open(path, os.O_RDONLY)
+            layout = read_layout(fd, info.st_size)
+        except OSError as exc:
+            layout = Damaged(f"unreadable: {exc.strerror}")
+        if isinstance(layout, Damaged):
+            self._set_aside(path, info, layout.why)
+            return None
+        return layout
+
+    def _list_one(self, path: Path, sha: str) -> CacheEntry | None:
+        try:
+            mode = path.lstat().st_mode
         except OSError:
             return None
+        if stat.S_ISLNK(mode):
+            return None  # not ours: never followed, never touched
+        opened = self._open(path, os.O_RDONLY) if stat.S_ISREG(mode) else None
+        if opened is None:
+            self._report_once(path.name, f"kv cache skipped {path.name}: not a regular file")
+            return None
+        fd, info = opened
         try:
-            data = os.pread(fd, PREFIX_SIZE, 0)
+            layout = self._layout(path, fd, info)
         finally:
             os.close(fd)
-        header = decode_header(data)
-        if header is None or len(data) < PREFIX_SIZE:
+        if layout is None:
             return None
-        (text_bytes,) = struct.unpack_from("<I", data, HEADER_SIZE)
-        if info.st_size < PREFIX_SIZE + text_bytes + header.payload_bytes:
-            return None
-        return header, text_bytes, info.st_size
+        if layout.body is None:
+            self._report_once(
+                path.name,
+                f"kv cache will not load {path.name}: written without a checksum "
+                "(by the C engine or an older ds4); it counts against the budget only",
+            )
+        return CacheEntry(sha, layout.header, layout.text_bytes, info.st_size)
 
     def entries(self) -> list[CacheEntry]:
         out = []
-        for path in sorted(self._root.iterdir()):
-            sha = parse_cache_name(path.name)
-            if sha is None or path.is_symlink():
-                continue  # not ours: never touched
-            prefix = self._read_prefix(path)
-            if prefix is None:
-                self._remove(path, "unreadable, truncated or foreign header")
-                continue
-            header, text_bytes, size = prefix
-            out.append(CacheEntry(sha, header, text_bytes, size))
+        for name in sorted(path.name for path in self._root.iterdir()):
+            sha = parse_cache_name(name)
+            if sha is not None:
+                entry = self._list_one(self._root / name, sha)
+                if entry is not None:
+                    out.append(entry)
         return out
 
     @property
@@ -115,53 +185,57 @@ class DiskKVStore:
 
     def read(self, sha: str) -> KvFile | None:
         path = self._path(sha)
-        prefix = self._read_prefix(path)
-        if prefix is None:
+        opened = self._open(path, os.O_RDONLY)
+        if opened is None:
             return None
-        header, text_bytes, size = prefix
-        start = PREFIX_SIZE + text_bytes
-        end = start + header.payload_bytes
-        fd = self._open(path, os.O_RDONLY)
+        fd, info = opened
         try:
-            text = os.pread(fd, text_bytes, PREFIX_SIZE)
-            if cache_key_name(text) != f"{sha}.kv":
-                self._remove(path, "key text does not match the file name")
-                return None
-            # one read per section: no copy of the (large) payload out of a bigger buffer
-            payload = os.pread(fd, header.payload_bytes, start)
-            trailer = os.pread(fd, size - end, end) if size > end else b""
+            layout = self._layout(path, fd, info)
+            if layout is None or layout.body is None:
+                return None  # set aside, or written without a checksum: never loaded
+            try:
+                body = read_body(fd, layout)
+            except OSError as exc:
+                body = Damaged(f"unreadable: {exc.strerror}")
         finally:
             os.close(fd)
-        if len(text) != text_bytes or len(payload) != header.payload_bytes:
-            return None  # shrank since it was listed
-        return KvFile(header, text, payload, trailer)
+        if isinstance(body, Damaged):
+            self._set_aside(path, info, body.why)
+            return None
+        text, payload = body
+        if cache_key_name(text) != path.name:
+            self._set_aside(path, info, "key text does not match the file name")
+            return None
+        return KvFile(layout.header, text, payload, layout.sections)
 
     def read_key(self, sha: str) -> bytes | None:
+        """The key text, checked against the file name (its SHA-1)."""
         path = self._path(sha)
-        prefix = self._read_prefix(path)
-        if prefix is None:
+        opened = self._open(path, os.O_RDONLY)
+        if opened is None:
             return None
-        fd = self._open(path, os.O_RDONLY)
+        fd, info = opened
         try:
-            return os.pread(fd, prefix[1], PREFIX_SIZE)
+            layout = self._layout(path, fd, info)
+            text = read_exact(fd, layout.text_bytes, PREFIX_SIZE) if layout else None
+        except OSError:
+            return None
         finally:
             os.close(fd)
+        return text if text is not None and cache_key_name(text) == path.name else None
 
     def read_trailer(self, sha: str) -> bytes:
+        """The verified trailer sections (b"" if none, or if the file cannot be verified)."""
         path = self._path(sha)
-        prefix = self._read_prefix(path)
-        if prefix is None:
+        opened = self._open(path, os.O_RDONLY)
+        if opened is None:
             return b""
-        header, text_bytes, size = prefix
-        start = PREFIX_SIZE + text_bytes + header.payload_bytes
+        fd, info = opened
         try:
-            fd = self._open(path, os.O_RDONLY)
-        except OSError:
-            return b""
-        try:
-            return os.pread(fd, size - start, start)
+            layout = self._layout(path, fd, info)
         finally:
             os.close(fd)
+        return layout.sections if layout is not None and layout.body is not None else b""
 
     # ---- writing -------------------------------------------------------------
 
@@ -170,13 +244,15 @@ class DiskKVStore:
             raise Ds4Error("KV cache header payload size does not match the payload")
         sha = cache_key_name(text)[:40]
         path = self._path(sha)
+        raw = replace(header, flags=header.flags | KvcFlags.CHECKSUM).encode()
+        footer = make_footer(raw, trailer, body_digest(text, payload))
         tmp = path.with_name(f"{path.name}{_TMP_MARK}{os.getpid()}")
-        fd = self._open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_EXCL)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OPEN_FLAGS, 0o600)
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(header.encode())
+                handle.write(raw)
                 handle.write(struct.pack("<I", len(text)))
-                for part in (text, payload, trailer):
+                for part in (text, payload, trailer, footer):
                     handle.write(part)
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -187,31 +263,72 @@ class DiskKVStore:
         self._fsync_dir()
         return sha
 
-    def update_header(self, sha: str, header: KvcHeader) -> None:
+    def _open_for_update(self, sha: str, header: KvcHeader) -> tuple[int, FileLayout] | None:
+        """A writable fd on a verified file that has exactly one link and the payload
+        `header` describes, or None (logged)."""
         path = self._path(sha)
-        fd = self._open(path, os.O_WRONLY)
         try:
-            os.pwrite(fd, header.encode(), 0)
+            fd = os.open(path, os.O_RDWR | _OPEN_FLAGS)
+        except OSError as exc:
+            self._log(f"kv cache could not update {path.name}: {exc.strerror}")
+            return None
+        info = os.fstat(fd)
+        layout = None
+        if not stat.S_ISREG(info.st_mode):
+            self._log(f"kv cache left {path.name} alone: not a regular file")
+        elif info.st_nlink != 1:
+            self._log(
+                f"kv cache left {path.name} alone: it has {info.st_nlink} links, and a file "
+                "shared with another name is never written in place"
+            )
+        else:
+            layout = self._layout(path, fd, info)
+            if layout is not None and layout.body is None:
+                layout = None  # written without a checksum: never updated, only replaced
+            if layout is not None and layout.header.payload_bytes != header.payload_bytes:
+                self._log(f"kv cache left {path.name} alone: the new header is for another payload")
+                layout = None
+        if layout is None:
+            os.close(fd)
+            return None
+        return fd, layout
+
+    def update_header(self, sha: str, header: KvcHeader) -> None:
+        opened = self._open_for_update(sha, header)
+        if opened is None:
+            return
+        fd, layout = opened
+        assert layout.body is not None
+        try:
+            # the footer is rewritten, so the flag that announces it stays set
+            raw = replace(header, flags=header.flags | KvcFlags.CHECKSUM).encode()
+            os.pwrite(fd, raw, 0)
+            os.pwrite(fd, make_footer(raw, layout.sections, layout.body), layout.size - FOOTER_SIZE)
             os.fsync(fd)
         finally:
             os.close(fd)
 
     def replace_trailer(self, sha: str, header: KvcHeader, trailer: bytes) -> None:
-        prefix = self._read_prefix(self._path(sha))
-        if prefix is None:
+        opened = self._open_for_update(sha, header)
+        if opened is None:
             return
-        end = PREFIX_SIZE + prefix[1] + header.payload_bytes
-        fd = self._open(self._path(sha), os.O_WRONLY)
+        fd, layout = opened
+        assert layout.body is not None
         try:
-            os.ftruncate(fd, end)
-            os.pwrite(fd, trailer, end)
-            os.pwrite(fd, header.encode(), 0)
+            raw = replace(header, flags=header.flags | KvcFlags.CHECKSUM).encode()
+            os.ftruncate(fd, layout.payload_end)
+            os.pwrite(fd, trailer + make_footer(raw, trailer, layout.body), layout.payload_end)
+            os.pwrite(fd, raw, 0)
             os.fsync(fd)
         finally:
             os.close(fd)
 
     def delete(self, sha: str) -> None:
-        self._remove(self._path(sha), "deleted")
+        path = self._path(sha)
+        with contextlib.suppress(OSError):
+            if not stat.S_ISREG(path.lstat().st_mode):
+                return  # a directory or symlink with our naming is not ours to remove
+        self._remove(path, "deleted")
 
     def _fsync_dir(self) -> None:
         with contextlib.suppress(OSError):

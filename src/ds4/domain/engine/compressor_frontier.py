@@ -37,6 +37,18 @@ def frontier_start(ratio: int, n_tokens: int) -> int:
     return n_tokens - n_tokens % ratio
 
 
+def used_slots(ratio: int, n_tokens: int) -> npt.NDArray[np.bool_]:
+    """Which slots the frontier after n_tokens fills; the others hold the cleared values
+    (kv 0, score EMPTY_SCORE) that frontier_from_inputs writes."""
+    used = np.zeros(frontier_slots(ratio), dtype=np.bool_)
+    base = n_tokens - n_tokens % ratio
+    if ratio == 4 and base >= 4:
+        used[0:4] = True
+    first = 4 if ratio == 4 else 0
+    used[first : first + n_tokens - base] = True
+    return used
+
+
 def frontier_from_inputs(
     ratio: int, width: int, n_tokens: int, kv: RowSpan, score: RowSpan
 ) -> tuple[F32, F32]:

@@ -6,7 +6,7 @@ compressor's frontier) into bytes and back, so a payload written by one backend
 restores into any other. Header fields use this model's sizes where Flash has
 constants (layer count, widths, vocabulary, sliding window). Beyond §5.4 the decoder
 also checks that each layer's row counts match the token count, since positions are
-derived from them.
+derived from them, and that every value is one a session can hold (dsv4_values.py).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.domain.engine.compressor_frontier import frontier_slots, lanes
+from ds4.domain.engine.dsv4_values import check_frontier, check_rows, check_state
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 
@@ -121,20 +122,21 @@ def _header_checks(hp: DeepSeekV4HParams, ctx: int, h: list[int]) -> None:
 
 
 def _compressor(
-    rd: _Reader, il: int, ratio: int, row_width: int, count: int, t: int, cap: int, ctx: int
+    rd: _Reader, name: str, ratio: int, row_width: int, count: int, t: int, cap: int, ctx: int
 ) -> CompressorSnapshot | None:
     if not ratio:
         if count:
-            raise Ds4Error(f"snapshot layer {il} has compressed rows it cannot have")
+            raise Ds4Error(f"snapshot {name} has compressed rows it cannot have")
         return None
     if count > cap or count > ctx // ratio + 2 or count != t // ratio:
-        raise Ds4Error(f"snapshot layer {il} compressed row count {count} is inconsistent")
-    rows = rd.take("<f4", count * row_width).reshape(-1, row_width)
+        raise Ds4Error(f"snapshot {name} compressed row count {count} is inconsistent")
+    rows = rd.take("<f4", count * row_width).reshape(-1, row_width).astype(np.float32)
     slots, width = frontier_slots(ratio), lanes(ratio) * row_width
-    s_kv = rd.take("<f4", slots * width).reshape(slots, width)
-    s_sc = rd.take("<f4", slots * width).reshape(slots, width)
-    return CompressorSnapshot(rows.astype(np.float32), s_kv.astype(np.float32),
-                              s_sc.astype(np.float32))  # fmt: skip
+    s_kv = rd.take("<f4", slots * width).reshape(slots, width).astype(np.float32)
+    s_sc = rd.take("<f4", slots * width).reshape(slots, width).astype(np.float32)
+    check_rows(f"{name} compressed rows", rows)
+    check_frontier(name, ratio, t, s_kv, s_sc)
+    return CompressorSnapshot(rows, s_kv, s_sc)
 
 
 def decode_payload(hp: DeepSeekV4HParams, ctx: int, data: bytes) -> SessionSnapshot:
@@ -147,16 +149,18 @@ def decode_payload(hp: DeepSeekV4HParams, ctx: int, data: bytes) -> SessionSnaps
     if t and int(tokens.max()) >= hp.n_vocab:
         raise Ds4Error("snapshot holds a token id outside the vocabulary")
     logits = rd.take("<f4", hp.n_vocab).astype(np.float32)
+    check_state("logits", logits)
     n_comp = rd.take("<u4", hp.n_layer).astype(np.int64)
     n_index = rd.take("<u4", hp.n_layer).astype(np.int64)
     layers = []
     for il in range(hp.n_layer):
         raw = rd.take("<f4", r * hp.head_dim).reshape(r, hp.head_dim).astype(np.float32)
+        check_rows(f"layer {il} raw KV rows", raw)
         attn_ratio, index_ratio = layer_compressors(hp, il)
-        attn = _compressor(rd, il, attn_ratio, hp.head_dim, int(n_comp[il]), t, h[6], ctx)
-        index = _compressor(
-            rd, il, index_ratio, hp.indexer_head_dim, int(n_index[il]), t, h[6], ctx
-        )
+        attn = _compressor(rd, f"layer {il} attention", attn_ratio, hp.head_dim,
+                           int(n_comp[il]), t, h[6], ctx)  # fmt: skip
+        index = _compressor(rd, f"layer {il} indexer", index_ratio, hp.indexer_head_dim,
+                            int(n_index[il]), t, h[6], ctx)  # fmt: skip
         layers.append(LayerSnapshot(raw, attn, index))
     if rd.pos != len(data):
         raise Ds4Error(f"snapshot payload has {len(data) - rd.pos} unexpected trailing bytes")

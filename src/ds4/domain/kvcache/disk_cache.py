@@ -3,6 +3,8 @@
 The orchestration between the live Session (its payload bytes and token history), the
 store (files) and the policy (lengths, budget, scores). A checkpoint that fails to
 load is deleted, never retried; a loaded checkpoint is kept (only the budget evicts it).
+Every file is written with the integrity footer (ADR 0007); the store verifies it before
+handing out any byte and moves a damaged file aside, so damage is a logged miss here.
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ class DiskCache:
         header = KvcHeader(
             quant_bits=self.quant_bits,
             reason=reason,
-            flags=flags,
+            flags=flags | KvcFlags.CHECKSUM,
             tokens=tokens,
             hits=0,
             ctx=session.ctx,
@@ -118,6 +120,8 @@ class DiskCache:
 
     def _compatible(self, entry: CacheEntry, key_text: bytes, ctx: int) -> bool:
         h = entry.header
+        if not h.has_checksum:
+            return False  # a file we cannot verify is replaced, not kept
         if self.opts.reject_different_quant and h.quant_bits != self.quant_bits:
             return False
         if h.model_tag and h.model_tag != self.model_tag:
@@ -157,11 +161,11 @@ class DiskCache:
         self.store.delete(sha)
 
     def tool_trailers(self) -> list[bytes]:
-        """The KTM trailers of every file that has one (for tool memory at start-up)."""
+        """The KTM trailers of every verifiable file that has one (tool memory at start-up)."""
         return [
             self.store.read_trailer(e.sha)
             for e in self.store.entries()
-            if e.header.flags & KvcFlags.KTM_TRAILER
+            if e.header.flags & KvcFlags.KTM_TRAILER and e.header.has_checksum
         ]
 
     # ---- loading -------------------------------------------------------------
@@ -195,7 +199,10 @@ class DiskCache:
         self, session: Session, prompt_text: bytes, entry: CacheEntry
     ) -> LoadedCheckpoint | None:
         kv = self.store.read(entry.sha)
-        if kv is None or not prompt_text.startswith(kv.text):
+        if kv is None:
+            self._log(f"kv cache miss sha={entry.sha}: the file failed its checks or vanished")
+            return None
+        if not prompt_text.startswith(kv.text):
             self._log(f"kv cache load failed sha={entry.sha}: key changed")
             return None
         try:
@@ -207,7 +214,10 @@ class DiskCache:
             session.invalidate()
             self.discard(entry.sha, "token count differs from header")
             return None
-        self.store.update_header(entry.sha, kv.header.touched(self.clock.now()))
+        try:
+            self.store.update_header(entry.sha, kv.header.touched(self.clock.now()))
+        except OSError as exc:  # e.g. a read-only directory: the load itself stands
+            self._log(f"kv cache could not record the hit sha={entry.sha}: {exc}")
         return LoadedCheckpoint(
             entry.sha, len(kv.text), kv.header.tokens, kv.header.flags, kv.trailer
         )

@@ -3,8 +3,9 @@
 Layout (little-endian): "KVC", version 1, quant bits, save reason, extension flags,
 reserved, u32 tokens, u32 hits, u32 ctx, u32 model tag, u64 created_at, u64 last_used,
 u64 payload bytes. The model tag uses the 4 bytes the reference leaves reserved
-(ADR 0006): 0 means "unknown model" and matches anything, so files written by the
-C engine stay readable.
+(ADR 0006): 0 means "unknown model" and matches anything. Extension flag bit 3 says
+the file ends with the integrity footer of docs/adr/0007-kv-file-integrity.md; a file
+without it (the C engine's, or ds4's before ADR 0007) is listed but never loaded.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class KvcFlags(IntFlag):
     KTM_TRAILER = 1  # tool-id -> DSML map follows the payload
     RESPONSES_VISIBLE = 2  # key is the Responses-visible transcript
     THINKING_VISIBLE = 4  # key is the thinking-visible transcript
+    CHECKSUM = 8  # the integrity footer (ADR 0007) ends the file
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,11 @@ class KvcHeader:
             self.payload_bytes,
         )
 
+    @property
+    def has_checksum(self) -> bool:
+        """The file carries the integrity footer, so it can be verified and loaded."""
+        return bool(self.flags & KvcFlags.CHECKSUM)
+
     def touched(self, now: int) -> KvcHeader:
         """The header after a successful load: one more hit, used now."""
         return replace(self, hits=min(self.hits + 1, 2**32 - 1), last_used=now)
@@ -99,7 +106,7 @@ def decode_header(data: bytes) -> KvcHeader | None:
     return KvcHeader(
         quant_bits=quant,
         reason=SaveReason(reason) if reason <= SaveReason.AGENT_SESSION else SaveReason.UNKNOWN,
-        flags=KvcFlags(flags & 7),
+        flags=KvcFlags(flags & 15),
         tokens=tokens,
         hits=hits,
         ctx=ctx,

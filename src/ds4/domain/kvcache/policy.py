@@ -96,6 +96,8 @@ def entry_score(
     if entry.sha == protected:
         return math.inf
     h = entry.header
+    if not h.has_checksum:
+        return 0.0  # never loaded (ADR 0007): the first to go when room is needed
     used = h.last_used or h.created_at
     hits = 0.0
     if used and h.hits:
@@ -157,10 +159,14 @@ def find_prefix_entry(
     model_tag: int,
     opts: KvCacheOptions,
 ) -> CacheEntry | None:
-    """The usable entry whose key is the longest byte prefix of `prompt` (then most tokens)."""
+    """The usable entry whose key is the longest byte prefix of `prompt` (then most tokens).
+
+    Only files with the integrity footer qualify (docs/adr/0007-kv-file-integrity.md)."""
     best: CacheEntry | None = None
     for e in entries:
         h = e.header
+        if not h.has_checksum:
+            continue  # cannot be verified (ADR 0007)
         if e.text_bytes > len(prompt) or h.tokens < opts.min_tokens or h.ctx > ctx:
             continue
         if opts.reject_different_quant and h.quant_bits != quant_bits:
