@@ -21,10 +21,7 @@ from ds4.domain.dsml.parser import (
     find_block_start,
     parse_block,
 )
-from ds4.domain.dsml.syntax import SPELLINGS
-
-THINK_OPEN = "<think>"
-THINK_CLOSE = "</think>"
+from ds4.domain.dsml.syntax import SPELLINGS, THINK_CLOSE, THINK_OPEN, WHITESPACE
 
 FinishReason = Literal["stop", "length", "tool_calls", "error"]
 
@@ -121,7 +118,7 @@ def finish_turn(
         reasoning, content = split_reasoning(text)
         return TurnResult(content, reasoning, (), None, finish)
     parsed = parse_block(text, block)
-    head = text[: block.start].rstrip(" \t\n\r")  # the blank line before a block is syntax
+    head = text[: block.start].rstrip(WHITESPACE)  # the blank line before a block is syntax
     if parsed.status is BlockStatus.COMPLETE and parsed.calls:
         reasoning, content = split_reasoning(head)
         return TurnResult(
