@@ -56,7 +56,6 @@ SHORT = _spelling("short", "DSML｜")  # the model sometimes drops the first bar
 PLAIN = _spelling("plain", "")
 # Priority order of the final parser: the first spelling found wins (§4.4).
 SPELLINGS: tuple[Spelling, ...] = (FULL, SHORT, PLAIN)
-LONGEST_BLOCK_OPEN = max(len(s.block_open) for s in SPELLINGS)
 
 
 def is_partial(rest: str, *tags: str) -> bool:
