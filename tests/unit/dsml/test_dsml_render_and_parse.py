@@ -180,3 +180,11 @@ def test_truncated_reasoning_goes_to_reasoning_not_content() -> None:
 def test_split_reasoning_rules() -> None:
     assert split_reasoning("<think>a</think>b</think>c") == ("a", "b</think>c")
     assert split_reasoning("plain") == (None, "plain")
+
+
+def test_without_thinking_a_think_close_is_content() -> None:
+    """The prompt closed thinking, so the turn has no reasoning (as it was streamed)."""
+    assert (_finish("a</think>b").reasoning, _finish("a</think>b").content) == (None, "a</think>b")
+    block = f'\n\n<{D}tool_calls><{D}invoke name="f"></{D}invoke></{D}tool_calls>'
+    result = _finish("a</think>b" + block)
+    assert (result.reasoning, result.content, len(result.calls)) == (None, "a</think>b", 1)

@@ -117,6 +117,14 @@ def test_reasoning_and_text_split_at_the_first_think_close() -> None:
     assert done.usage.reasoning_tokens == 1 + len("plan") + 1  # <think> and </think> are one each
 
 
+def test_without_thinking_a_think_close_is_text_streamed_and_final() -> None:
+    session, _ = speaking("a</think>b")
+    events = run(session, TurnSettings(thinking=False))
+    done = final(events)
+    assert text_of(events) == done.content == "a</think>b"
+    assert (reasoning_of(events), done.reasoning, done.usage.reasoning_tokens) == ("", None, 0)
+
+
 def test_truncated_reasoning_stays_reasoning() -> None:
     session, _ = speaking("still thinking about it")
     events = run(session, TurnSettings(thinking=True, max_tokens=8))

@@ -10,9 +10,8 @@ from ds4.domain.api.reply_context import ReplyContext
 from ds4.domain.api.served_events import PromptReady, ServedEvent, wire_finish
 from ds4.domain.api.sse import DONE, data_frame, json_body
 from ds4.domain.api.usage import openai_usage
+from ds4.domain.dsml.syntax import THINK_CLOSE
 from ds4.domain.generation.events import Finished, ReasoningDelta, TextDelta
-
-THINK_CLOSE = "</think>"
 
 
 def raw_text(finished: Finished) -> str:

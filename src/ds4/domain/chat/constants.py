@@ -5,13 +5,15 @@ A unit test pins the SHA-1 of MAX_PREFIX, TOOLS_HEAD and TOOLS_TAIL.
 
 from __future__ import annotations
 
+from ds4.domain.dsml.syntax import DSML_MARKER, THINK_CLOSE, THINK_OPEN
+
 BOS = "<｜begin▁of▁sentence｜>"
 EOS = "<｜end▁of▁sentence｜>"
 USER = "<｜User｜>"
 ASSISTANT = "<｜Assistant｜>"
-THINK = "<think>"
-UNTHINK = "</think>"
-DSML = "｜DSML｜"
+THINK = THINK_OPEN  # the turn markers are defined once, with the other generated-text syntax
+UNTHINK = THINK_CLOSE
+DSML = DSML_MARKER
 TOOL_RESULT_OPEN = "<tool_result>"
 TOOL_RESULT_CLOSE = "</tool_result>"
 

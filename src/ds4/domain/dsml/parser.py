@@ -13,10 +13,16 @@ from enum import Enum
 
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.dsml.json_text import is_json, json_string, minify_json
-from ds4.domain.dsml.syntax import SPELLINGS, Spelling, decode_entities, unescape_param_text
+from ds4.domain.dsml.syntax import (
+    SPELLINGS,
+    WHITESPACE,
+    Spelling,
+    decode_entities,
+    is_partial,
+    unescape_param_text,
+)
 
 _ATTRIBUTE = re.compile(r'\s+([A-Za-z_][\w-]*)\s*=\s*"([^"]*)"')
-_WS = " \t\n\r"
 
 
 class BlockStatus(Enum):
@@ -77,9 +83,26 @@ def parse_attributes(header: str) -> dict[str, str] | None:
             return None
         attributes.setdefault(match.group(1), decode_entities(match.group(2)))
         pos = match.end()
-    if header[pos:].strip(_WS + "/"):
+    if header[pos:].strip(WHITESPACE + "/"):
         return None
     return attributes
+
+
+def is_string_value(attributes: dict[str, str]) -> bool:
+    """A parameter is a string unless it says string="<anything but true>"."""
+    return attributes.get("string", "true") == "true"
+
+
+def value_json(raw: str, *, is_string: bool, spelling: Spelling) -> str:
+    """A parameter body as the JSON text of its argument value (server.md §4.4)."""
+    if is_string:
+        return json_string(unescape_param_text(raw, spelling.param_close))
+    literal = raw.strip(WHITESPACE)
+    if not literal:
+        return "null"
+    if is_json(literal):
+        return minify_json(literal)
+    return json_string(raw)  # not JSON after all: keep the text rather than lose the call
 
 
 class _Walker:
@@ -88,7 +111,7 @@ class _Walker:
         self.s = spelling
 
     def skip_ws(self, pos: int) -> int:
-        while pos < len(self.text) and self.text[pos] in _WS:
+        while pos < len(self.text) and self.text[pos] in WHITESPACE:
             pos += 1
         return pos
 
@@ -97,8 +120,7 @@ class _Walker:
 
     def partial(self, pos: int, *tags: str) -> bool:
         """The text ends at pos with a proper prefix of one of tags."""
-        rest = self.text[pos:]
-        return any(len(rest) < len(tag) and tag.startswith(rest) for tag in tags)
+        return is_partial(self.text[pos:], *tags)
 
     def header(self, pos: int, tag: str) -> tuple[dict[str, str], int] | None:
         """Attributes of the tag at pos and the index after its '>' (None: not yet closed).
@@ -163,7 +185,7 @@ class _Walker:
                 if close < 0:
                     raise _TruncatedError(pos, in_value=True, in_invoke=True, has_params=True)
                 raw = self.text[pos:close]
-                value = self.value_json(raw, is_string=attributes.get("string", "true") == "true")
+                value = value_json(raw, is_string=is_string_value(attributes), spelling=s)
                 pos = close + len(s.param_close)
             members.append((key, value))
 
@@ -180,8 +202,8 @@ class _Walker:
             if head is None or close < 0:
                 raise _TruncatedError(pos, in_value=True, in_invoke=True, has_params=True)
             attributes, start = head
-            is_string = attributes.get("string", "true") == "true"
-            value = self.value_json(self.text[start:close], is_string=is_string)
+            raw = self.text[start:close]
+            value = value_json(raw, is_string=is_string_value(attributes), spelling=s)
             members.append(f"{json_string(attributes['name'])}:{value}")
             pos = close + len(s.param_close)
         if pos == len(self.text) or self.partial(pos, s.param_close):
@@ -189,16 +211,6 @@ class _Walker:
         if self.at(pos, s.param_close):
             pos += len(s.param_close)
         return "{" + ",".join(members) + "}", pos
-
-    def value_json(self, raw: str, *, is_string: bool) -> str:
-        if is_string:
-            return json_string(unescape_param_text(raw, self.s.param_close))
-        literal = raw.strip(_WS)
-        if not literal:
-            return "null"
-        if is_json(literal):
-            return minify_json(literal)
-        return json_string(raw)  # not JSON after all: keep the text rather than lose the call
 
 
 def parse_block(text: str, block: BlockStart) -> BlockParse:

@@ -1,11 +1,18 @@
-"""DSML tag spellings and the escaping each wrapper needs (server.md §4.2-4.3)."""
+"""The markers of a generated turn: think tags, DSML tag spellings, and the escaping
+each DSML wrapper needs (server.md §4.2-4.3). Every scanner of generated text takes
+its strings from here.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
 DSML_MARKER = "｜DSML｜"
+# The whitespace DSML skips between elements (and strips before a tool block).
+WHITESPACE = " \t\n\r"
 
 
 @dataclass(frozen=True)
@@ -49,7 +56,22 @@ SHORT = _spelling("short", "DSML｜")  # the model sometimes drops the first bar
 PLAIN = _spelling("plain", "")
 # Priority order of the final parser: the first spelling found wins (§4.4).
 SPELLINGS: tuple[Spelling, ...] = (FULL, SHORT, PLAIN)
-LONGEST_BLOCK_OPEN = max(len(s.block_open) for s in SPELLINGS)
+
+
+def is_partial(rest: str, *tags: str) -> bool:
+    """`rest` is a proper prefix of one of `tags` (empty counts): the tag may still come."""
+    return any(len(rest) < len(tag) and tag.startswith(rest) for tag in tags)
+
+
+def partial_tag_at(text: str, tags: tuple[str, ...], start: int = 0) -> int:
+    """Where a trailing proper prefix of one of `tags` begins in text[start:] (len(text)
+    when none). Tags start with '<' and hold no other '<', so only the last '<' can."""
+    longest = max(len(tag) for tag in tags)
+    lt = text.rfind("<", max(start, len(text) - longest + 1))
+    if lt >= 0 and is_partial(text[lt:], *tags):
+        return lt
+    return len(text)
+
 
 _ATTR_ESCAPES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;"))
 _ENTITIES = {"&amp;": "&", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&apos;": "'"}

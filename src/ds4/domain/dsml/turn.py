@@ -21,10 +21,7 @@ from ds4.domain.dsml.parser import (
     find_block_start,
     parse_block,
 )
-from ds4.domain.dsml.syntax import SPELLINGS
-
-THINK_OPEN = "<think>"
-THINK_CLOSE = "</think>"
+from ds4.domain.dsml.syntax import SPELLINGS, THINK_CLOSE, THINK_OPEN, WHITESPACE
 
 FinishReason = Literal["stop", "length", "tool_calls", "error"]
 
@@ -57,6 +54,10 @@ def split_reasoning(text: str) -> tuple[str | None, str]:
     if close < 0:
         return None, text
     return body[:close], body[close + len(THINK_CLOSE) :]
+
+
+def _split(text: str, thinking: bool) -> tuple[str | None, str]:
+    return split_reasoning(text) if thinking else (None, text)
 
 
 def _repair(text: str, block: BlockStart, parsed: BlockParse) -> tuple[tuple[ToolCall, ...], str]:
@@ -108,6 +109,8 @@ def finish_turn(
     </think>, where reasoning ends (a call quoted in reasoning is never executable).
     The reference searches after the last </think>, which loses a call whose
     argument mentions </think>; reasoning happens once per turn, so the first wins.
+    Without thinking there is no reasoning: a </think> is text, as it was streamed
+    (the reference split there too, so the reply lost what the stream had shown).
     `tools_active`: the request declared tools; otherwise DSML is just text.
     """
     search_from = 0
@@ -118,18 +121,18 @@ def finish_turn(
         search_from = close + len(THINK_CLOSE)
     block = find_block_start(text, search_from) if tools_active else None
     if block is None:
-        reasoning, content = split_reasoning(text)
+        reasoning, content = _split(text, thinking)
         return TurnResult(content, reasoning, (), None, finish)
     parsed = parse_block(text, block)
-    head = text[: block.start].rstrip(" \t\n\r")  # the blank line before a block is syntax
+    head = text[: block.start].rstrip(WHITESPACE)  # the blank line before a block is syntax
     if parsed.status is BlockStatus.COMPLETE and parsed.calls:
-        reasoning, content = split_reasoning(head)
+        reasoning, content = _split(head, thinking)
         return TurnResult(
             content, reasoning, parsed.calls, text[block.start : parsed.end], "tool_calls"
         )
     calls, raw = _repair(text, block, parsed)
     if calls:
-        reasoning, content = split_reasoning(head)
+        reasoning, content = _split(head, thinking)
         return TurnResult(content, reasoning, calls, raw, "tool_calls", Recovery.REPAIRED)
-    reasoning, content = split_reasoning(text)
+    reasoning, content = _split(text, thinking)
     return TurnResult(content, reasoning, (), None, _salvage_length(finish), Recovery.AS_TEXT)

@@ -1,20 +1,25 @@
 """What one generation tells its front end (CLI, the four server APIs, the agent).
 
 The loop (generation.loop) yields these in order: PrefillProgress while the prompt
-is evaluated, then text, reasoning and tool-call events as tokens are sampled, and
-exactly one Finished last. Every delta is already safe to send as it is:
+is evaluated, then text, reasoning and tool-call events as tokens are sampled (cut by
+generation.lexer), and exactly one Finished last. Every delta is already safe to send:
 - text never ends inside a UTF-8 character (the tokenizer's streaming decoder holds
   the partial bytes);
-- TextDelta holds back a tail that might still become a stop string, a `</think>`
-  or a tool-block tag (server.md §3.9), and never contains the stop string itself;
+- TextDelta holds back a tail that might still become a stop string or a tool-block
+  tag, and with tools the whitespace before it (server.md §3.9); it never contains
+  the stop string itself;
 - ReasoningDelta is the thinking text (between the prompt's `<think>` and the first
-  `</think>`), without the tags; stop strings never match inside it (DECISIONS.md).
+  `</think>`), without the tags, holding back a tail that might become `</think>`;
+  stop strings never match inside it (DECISIONS.md).
 Tool calls stream per call index: ToolCallStarted once the invoke header is complete,
 ToolCallArguments fragments whose concatenation is the call's arguments JSON (one
-fragment per finished parameter, plus "{" and "}"), ToolCallFinished with the call
-as parsed. Finished carries the authoritative parse (dsml.turn.finish_turn): a front
-end that streamed calls live still takes ids-by-index from what it showed and the
-calls themselves from Finished.tool_calls.
+fragment per finished parameter or loose nested object, plus "{" and "}"),
+ToolCallFinished with the call as parsed. Finished carries the authoritative parse
+(dsml.turn.finish_turn); what was streamed is a prefix of it (the streamed text of
+its content, the streamed calls of its calls) unless the parse had to recover a
+block, so a front end sends the rest from Finished. A front end that streamed calls
+live still takes ids-by-index from what it showed and the calls from
+Finished.tool_calls.
 """
 
 from __future__ import annotations

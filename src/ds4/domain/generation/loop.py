@@ -3,11 +3,12 @@
 The engine side (Session) sees token ids only; this module turns sampled ids into
 the events of generation.events. One turn:
 1. prefill: reuse the live prefix, evaluate the rest chunk by chunk (progress events);
-2. decode: sample (greedy while the DSML tracker is inside tool-call structure),
-   stop on EOS (never evaluated), a stop string, the token budget, a full context,
-   a closed tool block or cancellation; feed "</think>\\n\\n" when a tool call was
-   begun inside reasoning (seed 000's forced close); `on_token(token)` runs after
-   each token is evaluated, before the next step (the server's continued KV saves);
+2. decode: the decoded text goes through generation.lexer, which says what to do:
+   sample greedily inside tool-call structure, stop at a stop string or a closed tool
+   block, feed "</think>\\n\\n" when a tool call was begun inside reasoning (seed
+   000's forced close); the loop also stops on EOS (never evaluated), the token
+   budget, a full context or cancellation; `on_token(token)` runs after each token is
+   evaluated, before the next step (the server's continued KV saves);
 3. finish: flush held text, parse the turn (dsml.turn.finish_turn), report usage.
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from ds4.domain.dsml.stream_decoder import DsmlStreamDecoder
+from ds4.domain.dsml.syntax import THINK_CLOSE
 from ds4.domain.dsml.turn import FinishReason as TurnFinish
 from ds4.domain.dsml.turn import finish_turn
 from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
@@ -27,18 +28,15 @@ from ds4.domain.generation.events import (
     FinishReason,
     GenerationEvent,
     PrefillProgress,
-    ReasoningDelta,
-    TextDelta,
     Usage,
 )
-from ds4.domain.generation.tool_stream import ToolCallStreamer
-from ds4.domain.generation.turn_text import TurnTextSplitter
+from ds4.domain.generation.lexer import TurnLexer
 from ds4.domain.sampling.params import GREEDY, SamplingParams
 from ds4.domain.sampling.rng import XorShiftStar
 from ds4.domain.sampling.sampler import sample
 from ds4.ports.tokenizer import Tokenizer
 
-FORCED_THINK_CLOSE = "</think>\n\n"
+FORCED_THINK_CLOSE = THINK_CLOSE + "\n\n"
 
 OnToken = Callable[[int], None]
 
@@ -110,54 +108,39 @@ def _parse_finish(finish: FinishReason) -> TurnFinish:
 
 
 class _Turn:
-    """The mutable state of one decode: text so far, trackers and counters."""
+    """The mutable state of one decode: the text so far, its lexer and counters."""
 
     def __init__(self, tokenizer: Tokenizer, settings: TurnSettings) -> None:
         self.tokenizer = tokenizer
         self.settings = settings
         self.decoder = tokenizer.streaming_decoder()
-        self.dsml = DsmlStreamDecoder(
-            tools_active=settings.tools_active, thinking=settings.thinking
-        )
-        self.splitter = TurnTextSplitter(
+        self.lexer = TurnLexer(
             thinking=settings.thinking, tools_active=settings.tools_active, stops=settings.stops
         )
-        self.tools: ToolCallStreamer | None = None
-        self.text = ""
+        self.pieces: list[str] = []  # the decoded text, joined once at the end
         self.tokens: list[int] = []
         self.reasoning_tokens = 0
 
     def push(self, token: int) -> list[GenerationEvent]:
         """Account for one token now in the state; return the events it releases."""
-        if self.dsml.inside_think:
+        if self.lexer.in_reasoning:
             self.reasoning_tokens += 1
         self.tokens.append(token)
-        self.dsml.feed(self.tokenizer.token_bytes(token))
-        self.text += self.decoder.feed(token)
-        return self.release(final=False)
+        return self._feed(self.decoder.feed(token))
 
-    def release(self, *, final: bool) -> list[GenerationEvent]:
-        if final:
-            self.text += self.decoder.flush()
-        delta = self.splitter.update(self.text, final=final)
-        events: list[GenerationEvent] = []
-        if delta.reasoning:
-            events.append(ReasoningDelta(delta.reasoning))
-        if delta.text:
-            events.append(TextDelta(delta.text))
-        block = self.splitter.block
-        if block is not None:
-            if self.tools is None:
-                self.tools = ToolCallStreamer(self.text, block.at, block.tag)
-            events.extend(self.tools.update(self.text))
-        return events
+    def _feed(self, delta: str) -> list[GenerationEvent]:
+        self.pieces.append(delta)
+        return list(self.lexer.feed(delta))
 
     def finished(
         self, finish: FinishReason, usage: Usage, error: str | None = None
     ) -> list[GenerationEvent]:
-        events = self.release(final=True)
-        stop_at = self.splitter.stop_at
-        text = self.text if stop_at is None else self.text[:stop_at]
+        events = self._feed(self.decoder.flush())
+        events += self.lexer.finish()
+        text = "".join(self.pieces)
+        stop = self.lexer.stop
+        if stop is not None:
+            text = text[: stop.at]
         turn = finish_turn(
             text,
             tools_active=self.settings.tools_active,
@@ -179,7 +162,7 @@ class _Turn:
                 tokens=tuple(self.tokens),
                 raw_dsml=turn.raw_dsml,
                 recovery=turn.recovery,
-                stop=self.splitter.stop,
+                stop=None if stop is None else stop.string,
                 error=error,
             )
         )
@@ -215,7 +198,7 @@ def decode_turn(
             if cancel():
                 finish = "cancelled"
                 break
-            if turn.dsml.force_think_close:
+            if turn.lexer.force_think_close:
                 if session.pos + len(forced) > session.ctx:
                     break
                 for token in forced:
@@ -223,7 +206,7 @@ def decode_turn(
                     on_token(token)
                     yield from turn.push(token)
                 continue
-            params = GREEDY if turn.dsml.greedy else settings.sampling
+            params = GREEDY if turn.lexer.greedy else settings.sampling
             token = sample(logits, params, rng)
             if token == eos:
                 finish = "stop"
@@ -231,10 +214,10 @@ def decode_turn(
             logits = session.eval(token)
             on_token(token)
             yield from turn.push(token)
-            if turn.splitter.stop_at is not None:
+            if turn.lexer.stop is not None:
                 finish = "stop"
                 break
-            if settings.tools_active and turn.dsml.block_closed:
+            if turn.lexer.block_closed:
                 finish = "tool_calls"
                 break
     except Ds4Error as exc:
