@@ -198,6 +198,10 @@ class FakeRunner:
         self.sessions.append(session)
         return session
 
+    @property
+    def batches_in_one_pass(self) -> bool:
+        return False
+
     def eval_batch(
         self, sessions: Sequence[ComputeSession], tokens: Sequence[Sequence[int]]
     ) -> list[npt.NDArray[np.float32]]:

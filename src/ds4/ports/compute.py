@@ -154,6 +154,14 @@ class ModelRunner(Protocol):
 
     def new_session(self, ctx: int) -> ComputeSession: ...
 
+    @property
+    def batches_in_one_pass(self) -> bool:
+        """Whether eval_batch evaluates its sessions in one pass (weights read once for
+        every row). False: it runs them one after another, which a caller may as well do
+        itself through each session's own eval/prefill (the scripted double tells a
+        request's prefill from its decode by which of the two it gets)."""
+        ...
+
     def eval_batch(
         self, sessions: Sequence[ComputeSession], tokens: Sequence[Sequence[int]]
     ) -> list[npt.NDArray[np.float32]]:

@@ -208,6 +208,10 @@ class ScriptedRunner:
     def new_session(self, ctx: int) -> ComputeSession:
         return ScriptedSession(ctx, self._script, self._vocab, self._eos, self._delay)
 
+    @property
+    def batches_in_one_pass(self) -> bool:
+        return False  # and its sessions must see eval for decode, prefill for prompts
+
     def eval_batch(
         self, sessions: Sequence[ComputeSession], tokens: Sequence[Sequence[int]]
     ) -> list[npt.NDArray[np.float32]]:

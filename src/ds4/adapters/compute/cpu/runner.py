@@ -52,6 +52,10 @@ class CpuRunner:
         make = partial(self.new_state, ctx)
         return StateSession(self._hp, make, ctx, owner=self, rewind_history=rewind_history)
 
+    @property
+    def batches_in_one_pass(self) -> bool:
+        return True  # ds4_fw_seqs_forward: one native pass over every session's rows
+
     def eval_batch(
         self, sessions: Sequence[ComputeSession], tokens: Sequence[Sequence[int]]
     ) -> list[F32]:

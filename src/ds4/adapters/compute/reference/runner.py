@@ -53,6 +53,10 @@ class ReferenceRunner:
         make = partial(self.new_state, ctx)
         return StateSession(self._hp, make, ctx, owner=self, rewind_history=rewind_history)
 
+    @property
+    def batches_in_one_pass(self) -> bool:
+        return False  # the oracle forwards one state after another
+
     def eval_batch(
         self, sessions: Sequence[ComputeSession], tokens: Sequence[Sequence[int]]
     ) -> list[F32]:
