@@ -156,3 +156,26 @@ def test_prefill_always_lands_on_the_prompt_with_fresh_logits(
     assert compute.evaluated == prompt[reused:]
     assert reused <= session.common_prefix(prompt)
     np.testing.assert_array_equal(session.logits(), compute.logits_after(prompt))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    live=st.lists(st.integers(0, 5), max_size=20),
+    prompt=st.lists(st.integers(0, 5), min_size=1, max_size=40),
+    step=st.integers(1, 6),
+)
+def test_reusable_says_what_reuse_keeps_without_touching_the_state(
+    live: list[int], prompt: list[int], step: int
+) -> None:
+    """The slot choice of several live sessions asks `reusable`; it must agree with the
+    prefill that follows."""
+    session, compute = make(ctx=32, rewind_step=step)
+    if live:
+        prefilled(session, live)
+    evaluated = len(compute.evaluated)
+    kept = session.reusable(prompt)
+    assert list(session.tokens) == live and len(compute.evaluated) == evaluated
+    if len(prompt) >= session.ctx:
+        assert kept == 0
+        return
+    assert prefilled(session, prompt) == kept

@@ -51,14 +51,12 @@ class Session:
     def common_prefix(self, prompt: Sequence[int]) -> int:
         return common_prefix(self._compute.tokens, prompt)
 
-    def reuse(self, prompt: Sequence[int]) -> int:
-        """Cut the state back to the longest part of `prompt` it can keep; return its length.
-
-        The rest, prompt[result:], is what `extend` must evaluate; it is empty only
-        when the state already holds exactly `prompt` (its logits are then current).
-        """
+    def reusable(self, prompt: Sequence[int]) -> int:
+        """How many tokens of the live state `reuse(prompt)` would keep (0 for a prompt
+        that does not fit); the state is not touched. Several live sessions compare
+        this to pick the one a request should continue."""
         if not prompt or len(prompt) >= self.ctx:
-            raise Ds4Error("prompt exceeds context")
+            return 0
         live = len(self._compute.tokens)
         keep = self.common_prefix(prompt)
         if keep == len(prompt) and live == keep:
@@ -67,6 +65,18 @@ class Session:
             keep -= 1  # the logits after the prompt's last token are gone: redo it
         if keep < live:
             keep = self._compute.rewind_floor(keep)
+        return keep
+
+    def reuse(self, prompt: Sequence[int]) -> int:
+        """Cut the state back to the longest part of `prompt` it can keep; return its length.
+
+        The rest, prompt[result:], is what `extend` must evaluate; it is empty only
+        when the state already holds exactly `prompt` (its logits are then current).
+        """
+        if not prompt or len(prompt) >= self.ctx:
+            raise Ds4Error("prompt exceeds context")
+        keep = self.reusable(prompt)
+        if keep < self.pos:
             if keep > 0:
                 self._compute.rewind(keep)
             else:
