@@ -71,7 +71,8 @@ def _no_trace(_line: str) -> None:
 
 @dataclass
 class Worker:
-    """What the single inference worker owns."""
+    """What one inference worker owns: a live session and what lives next to it (the
+    server runs one, or one per slot with `--sessions N`)."""
 
     session: Session
     tokenizer: Tokenizer
@@ -145,6 +146,15 @@ class Worker:
         self.trace(f"--- prefill done --- cached={cached} evaluated={len(prompt) - cached}")
         yield PromptReady(len(prompt), cached)
         yield from self._decode(job, prompt, cached, cancel)
+
+    def reusable(self, job: PreparedJob) -> int:
+        """Live tokens this job would keep if it ran here (the slot choice of ADR 0045);
+        nothing changes. A job this worker would refuse (live tool state gone) keeps none."""
+        try:
+            decision = cache_decision(self.session.tokens, job, self.tokenizer, self.live)
+        except Ds4Error:
+            return 0
+        return self.session.reusable(decision.tokens)
 
     def shutdown(self) -> None:
         """Clean exit: save the live state (reason `shutdown`); on the worker thread."""

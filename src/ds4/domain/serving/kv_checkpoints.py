@@ -63,10 +63,14 @@ class KvCheckpoints:
         memory: ToolReplayMemory,
         *,
         memory_lock: AbstractContextManager[object] | None = None,
+        disk_lock: AbstractContextManager[object] | None = None,
         log: Log = lambda _: None,
     ) -> None:
+        """`disk_lock` serializes the disk cache when several slots share it (each slot
+        has its own KvCheckpoints: the frontier mark belongs to one conversation)."""
         self.disk, self.tokenizer, self.memory = disk, tokenizer, memory
         self._lock: AbstractContextManager[object] = memory_lock or contextlib.nullcontext()
+        self._disk_lock: AbstractContextManager[object] = disk_lock or contextlib.nullcontext()
         self._log = log
         self._frontier = 0  # the highest cold/continued position saved in this conversation
 
@@ -105,9 +109,10 @@ class KvCheckpoints:
         with self._lock:
             trailer = self.memory.ktm_trailer(text)
         try:
-            saved = self.disk.save(
-                session, text.encode("utf-8"), reason, flags=flags, trailer=trailer
-            )
+            with self._disk_lock:
+                saved = self.disk.save(
+                    session, text.encode("utf-8"), reason, flags=flags, trailer=trailer
+                )
         except (OSError, Ds4Error) as exc:
             self._log(f"kv cache store failed reason={name} tokens={n}: {exc}")
             return False
@@ -207,7 +212,8 @@ class KvCheckpoints:
         """Restore the longest checkpoint whose key prefixes the prompt (server.md §6.4)."""
         prompt = prompt_text.encode("utf-8")
         try:
-            hit = self.disk.load(session, prompt, more_than=more_than)
+            with self._disk_lock:
+                hit = self.disk.load(session, prompt, more_than=more_than)
         except (OSError, Ds4Error) as exc:
             session.invalidate()
             self._log(f"kv cache load failed: {exc}")
@@ -235,7 +241,8 @@ class KvCheckpoints:
 
     def discard(self, sha: str, why: str) -> None:
         try:
-            self.disk.discard(sha, why)
+            with self._disk_lock:
+                self.disk.discard(sha, why)
         except (OSError, Ds4Error) as exc:
             self._log(f"kv cache could not delete sha={sha}: {exc}")
 
@@ -243,7 +250,8 @@ class KvCheckpoints:
         """Load every file's KTM trailer into tool memory (ids sent after a restart)."""
         imported = 0
         try:
-            trailers = self.disk.tool_trailers()
+            with self._disk_lock:
+                trailers = self.disk.tool_trailers()
         except (OSError, Ds4Error) as exc:
             self._log(f"kv cache tool map scan failed: {exc}")
             return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ds4.domain.api.generation_request import Api
 from ds4.domain.chat.constants import EOS, THINK, UNTHINK
@@ -116,6 +117,23 @@ class LiveBindings:
             visible = thinking_visible(turn.prompt_text, finished.content)
             if visible is not None:
                 self.thinking = Binding(turn.pos, visible)
+
+
+class KnownIds(Protocol):
+    """What request preparation checks tool results against (prepare.live_plan)."""
+
+    def known_ids(self, api: Api) -> frozenset[str]: ...
+
+
+class EverySlotBindings:
+    """The known ids of several slots' bindings (`--sessions N`): a tool result may name
+    a call any slot still holds; the slot choice then sends the request to that slot."""
+
+    def __init__(self, each: Sequence[LiveBindings]) -> None:
+        self._each = tuple(each)
+
+    def known_ids(self, api: Api) -> frozenset[str]:
+        return frozenset().union(*(bindings.known_ids(api) for bindings in self._each))
 
 
 def _calls_dsml(calls: Sequence[ToolCall], raw_dsml: str | None) -> str:

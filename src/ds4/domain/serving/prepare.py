@@ -17,7 +17,7 @@ from ds4.domain.api.generation_request import Api, GenerationRequest
 from ds4.domain.api.responses_request import validate_tool_outputs
 from ds4.domain.chat.messages import ThinkMode, effective_think_mode
 from ds4.domain.chat.renderer import render_chat
-from ds4.domain.serving.live_bindings import LiveBindings
+from ds4.domain.serving.live_bindings import KnownIds
 from ds4.domain.serving.live_tail import NO_PLAN, LivePlan, plan_for
 from ds4.domain.tools.replay_memory import ReplayStats, ToolReplayMemory
 from ds4.ports.tokenizer import Tokenizer
@@ -40,9 +40,7 @@ class PreparedJob:
     live: LivePlan = NO_PLAN
 
 
-def live_plan(
-    request: GenerationRequest, mode: ThinkMode, bindings: LiveBindings | None
-) -> LivePlan:
+def live_plan(request: GenerationRequest, mode: ThinkMode, bindings: KnownIds | None) -> LivePlan:
     """Validate tool-result ids (ApiError 400) and prepare the live tail."""
     api, messages = request.api, request.messages
     known = bindings.known_ids(api) if bindings is not None else frozenset()
@@ -61,7 +59,7 @@ def prepare_job(
     tokenizer: Tokenizer,
     memory: ToolReplayMemory,
     ctx: int,
-    bindings: LiveBindings | None = None,
+    bindings: KnownIds | None = None,
 ) -> PreparedJob:
     """Render and tokenize; ApiError 400 (context_length_exceeded) when len >= ctx, or
     when a tool result names a call neither replayed nor live.
