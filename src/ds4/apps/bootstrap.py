@@ -3,7 +3,8 @@
 `load_engine` opens and validates the model GGUF once and shares that mapping: the
 tokenizer is read from its metadata, the runner computes over its tensors and the KV
 model tag hashes its identity. `ds4 cli` and `ds4 bench` use the engine alone;
-`bootstrap_server` adds the worker, the disk KV cache and the HTTP app. The server's
+`bootstrap_server` adds the worker (or, with `--sessions N`, N slots over one batching
+step gate), the disk KV cache and the HTTP app. The server's
 adapters can be passed in already built (the engine's runner and tokenizer, the KV
 store, the clock, the random source): tests pass fakes and no file is opened.
 
@@ -20,21 +21,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
 from ds4.apps import wiring
-from ds4.apps.server_options import ServerOptions
+from ds4.apps.server_options import MAX_SESSIONS, ServerOptions
 from ds4.domain.engine.session import Session
+from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.model_identity import model_tag_for
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.kv_checkpoints import KvCheckpoints
+from ds4.domain.serving.live_bindings import EverySlotBindings
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.ports.clock import Clock
-from ds4.ports.compute import ModelRunner
+from ds4.ports.compute import ComputeSession, ModelRunner
 from ds4.ports.kv_store import KVStore
 from ds4.ports.random_source import RandomSource
 from ds4.ports.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
+    from ds4.adapters.compute.batching import StepGate
     from ds4.adapters.http.guard import ASGIApp
+    from ds4.adapters.http.job_queue import JobQueue
     from ds4.adapters.http.server_state import ServerState
 
 kv_log = logging.getLogger("ds4.kvcache")
@@ -95,6 +100,8 @@ def load_engine(
 class BuiltServer:
     app: ASGIApp
     state: ServerState
+    workers: tuple[Worker, ...] = ()  # one per live session (slot), in slot order
+    gate: StepGate | None = None  # the batching step gate of --sessions N > 1
 
     def serve(self, host: str, port: int) -> None:
         """Serve HTTP (uvicorn) until a signal, which first stops the job queue."""
@@ -116,9 +123,10 @@ def bootstrap_server(
     comes from `options` through wiring (the model file is opened once, by load_engine).
     A `store` turns the disk KV cache on even without options.kv_disk_dir."""
     from ds4.adapters.http.app import build_app
-    from ds4.adapters.http.inference_worker import InferenceWorker
     from ds4.adapters.http.server_state import HttpConfig, ServerState
 
+    if not 1 <= options.sessions <= MAX_SESSIONS:
+        raise Ds4Error(f"--sessions {options.sessions}: use 1..{MAX_SESSIONS}")
     if engine is None:
         engine = load_engine(
             options.model,
@@ -133,17 +141,11 @@ def bootstrap_server(
     )
     lock = threading.Lock()
     write_trace = _trace_writer(trace)
-    kv = _kv_checkpoints(options, engine, memory, lock, write_trace, store, clock)
-    worker = Worker(
-        session=Session(engine.runner.new_session(options.ctx), chunk=options.prefill_chunk),
-        tokenizer=engine.tokenizer,
-        memory=memory,
-        random=random,
-        default_max_tokens=options.tokens,
-        memory_lock=lock,
-        trace=write_trace,
-        kv=kv,
-    )
+    disk = _disk_cache(options, engine, write_trace, store, clock)
+    sessions, gate = _live_sessions(engine.runner, options)
+    workers = _workers(options, engine, sessions, memory, lock, random, disk, write_trace)
+    if workers[0].kv is not None:
+        workers[0].kv.import_tool_memory()  # one tool memory for every slot
     config = HttpConfig(
         ctx=options.ctx,
         default_max_tokens=options.tokens,
@@ -152,41 +154,122 @@ def bootstrap_server(
         check_host=options.check_host,
         keepalive_seconds=options.keepalive_seconds,
     )
-    inference = InferenceWorker(worker)
-    state = ServerState(config, engine.tokenizer, memory, lock, random, inference)
-    return BuiltServer(build_app(state), state)
+    inference = _job_queue(workers, gate)
+    bindings = workers[0].live if gate is None else EverySlotBindings([w.live for w in workers])
+    state = ServerState(config, engine.tokenizer, memory, lock, random, inference, bindings)
+    return BuiltServer(build_app(state), state, tuple(workers), gate)
+
+
+def _live_sessions(
+    runner: ModelRunner, options: ServerOptions
+) -> tuple[list[ComputeSession], StepGate | None]:
+    """One session as it is, or N sessions behind one step gate that batches them."""
+    if options.sessions == 1:
+        return [runner.new_session(options.ctx)], None
+    from ds4.adapters.compute.batching import StepGate
+
+    gate = StepGate(runner)
+    return [gate.session(runner.new_session(options.ctx)) for _ in range(options.sessions)], gate
+
+
+def _workers(
+    options: ServerOptions,
+    engine: Engine,
+    sessions: list[ComputeSession],
+    memory: ToolReplayMemory,
+    memory_lock: threading.Lock,
+    random: RandomSource,
+    disk: DiskCache | None,
+    write_trace: Log,
+) -> list[Worker]:
+    """One worker per live session; with several, each has its own bindings, disk
+    checkpoint frontier and trace tag, and they share the rest."""
+    disk_lock = threading.Lock()  # one disk cache for every slot
+    workers = []
+    for slot, compute in enumerate(sessions):
+        trace = write_trace if len(sessions) == 1 else _tagged(write_trace, f"[slot {slot}] ")
+        kv = None
+        if disk is not None:
+            kv = KvCheckpoints(
+                disk,
+                engine.tokenizer,
+                memory,
+                memory_lock=memory_lock,
+                disk_lock=disk_lock,
+                log=_kv_log(trace),
+            )
+        workers.append(
+            Worker(
+                session=Session(compute, chunk=options.prefill_chunk),
+                tokenizer=engine.tokenizer,
+                memory=memory,
+                random=random,
+                default_max_tokens=options.tokens,
+                memory_lock=memory_lock,
+                trace=trace,
+                kv=kv,
+            )
+        )
+    return workers
+
+
+def _job_queue(workers: list[Worker], gate: StepGate | None) -> JobQueue:
+    """One inference thread as before, or a pool of one per slot."""
+    from ds4.adapters.http.inference_worker import InferenceWorker
+    from ds4.adapters.http.slot_pool import SlotPool
+
+    if gate is None:
+        return InferenceWorker(workers[0])
+    # the gate numbers its slots in the order the sessions were made: the workers' order
+    return SlotPool([InferenceWorker(w) for w in workers], on_idle=gate.leave)
 
 
 def _trace_writer(trace: TextIO | None) -> Log:
+    lock = threading.Lock()  # whole lines, also from several slots
+
     def write_trace(line: str) -> None:
         if trace is not None:
-            trace.write(line + "\n")
-            trace.flush()
+            with lock:
+                trace.write(line + "\n")
+                trace.flush()
 
     return write_trace
 
 
-def _kv_checkpoints(
-    options: ServerOptions,
-    engine: Engine,
-    memory: ToolReplayMemory,
-    lock: threading.Lock,
-    write_trace: Log,
-    store: KVStore | None,
-    clock: Clock | None,
-) -> KvCheckpoints | None:
-    """The disk KV cache (--kv-disk-dir, or a store passed in); its lines go to the
-    `ds4.kvcache` logger and the trace. One eviction pass runs when it opens."""
+def _tagged(write: Log, tag: str) -> Log:
+    """Each slot's trace lines start with its tag (the first line of an entry)."""
+
+    def write_tagged(line: str) -> None:
+        write(tag + line)
+
+    return write_tagged
+
+
+def _kv_log(write_trace: Log) -> Log:
+    """KV cache lines go to the `ds4.kvcache` logger and the trace."""
 
     def log(line: str) -> None:
         kv_log.info(line)
         write_trace(line)
 
+    return log
+
+
+def _disk_cache(
+    options: ServerOptions,
+    engine: Engine,
+    write_trace: Log,
+    store: KVStore | None,
+    clock: Clock | None,
+) -> DiskCache | None:
+    """The disk KV cache (--kv-disk-dir, or a store passed in). One eviction pass runs
+    when it opens."""
+    log = _kv_log(write_trace)
     if store is None:
         if options.kv_disk_dir is None:
             return None
         store = wiring.kv_store(options.kv_disk_dir, log)
-    disk = DiskCache(
+    return DiskCache(
         store,
         clock or wiring.system_clock(),
         options.kv_cache,
@@ -194,6 +277,3 @@ def _kv_checkpoints(
         model_tag=engine.model_tag(),
         log=log,
     )
-    kv = KvCheckpoints(disk, engine.tokenizer, memory, memory_lock=lock, log=log)
-    kv.import_tool_memory()
-    return kv

@@ -17,7 +17,7 @@ from typing import TextIO
 
 from ds4.apps import wiring
 from ds4.apps.help_format import DefaultsHelpFormatter
-from ds4.apps.server_options import ServerOptions
+from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK, MAX_SESSIONS, ServerOptions
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
 
@@ -29,6 +29,16 @@ def _positive(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def _sessions(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_SESSIONS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number in 1..{MAX_SESSIONS}")
     return value
 
 
@@ -91,7 +101,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="log rendered prompts, cache decisions, generated text and parser events",
     )
     p.add_argument(
-        "--prefill-chunk", type=int, default=0, help="prefill chunk in tokens (0: engine choice)"
+        "--prefill-chunk",
+        type=int,
+        default=DEFAULT_PREFILL_CHUNK,
+        help="prefill chunk in tokens; a disconnect or cancel stops a prefill at the next "
+        "chunk, and with --sessions the others' decode waits at most one chunk (0: one pass)",
+    )
+    p.add_argument(
+        "--sessions",
+        type=_sessions,
+        default=1,
+        metavar="N",
+        help=f"live sessions on the one loaded model, 1..{MAX_SESSIONS}: N requests run at "
+        "once, their decode steps batched into one forward pass (docs/adr/0045)",
     )
     p.add_argument(
         "--tool-memory-max-ids",
@@ -258,6 +280,7 @@ def run_server(args: argparse.Namespace) -> int:
         tool_memory_max_ids=args.tool_memory_max_ids,
         exact_tool_replay=not args.disable_exact_dsml_tool_replay,
         prefill_chunk=args.prefill_chunk,
+        sessions=args.sessions,
         kv_disk_dir=args.kv_disk_dir,
         kv_cache=kv_cache_options(args),
     )
@@ -275,7 +298,8 @@ def run_server(args: argparse.Namespace) -> int:
         label = "scripted outputs" if args.backend == "scripted" else model
         if demo:
             label = f"{model} (TINY DEMO MODEL WITH RANDOM WEIGHTS: its answers are noise)"
-        print(f"ds4 server: model {label}, ctx {args.ctx}", file=sys.stderr)
+        sessions = f", {args.sessions} sessions" if args.sessions > 1 else ""
+        print(f"ds4 server: model {label}, ctx {args.ctx}{sessions}", file=sys.stderr)
         print(f"ds4 server: listening on {url}", file=sys.stderr)
         print(client_snippet(url, args.api_key), file=sys.stderr)
         built.serve(host, args.port)

@@ -6,6 +6,12 @@ from dataclasses import dataclass, field
 
 from ds4.domain.kvcache.policy import KvCacheOptions
 
+# Prefill in chunks of ds4's own chunk size (the DSV4 payload header's), so a cancelled
+# or disconnected request stops within one chunk and, with several sessions, the others'
+# decode waits at most one chunk (ADR 0045). 0 prefills each prompt in one pass.
+DEFAULT_PREFILL_CHUNK = 2048
+MAX_SESSIONS = 64  # live sessions on one model (--sessions)
+
 
 @dataclass(frozen=True)
 class ServerOptions:
@@ -21,7 +27,8 @@ class ServerOptions:
     check_host: bool = True
     tool_memory_max_ids: int = 100_000
     exact_tool_replay: bool = True
-    prefill_chunk: int = 0
+    prefill_chunk: int = DEFAULT_PREFILL_CHUNK
+    sessions: int = 1  # live sessions decoded together (1: one, as before ADR 0045)
     keepalive_seconds: float = 5.0
     kv_disk_dir: str | None = None  # the disk KV cache directory (None: disabled)
     kv_cache: KvCacheOptions = field(default_factory=KvCacheOptions)

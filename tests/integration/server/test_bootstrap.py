@@ -52,7 +52,7 @@ def test_the_server_opens_its_model_file_once(
     )
     built = bootstrap_server(options)
     assert opened == [str(tiny_model)]
-    worker = built.state.inference.worker
+    (worker,) = built.workers
     assert worker.kv is not None
     model = wiring.open_model(str(tiny_model))  # a second, independent opening to compare
     file = model.file

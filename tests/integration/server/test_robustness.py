@@ -13,7 +13,7 @@ import httpx
 import pytest
 from tests.integration.server.live_server import LiveServer, live_server
 
-from ds4.adapters.http.inference_worker import InferenceWorker
+from ds4.adapters.http.job_queue import JobQueue
 
 LONG = "word " * 150  # ~150 tokens: 1.5 s at the scripted 10 ms per token
 
@@ -166,7 +166,7 @@ def test_concurrent_requests_are_served_in_arrival_order(tmp_path: Path) -> None
     assert [contents[i] for i in range(3)] == [LONG, "second", "third"]
 
 
-def wait_until_queued(inference: InferenceWorker, jobs: int, timeout: float = 30.0) -> None:
+def wait_until_queued(inference: JobQueue, jobs: int, timeout: float = 30.0) -> None:
     """Poll the server's count of accepted jobs (no guessing how long real work takes)."""
     deadline = time.monotonic() + timeout
     while inference.submitted < jobs:

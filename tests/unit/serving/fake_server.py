@@ -89,7 +89,7 @@ class FakeServer:
 
     @property
     def worker(self) -> Worker:
-        return self.built.state.inference.worker
+        return self.built.workers[0]
 
     @property
     def compute(self) -> FakeComputeSession:
@@ -108,7 +108,7 @@ class FakeServer:
         state = self.built.state
         with state.memory_lock:
             return prepare_job(
-                request, state.tokenizer, state.memory, state.config.ctx, self.worker.live
+                request, state.tokenizer, state.memory, state.config.ctx, state.bindings
             )
 
     def run(self, job: PreparedJob, cancel: CancelCheck = never_cancel) -> list[ServedEvent]:
@@ -135,12 +135,15 @@ def fake_server(
     chunk: int = 0,
     ctx: int = 4096,
     store: MemoryKVStore | None = None,
+    sessions: int = 1,
 ) -> FakeServer:
     """The server graph from bootstrap_server with every adapter a fake."""
     runner = FakeRunner(vocab=VOCAB, script=ReplyScript(replies))
     if disk and store is None:
         store = MemoryKVStore()
-    options = ServerOptions(model=None, ctx=ctx, prefill_chunk=chunk, kv_cache=opts)
+    options = ServerOptions(
+        model=None, ctx=ctx, prefill_chunk=chunk, sessions=sessions, kv_cache=opts
+    )
     trace = io.StringIO()
     built = bootstrap_server(
         options,

@@ -64,8 +64,7 @@ async def _watch_disconnect(receive: Receive, job: Job) -> None:
 def _prepare(state: ServerState, parse: Parser, body: bytes) -> PreparedJob:
     request = parse(body)
     with state.memory_lock:
-        live = state.inference.worker.live
-        return prepare_job(request, state.tokenizer, state.memory, state.config.ctx, live)
+        return prepare_job(request, state.tokenizer, state.memory, state.config.ctx, state.bindings)
 
 
 async def handle_count_tokens(

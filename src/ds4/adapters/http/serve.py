@@ -5,11 +5,11 @@ from __future__ import annotations
 import uvicorn
 
 from ds4.adapters.http.guard import ASGIApp
-from ds4.adapters.http.inference_worker import InferenceWorker
+from ds4.adapters.http.job_queue import JobQueue
 from ds4.adapters.http.server_state import MAX_HEADER_BYTES
 
 
-def serve(app: ASGIApp, inference: InferenceWorker, host: str, port: int) -> None:
+def serve(app: ASGIApp, inference: JobQueue, host: str, port: int) -> None:
     config = uvicorn.Config(
         app,
         host=host,

@@ -1,4 +1,5 @@
-"""What the HTTP layer shares across requests: config, tokenizer, memory, the worker."""
+"""What the HTTP layer shares across requests: config, tokenizer, memory, the job queue
+and the live bindings tool results are checked against."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ds4.adapters.http.inference_worker import InferenceWorker
+from ds4.adapters.http.job_queue import JobQueue
 from ds4.domain.api.generation_request import DEFAULT_MODEL
+from ds4.domain.serving.live_bindings import KnownIds
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.ports.random_source import RandomSource
 from ds4.ports.tokenizer import Tokenizer
@@ -40,6 +42,7 @@ class ServerState:
     memory: ToolReplayMemory
     memory_lock: threading.Lock
     random: RandomSource
-    inference: InferenceWorker
+    inference: JobQueue  # one InferenceWorker, or a SlotPool with --sessions N
+    bindings: KnownIds  # the live call ids (of every slot) a tool result may name
     clock: Callable[[], float] = time.time
     sequence: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
