@@ -118,7 +118,7 @@ def test_every_step_batches_every_slot_and_each_gets_what_it_gets_alone() -> Non
     jobs = zip(sessions, PROMPTS, outs, strict=True)
     run_threads(*(greedy(gate, s, p, 10, o) for s, p, o in jobs))
     assert runner.batches == [[len(p) for p in PROMPTS]] + [[1, 1, 1]] * 10
-    assert (gate.steps, gate.rows) == (11, 33)
+    assert (gate.steps, gate.rows, gate.missed) == (11, 33, 0)
     for prompt, out in zip(PROMPTS, outs, strict=True):
         assert all(np.array_equal(a, b) for a, b in zip(out, alone(prompt, 10), strict=True))
 
@@ -198,7 +198,7 @@ def test_a_slot_that_hands_in_nothing_is_waited_for_only_so_long() -> None:
     out: list[F32] = []
     run_threads(greedy(gate, working, [1, 2], 4, out))
     assert all(np.array_equal(a, b) for a, b in zip(out, alone([1, 2], 4), strict=True))
-    assert (gate.steps, gate.rows) == (5, 5)
+    assert (gate.steps, gate.rows, gate.missed) == (5, 5, 1)  # waited for it once
     assert list(busy_elsewhere.tokens) == []
 
 

@@ -92,6 +92,7 @@ class StepGate:
         self._stepping = False
         self.steps = 0  # steps run
         self.rows = 0  # slot hand-ins evaluated (rows / steps: sessions per step)
+        self.missed = 0  # times a step stopped waiting for a slot (patience ran out)
 
     def session(self, inner: ComputeSession) -> GatedSession:
         """A new slot over `inner` (a session of this gate's runner)."""
@@ -153,7 +154,9 @@ class StepGate:
 
     def _take(self) -> list[_Work]:
         # slots that did not hand in work in time are not waited for until they do
-        self._present &= set(self._pending)
+        handed_in = set(self._pending)
+        self.missed += len(self._present - handed_in)
+        self._present &= handed_in
         batch = list(self._pending.values())
         self._pending.clear()
         self._since = None
