@@ -15,9 +15,12 @@ waited for at most `patience` seconds; then the step runs without it, and it is 
 waited for again until it next hands in work. That bound keeps one slot from stalling
 the others; nothing depends on it for correctness.
 
-Every other use of a session that reaches the backend (rewind, payloads, checkpoints,
-invalidate) takes the gate's engine lock, as a step does: the native forward keeps
-per-runner scratch buffers, so two calls into one runner never overlap.
+A rewind re-evaluates the last kept token, so it takes the gate's engine lock, as a
+step does: the native forward keeps per-runner scratch buffers, so two forward calls
+into one runner never overlap. Everything else a session does (rewind floors,
+payloads, checkpoints, invalidate) touches only its own state, which no step uses
+while its slot's thread is busy with it, so a slot saving a large payload to disk does
+not hold up the others' steps.
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ class StepGate:
         self._runner = runner
         self._patience = patience
         self._clock = clock
-        self.engine = threading.Lock()  # every call that reaches the backend
+        self.engine = threading.Lock()  # every forward call: the steps, rewinds
         self._cond = threading.Condition()
         self._slots = 0
         self._present: set[int] = set()  # slots a step waits for
@@ -248,30 +251,26 @@ class GatedSession:
     def logits(self) -> F32:
         return self._inner.logits()
 
-    def rewind_floor(self, n: int) -> int:
-        with self._gate.engine:
-            return self._inner.rewind_floor(n)
-
     def rewind(self, n: int) -> None:
-        with self._gate.engine:
+        with self._gate.engine:  # it re-evaluates the last kept token
             self._inner.rewind(n)
 
+    # the rest reads or replaces this session's own state only
+
+    def rewind_floor(self, n: int) -> int:
+        return self._inner.rewind_floor(n)
+
     def invalidate(self) -> None:
-        with self._gate.engine:
-            self._inner.invalidate()
+        self._inner.invalidate()
 
     def payload(self) -> bytes:
-        with self._gate.engine:
-            return self._inner.payload()
+        return self._inner.payload()
 
     def load_payload(self, data: bytes) -> None:
-        with self._gate.engine:
-            self._inner.load_payload(data)
+        self._inner.load_payload(data)
 
     def checkpoint(self) -> StateCheckpoint:
-        with self._gate.engine:
-            return self._inner.checkpoint()
+        return self._inner.checkpoint()
 
     def restore(self, checkpoint: StateCheckpoint) -> None:
-        with self._gate.engine:
-            self._inner.restore(checkpoint)
+        self._inner.restore(checkpoint)

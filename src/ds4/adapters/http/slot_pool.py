@@ -9,9 +9,9 @@ slot is busy from the hand-off until its job's last output (Finished or JobFaile
 then `on_idle(slot)` runs (the step gate stops waiting for it) and it can take the
 next job. A job cancelled while it waits here is answered by the slot without running.
 
-The choice runs on the pool's own thread, never on the event loop: it reads the idle
-slots' live tokens and rewind floors, and a rewind floor waits for the engine lock
-while a batched step runs.
+The choice runs on the pool's own thread, never on the event loop: scoring a slot runs
+the cache decision, which may detokenize its whole live state. It reads idle slots
+only, whose state nothing else touches meanwhile.
 """
 
 from __future__ import annotations
