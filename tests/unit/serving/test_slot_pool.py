@@ -122,7 +122,7 @@ def test_a_follow_up_returns_to_its_slot_and_new_conversations_take_the_stalest(
         e = run([turn("user", "third")])  # no continuation: the stalest, slot 0
     finally:
         pool.stop()
-    assert pool.served == [0, 1, 0, 2, 1, 0]
+    assert list(pool.served) == [0, 1, 0, 2, 1, 0]
     assert follow.ready().cached_tokens > 0 and d.ready().cached_tokens > 0
     assert [t.text for t in (a, b, follow, c, d, e)] == [
         "One.", "Two.", "Three.", "Four.", "One.", "Three.",
@@ -151,7 +151,7 @@ def test_a_tool_result_goes_to_the_slot_that_made_the_call() -> None:
         assert resumed.done.wait(WAIT)
     finally:
         pool.stop()
-    assert pool.served == [0, 1, 0]
+    assert list(pool.served) == [0, 1, 0]
     assert resumed.text == "It holds a.txt."
     assert "source=anthropic-tool-output" in server.trace.getvalue()
 
@@ -195,7 +195,7 @@ def test_a_client_gone_during_prefill_frees_its_slot_within_one_chunk() -> None:
     assert [o for o in gone.outputs if isinstance(o, PrefillProgress)] == [
         PrefillProgress(chunk, total)
     ]
-    assert pool.served == [0, 0]  # the slot is free, and holds the chunk it finished
+    assert list(pool.served) == [0, 0]  # the slot is free, and holds the chunk it finished
     assert again.ready().cached_tokens == chunk and again.text == "ok"
     assert server.runner.sessions[0].prefill_calls == [chunk, chunk, total - 2 * chunk]
 

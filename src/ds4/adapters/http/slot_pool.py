@@ -54,7 +54,8 @@ class SlotPool:
         self._ledger = SlotLedger(len(self.slots))
         self._stopping = False
         self._submitted = 0
-        self.served: list[int] = []  # the slot of every job handed off, in order
+        # the slot of each job handed off, latest last (a window: the server runs for days)
+        self.served: deque[int] = deque(maxlen=1024)
         self._thread = threading.Thread(target=self._dispatch, name="ds4-slots", daemon=True)
 
     def start(self) -> None:
