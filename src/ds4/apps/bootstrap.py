@@ -14,6 +14,7 @@ imports ds4.adapters; those imports are lazy, so `ds4 cli` never loads the HTTP 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -91,16 +92,25 @@ def load_engine(
 # ---- the server ------------------------------------------------------------------
 
 
+def bind_listener(host: str, port: int) -> socket.socket:
+    """The server's socket, bound (not yet listening); ListenError (exit 1) when the
+    address is taken or cannot be resolved. Bound before the model loads."""
+    from ds4.adapters.http.listener import bind_listener as bind
+
+    return bind(host, port)
+
+
 @dataclass
 class BuiltServer:
     app: ASGIApp
     state: ServerState
 
-    def serve(self, host: str, port: int) -> None:
-        """Serve HTTP (uvicorn) until a signal, which first stops the job queue."""
+    def serve(self, listener: socket.socket) -> None:
+        """Serve HTTP (uvicorn) on `listener` until a signal, which first stops the job
+        queue; returns once the worker has saved the live session."""
         from ds4.adapters.http.serve import serve
 
-        serve(self.app, self.state.inference, host, port)
+        serve(self.app, self.state.inference, listener)
 
 
 def bootstrap_server(

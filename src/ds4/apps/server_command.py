@@ -235,7 +235,7 @@ def client_snippet(url: str, api_key: str | None) -> str:
 
 def run_server(args: argparse.Namespace) -> int:
     # The HTTP stack (Litestar) loads only when a server actually starts.
-    from ds4.apps.bootstrap import bootstrap_server
+    from ds4.apps.bootstrap import bind_listener, bootstrap_server
 
     host = "127.0.0.1" if args.host == "localhost" else args.host
     if args.backend == "scripted":
@@ -262,6 +262,8 @@ def run_server(args: argparse.Namespace) -> int:
         kv_cache=kv_cache_options(args),
     )
     with ExitStack() as stack:
+        listener = bind_listener(host, args.port)  # a taken port fails before the load
+        stack.callback(listener.close)
         trace: TextIO | None = None
         if args.trace:
             try:
@@ -271,12 +273,12 @@ def run_server(args: argparse.Namespace) -> int:
         if args.kv_disk_dir:
             _show_kv_cache_log()
         built = bootstrap_server(options, trace)
-        url = f"http://{host}:{args.port}"
+        url = f"http://[{host}]:{args.port}" if ":" in host else f"http://{host}:{args.port}"
         label = "scripted outputs" if args.backend == "scripted" else model
         if demo:
             label = f"{model} (TINY DEMO MODEL WITH RANDOM WEIGHTS: its answers are noise)"
         print(f"ds4 server: model {label}, ctx {args.ctx}", file=sys.stderr)
         print(f"ds4 server: listening on {url}", file=sys.stderr)
         print(client_snippet(url, args.api_key), file=sys.stderr)
-        built.serve(host, args.port)
+        built.serve(listener)
     return 0
