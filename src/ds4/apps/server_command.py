@@ -15,14 +15,14 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TextIO
 
-from ds4.apps import wiring
+from ds4.apps import flag_types, wiring
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.server_options import ServerOptions
+from ds4.domain.api.loopback import is_loopback_host
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
 
 DEMO_MODEL = Path.home() / ".cache" / "ds4" / "tiny-demo.gguf"
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 def _positive(text: str) -> int:
@@ -47,7 +47,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="model file (default: $DS4_MODEL, ./ds4flash.gguf, else a tiny random demo "
         "model generated into ~/.cache/ds4/)",
     )
-    p.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 for the LAN)")
+    p.add_argument(
+        "--host",
+        type=flag_types.host,
+        default="127.0.0.1",
+        help="bind address; loopback (127.0.0.0/8, ::1, localhost) also refuses foreign "
+        "Host headers; 0.0.0.0 for the LAN (then set --api-key)",
+    )
     p.add_argument("--port", type=_positive, default=8000, help="TCP port")
     p.add_argument("-c", "--ctx", type=_positive, default=32768, help="context size in tokens")
     p.add_argument(
@@ -83,8 +89,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="SECONDS",
         help="with --backend scripted: pause per generated token",
     )
-    p.add_argument("--api-key", help="require this key (Authorization: Bearer or x-api-key)")
-    p.add_argument("--cors", action="store_true", help="send CORS headers")
+    p.add_argument(
+        "--api-key",
+        type=flag_types.api_key,
+        help="require this key (Authorization: Bearer or x-api-key; UTF-8, compared in "
+        "constant time); default: no key",
+    )
+    p.add_argument(
+        "--cors",
+        action="store_true",
+        help="send CORS headers and serve browser pages of any origin (default: requests "
+        "from another origin's page, and text/plain bodies, are refused)",
+    )
     p.add_argument(
         "--trace",
         metavar="FILE",
@@ -254,7 +270,7 @@ def run_server(args: argparse.Namespace) -> int:
         tokens=args.tokens,
         api_key=args.api_key,
         cors=args.cors,
-        check_host=host in LOOPBACK,
+        check_host=is_loopback_host(host),
         tool_memory_max_ids=args.tool_memory_max_ids,
         exact_tool_replay=not args.disable_exact_dsml_tool_replay,
         prefill_chunk=args.prefill_chunk,
@@ -279,6 +295,12 @@ def run_server(args: argparse.Namespace) -> int:
             label = f"{model} (TINY DEMO MODEL WITH RANDOM WEIGHTS: its answers are noise)"
         print(f"ds4 server: model {label}, ctx {args.ctx}", file=sys.stderr)
         print(f"ds4 server: listening on {url}", file=sys.stderr)
+        if not options.check_host and args.api_key is None:
+            print(
+                f"ds4 server: warning: {host} is not a loopback address and no --api-key is "
+                "set: anyone who can reach this port can use the model",
+                file=sys.stderr,
+            )
         print(client_snippet(url, args.api_key), file=sys.stderr)
         built.serve(listener)
     return 0

@@ -43,8 +43,11 @@ def scripted_args(tmp: Path, outputs: Sequence[str]) -> list[str]:
 
 
 @contextmanager
-def server_process(args: Sequence[str], timeout: float = 60) -> Iterator[ServerProcess]:
-    """`ds4 server ARGS --port P`, once GET /health answers; stopped on exit."""
+def server_process(
+    args: Sequence[str], timeout: float = 60, host: str = "127.0.0.1"
+) -> Iterator[ServerProcess]:
+    """`ds4 server ARGS --port P` (ARGS bind it to `host`), once GET /health answers;
+    stopped on exit."""
     port = free_port()
     proc = subprocess.Popen(
         [*DS4, "server", *args, "--port", str(port)],
@@ -52,7 +55,7 @@ def server_process(args: Sequence[str], timeout: float = 60) -> Iterator[ServerP
         stderr=subprocess.PIPE,
         text=True,
     )
-    running = ServerProcess(proc, f"http://127.0.0.1:{port}")
+    running = ServerProcess(proc, f"http://{host}:{port}")
     try:
         deadline = time.monotonic() + timeout
         while True:

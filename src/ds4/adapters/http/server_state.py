@@ -17,7 +17,6 @@ from ds4.ports.tokenizer import Tokenizer
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024
 KEEPALIVE_SECONDS = 5.0
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
 @dataclass(frozen=True)
@@ -31,6 +30,10 @@ class HttpConfig:
     check_host: bool = True  # bound to loopback: refuse foreign Host headers
     max_body_bytes: int = MAX_BODY_BYTES
     keepalive_seconds: float = KEEPALIVE_SECONDS
+
+    def __post_init__(self) -> None:
+        if self.api_key == "":
+            raise ValueError("an empty API key would match no request (use None for no key)")
 
 
 @dataclass

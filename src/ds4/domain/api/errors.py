@@ -18,8 +18,10 @@ _OPENAI_TYPES = {
     401: "authentication_error",
     403: "permission_error",
     404: "not_found_error",
+    408: "invalid_request_error",
     409: "invalid_request_error",
     413: "invalid_request_error",
+    415: "invalid_request_error",
     500: "server_error",
     503: "server_error",
 }
@@ -28,8 +30,10 @@ _ANTHROPIC_TYPES = {
     401: "authentication_error",
     403: "permission_error",
     404: "not_found_error",
+    408: "invalid_request_error",
     409: "invalid_request_error",
     413: "request_too_large",
+    415: "invalid_request_error",
     500: "api_error",
     503: "overloaded_error",
 }
