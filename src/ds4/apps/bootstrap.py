@@ -92,11 +92,14 @@ def load_engine(
 # ---- the server ------------------------------------------------------------------
 
 
-def bind_listener(host: str, port: int) -> socket.socket:
+def bind_listener(host: str, port: int, max_connections: int) -> socket.socket:
     """The server's socket, bound (not yet listening); ListenError (exit 1) when the
-    address is taken or cannot be resolved. Bound before the model loads."""
+    address is taken or cannot be resolved, Ds4Error when the open-file limit has no
+    room for `max_connections`. Bound before the model loads."""
+    from ds4.adapters.http.fd_limit import ensure_fd_room
     from ds4.adapters.http.listener import bind_listener as bind
 
+    ensure_fd_room(max_connections)
     return bind(host, port)
 
 
@@ -110,7 +113,7 @@ class BuiltServer:
         queue; returns once the worker has saved the live session."""
         from ds4.adapters.http.serve import serve
 
-        serve(self.app, self.state.inference, listener)
+        serve(self.app, self.state.inference, self.state.config, listener)
 
 
 def bootstrap_server(
@@ -161,6 +164,11 @@ def bootstrap_server(
         cors=options.cors,
         check_host=options.check_host,
         keepalive_seconds=options.keepalive_seconds,
+        max_body_bytes=options.max_body_mb << 20,
+        max_connections=options.max_connections,
+        header_timeout=options.header_timeout,
+        idle_timeout=options.idle_timeout,
+        body_timeout=options.body_timeout,
     )
     inference = InferenceWorker(worker)
     state = ServerState(config, engine.tokenizer, memory, lock, random, inference)

@@ -8,6 +8,7 @@ Nothing is clamped or fixed up: a value outside its documented range is refused
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 
 def host(text: str) -> str:
@@ -30,3 +31,35 @@ def api_key(text: str) -> str:
             "header can carry"
         )
     return text
+
+
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """An integer in low..high (both included)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not in {low}..{high}")
+        return value
+
+    parse.__name__ = f"integer in {low}..{high}"
+    return parse
+
+
+def float_in(low: float, high: float) -> Callable[[str], float]:
+    """A finite number in low..high (both included)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not low <= value <= high:  # also refuses nan; inf is out of any range here
+            raise argparse.ArgumentTypeError(f"{text} is not in {low:g}..{high:g}")
+        return value
+
+    parse.__name__ = f"number in {low:g}..{high:g}"
+    return parse

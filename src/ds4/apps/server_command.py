@@ -120,8 +120,52 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="render tool-call history canonically instead of replaying sampled DSML",
     )
+    _register_limits(p)
     _register_kv_cache(p)
     p.set_defaults(run=run_server)
+
+
+def _register_limits(p: argparse.ArgumentParser) -> None:
+    """What one client can hold (docs/adr/0044-server-exposure-and-limits.md)."""
+    d = ServerOptions(model=None)
+    g = p.add_argument_group("request and connection limits")
+    g.add_argument(
+        "--max-body-mb",
+        type=flag_types.int_in(1, 1024),
+        default=d.max_body_mb,
+        metavar="MIB",
+        help="largest request body (1..1024); larger ones get 413",
+    )
+    g.add_argument(
+        "--max-connections",
+        type=flag_types.int_in(1, 10_000),
+        default=d.max_connections,
+        metavar="N",
+        help="open connections (1..10000); one more closes the longest idle or "
+        "half-sent one, or gets 503 when all run requests",
+    )
+    g.add_argument(
+        "--header-timeout",
+        type=flag_types.float_in(0.1, 3600),
+        default=d.header_timeout,
+        metavar="SECONDS",
+        help="a request's head must arrive within this (0.1..3600); else 408 and close",
+    )
+    g.add_argument(
+        "--idle-timeout",
+        type=flag_types.float_in(0.1, 3600),
+        default=d.idle_timeout,
+        metavar="SECONDS",
+        help="close a keep-alive connection idle this long, and answer 408 to a request "
+        "body that stalls this long (0.1..3600)",
+    )
+    g.add_argument(
+        "--body-timeout",
+        type=flag_types.float_in(1, 86400),
+        default=d.body_timeout,
+        metavar="SECONDS",
+        help="a whole request body must arrive within this (1..86400); else 408",
+    )
 
 
 def _non_negative(text: str) -> int:
@@ -223,14 +267,16 @@ def default_model(explicit: str | None) -> tuple[str, bool]:
     return str(DEMO_MODEL), True
 
 
-def _show_kv_cache_log() -> None:
-    """KV cache decisions (stores, hits, evictions, removed files) go to stderr."""
-    logger = logging.getLogger("ds4.kvcache")
+def _show_log(name: str, level: int) -> None:
+    """A ds4 logger's lines go to stderr as `ds4 server: ...`: KV cache decisions
+    (ds4.kvcache, INFO) and the server's warnings (ds4.server: refused jobs, connection
+    limits, accept() failures)."""
+    logger = logging.getLogger(name)
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("ds4 server: %(message)s"))
         logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+        logger.setLevel(level)
         logger.propagate = False  # the HTTP stack's root handler would print it again
 
 
@@ -276,9 +322,16 @@ def run_server(args: argparse.Namespace) -> int:
         prefill_chunk=args.prefill_chunk,
         kv_disk_dir=args.kv_disk_dir,
         kv_cache=kv_cache_options(args),
+        max_body_mb=args.max_body_mb,
+        max_connections=args.max_connections,
+        header_timeout=args.header_timeout,
+        idle_timeout=args.idle_timeout,
+        body_timeout=args.body_timeout,
     )
+    _show_log("ds4.server", logging.WARNING)
     with ExitStack() as stack:
-        listener = bind_listener(host, args.port)  # a taken port fails before the load
+        # a taken port fails before the model loads
+        listener = bind_listener(host, args.port, args.max_connections)
         stack.callback(listener.close)
         trace: TextIO | None = None
         if args.trace:
@@ -287,7 +340,7 @@ def run_server(args: argparse.Namespace) -> int:
             except OSError as error:
                 raise Ds4Error(f"cannot open trace file {args.trace}: {error}") from None
         if args.kv_disk_dir:
-            _show_kv_cache_log()
+            _show_log("ds4.kvcache", logging.INFO)
         built = bootstrap_server(options, trace)
         url = f"http://[{host}]:{args.port}" if ":" in host else f"http://{host}:{args.port}"
         label = "scripted outputs" if args.backend == "scripted" else model

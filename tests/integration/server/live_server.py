@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
+from ds4.adapters.http.inference_worker import InferenceWorker
 from ds4.adapters.http.serve import Ds4Server, uvicorn_config
 from ds4.apps.bootstrap import BuiltServer, bind_listener, bootstrap_server
 from ds4.apps.server_options import ServerOptions
@@ -45,9 +46,10 @@ def live_server(
     options = ServerOptions(model=None, backend="scripted", script=str(script_file), ctx=4096)
     options = replace(options, **overrides)  # type: ignore[arg-type]
     built = bootstrap_server(options, trace)
-    listener = bind_listener("127.0.0.1", 0)
+    listener = bind_listener("127.0.0.1", 0, options.max_connections)
     port = int(listener.getsockname()[1])
-    server = Ds4Server(uvicorn_config(built.app, log_level="error"), built.state.inference)
+    config = uvicorn_config(built.app, built.state.config, log_level="error")
+    server = Ds4Server(config, built.state.inference)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -62,3 +64,11 @@ def live_server(
         server.should_exit = True
         thread.join(15)
         listener.close()
+
+
+def wait_until_queued(inference: InferenceWorker, jobs: int, timeout: float = 30.0) -> None:
+    """Poll the server's count of accepted jobs (no guessing how long real work takes)."""
+    deadline = time.monotonic() + timeout
+    while inference.submitted < jobs:
+        assert time.monotonic() < deadline, f"job {jobs} was never queued"
+        time.sleep(0.005)

@@ -50,9 +50,10 @@ async def send_json(
     await send({"type": "http.response.body", "body": body})
 
 
-async def send_error(send: Send, scope: Scope, error: ApiError) -> None:
+async def send_error(send: Send, scope: Scope, error: ApiError, *, close: bool = False) -> None:
+    """`close`: the request was not read to its end, so the connection cannot be reused."""
     body = error_body(error, anthropic=is_anthropic_path(scope.get("path", "")))
-    await send_json(send, error.status, body)
+    await send_json(send, error.status, body, [(b"connection", b"close")] if close else None)
 
 
 def _refusal(scope: Scope, config: HttpConfig, expected_key: bytes | None) -> ApiError | None:

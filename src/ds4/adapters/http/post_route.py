@@ -16,7 +16,7 @@ import anyio.to_thread
 
 from ds4.adapters.http.guard import Receive, Scope, Send, header, send_error, send_json
 from ds4.adapters.http.inference_worker import Job, JobFailed, JobOutput, ShuttingDownError
-from ds4.adapters.http.server_state import ServerState
+from ds4.adapters.http.server_state import HttpConfig, ServerState
 from ds4.domain.api.count_tokens import count_tokens_body
 from ds4.domain.api.errors import ApiError, error_body, stream_error_frame
 from ds4.domain.api.generation_request import Api, GenerationRequest
@@ -34,20 +34,45 @@ class _ClientGoneError(Exception):
     pass
 
 
-async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+class _BodyRefusedError(Exception):
+    """The body is refused before it was read to the end (413, 408): the answer closes
+    the connection, so the rest of the body is never waited for."""
+
+    def __init__(self, error: ApiError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+async def _read_body(scope: Scope, receive: Receive, config: HttpConfig) -> bytes:
+    """The whole body, within --max-body-mb, --idle-timeout between chunks and
+    --body-timeout in all (ADR 0044)."""
+    limit = config.max_body_bytes
+    too_large = _BodyRefusedError(ApiError(413, f"request body larger than {limit} bytes"))
     declared = header(scope, b"content-length")
     if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-        raise ApiError(413, f"request body larger than {limit} bytes")
+        raise too_large
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + config.body_timeout
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
+        remaining = deadline - loop.time()
+        stalled = remaining > config.idle_timeout  # which limit a timeout here means
+        wait = config.idle_timeout if stalled else max(remaining, 0.0)
+        try:
+            message = await asyncio.wait_for(receive(), timeout=wait)
+        except TimeoutError:
+            if stalled:
+                reason = f"no request body data for {config.idle_timeout:g} s"
+            else:
+                reason = f"request body not complete after {config.body_timeout:g} s"
+            raise _BodyRefusedError(ApiError(408, reason)) from None
         if message["type"] == "http.disconnect":
             raise _ClientGoneError
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise ApiError(413, f"request body larger than {limit} bytes")
+            raise too_large
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
@@ -74,11 +99,14 @@ async def handle_count_tokens(
     """POST /v1/messages/count_tokens: parse, render and tokenize off the event loop;
     the worker is not involved."""
     try:
-        body = await _read_body(scope, receive, state.config.max_body_bytes)
+        body = await _read_body(scope, receive, state.config)
         reply = await anyio.to_thread.run_sync(
             count_tokens_body, body, state.tokenizer, state.config.ctx
         )
     except _ClientGoneError:
+        return
+    except _BodyRefusedError as refused:
+        await send_error(send, scope, refused.error, close=True)
         return
     except ApiError as error:
         await send_error(send, scope, error)
@@ -96,11 +124,14 @@ async def handle_post(
         loop.call_soon_threadsafe(outputs.put_nowait, output)
 
     try:
-        body = await _read_body(scope, receive, state.config.max_body_bytes)
+        body = await _read_body(scope, receive, state.config)
         prepared = await anyio.to_thread.run_sync(_prepare, state, parse, body)
         job = Job(prepared, deliver)
         state.inference.submit(job)
     except _ClientGoneError:
+        return
+    except _BodyRefusedError as refused:
+        await send_error(send, scope, refused.error, close=True)
         return
     except ApiError as error:
         await send_error(send, scope, error)

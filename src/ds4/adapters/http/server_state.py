@@ -17,6 +17,11 @@ from ds4.ports.tokenizer import Tokenizer
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024
 KEEPALIVE_SECONDS = 5.0
+# connection limits (ADR 0044)
+MAX_CONNECTIONS = 64
+HEADER_TIMEOUT = 10.0
+IDLE_TIMEOUT = 30.0
+BODY_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True)
@@ -29,7 +34,11 @@ class HttpConfig:
     cors: bool = False
     check_host: bool = True  # bound to loopback: refuse foreign Host headers
     max_body_bytes: int = MAX_BODY_BYTES
-    keepalive_seconds: float = KEEPALIVE_SECONDS
+    keepalive_seconds: float = KEEPALIVE_SECONDS  # SSE comments while a stream is silent
+    max_connections: int = MAX_CONNECTIONS
+    header_timeout: float = HEADER_TIMEOUT  # a request head, start to end
+    idle_timeout: float = IDLE_TIMEOUT  # a keep-alive connection between requests; body gaps
+    body_timeout: float = BODY_TIMEOUT  # a request body, start to end
 
     def __post_init__(self) -> None:
         if self.api_key == "":
