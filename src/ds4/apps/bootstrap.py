@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from ds4.apps import wiring
 from ds4.apps.server_options import ServerOptions
+from ds4.domain.api.prompt_bound import longest_token_bytes
 from ds4.domain.engine.session import Session
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.model_identity import model_tag_for
@@ -171,7 +172,15 @@ def bootstrap_server(
         body_timeout=options.body_timeout,
     )
     inference = InferenceWorker(worker)
-    state = ServerState(config, engine.tokenizer, memory, lock, random, inference)
+    state = ServerState(
+        config,
+        engine.tokenizer,
+        memory,
+        lock,
+        random,
+        inference,
+        longest_token=longest_token_bytes(engine.tokenizer),
+    )
     return BuiltServer(build_app(state), state)
 
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import anyio.to_thread
-
 from ds4.adapters.http.guard import Receive, Scope, Send, header, send_error, send_json
 from ds4.adapters.http.inference_worker import Job, JobFailed, JobOutput, ShuttingDownError
+from ds4.adapters.http.large_bodies import is_large
 from ds4.adapters.http.server_state import HttpConfig, ServerState
 from ds4.domain.api.count_tokens import count_tokens_body
 from ds4.domain.api.errors import ApiError, error_body, stream_error_frame
@@ -86,11 +85,17 @@ async def _watch_disconnect(receive: Receive, job: Job) -> None:
             return
 
 
-def _prepare(state: ServerState, parse: Parser, body: bytes) -> PreparedJob:
-    request = parse(body)
+def _prepare(state: ServerState, request: GenerationRequest) -> PreparedJob:
     with state.memory_lock:
         live = state.inference.worker.live
-        return prepare_job(request, state.tokenizer, state.memory, state.config.ctx, live)
+        return prepare_job(
+            request,
+            state.tokenizer,
+            state.memory,
+            state.config.ctx,
+            live,
+            longest_token=state.longest_token,
+        )
 
 
 async def handle_count_tokens(
@@ -99,10 +104,13 @@ async def handle_count_tokens(
     """POST /v1/messages/count_tokens: parse, render and tokenize off the event loop;
     the worker is not involved."""
     try:
-        body = await _read_body(scope, receive, state.config)
-        reply = await anyio.to_thread.run_sync(
-            count_tokens_body, body, state.tokenizer, state.config.ctx
-        )
+        large = is_large(header(scope, b"content-length"))
+        async with state.large_bodies.turn(large):
+            body = await _read_body(scope, receive, state.config)
+            reply = await state.large_bodies.run(
+                large, count_tokens_body, body, state.tokenizer, state.config.ctx,
+                state.longest_token,
+            )  # fmt: skip
     except _ClientGoneError:
         return
     except _BodyRefusedError as refused:
@@ -124,8 +132,12 @@ async def handle_post(
         loop.call_soon_threadsafe(outputs.put_nowait, output)
 
     try:
-        body = await _read_body(scope, receive, state.config)
-        prepared = await anyio.to_thread.run_sync(_prepare, state, parse, body)
+        large = is_large(header(scope, b"content-length"))
+        async with state.large_bodies.turn(large):
+            body = await _read_body(scope, receive, state.config)
+            request = await state.large_bodies.run(large, parse, body)
+            del body  # up to --max-body-mb, not needed while rendering and tokenizing
+            prepared = await state.large_bodies.run(large, _prepare, state, request)
         job = Job(prepared, deliver)
         state.inference.submit(job)
     except _ClientGoneError:

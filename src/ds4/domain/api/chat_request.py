@@ -14,7 +14,7 @@ import msgspec
 
 from ds4.domain.api.errors import ApiError
 from ds4.domain.api.generation_request import DEFAULT_MODEL, Api, GenerationRequest
-from ds4.domain.api.json_body import decode_as, decode_object
+from ds4.domain.api.json_body import JsonObject, decode_as, decode_object
 from ds4.domain.api.request_fields import check_tool_count, clamp_int, sampling, stop_list
 from ds4.domain.api.thinking import ThinkingControls, effort_mode, resolve_think_mode
 from ds4.domain.api.thinking import thinking_switch as read_thinking_switch
@@ -45,16 +45,14 @@ class _Wire(msgspec.Struct):
     reasoning_effort: str | None = None
 
 
-def _decode(body: bytes) -> tuple[dict[str, object], _Wire]:
+def _decode(body: bytes) -> tuple[JsonObject, _Wire]:
     obj = decode_object(body)
     wire = decode_as(body, _Wire)
     check_tool_count(len(wire.tools or ()))
     return obj, wire
 
 
-def _request(
-    obj: dict[str, object], wire: _Wire, api: Api, think_mode: ThinkMode
-) -> GenerationRequest:
+def _request(obj: JsonObject, wire: _Wire, api: Api, think_mode: ThinkMode) -> GenerationRequest:
     seed = wire.seed
     max_tokens = wire.max_completion_tokens if wire.max_tokens is None else wire.max_tokens
     return GenerationRequest(
@@ -105,7 +103,7 @@ def parse_completion(body: bytes) -> GenerationRequest:
         controls = ThinkingControls(explicit=True, enabled=wire.think)
     effort = effort_mode(wire.reasoning_effort, "reasoning_effort")
     controls = ThinkingControls(controls.explicit, controls.enabled, effort)
-    prompt = _prompt_text(obj["prompt"])
+    prompt = _prompt_text(obj.get("prompt"))
     mode = resolve_think_mode(wire.model or DEFAULT_MODEL, controls)
     base = _request(obj, wire, Api.COMPLETIONS, mode)
     messages = (SystemMessage(COMPLETION_SYSTEM), UserMessage(prompt))

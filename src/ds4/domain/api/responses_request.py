@@ -274,7 +274,7 @@ def parse_responses(body: bytes) -> GenerationRequest:
     items = _Items(tools)
     try:
         tools.add(wire.tools or [])
-        raw_input = obj["input"]
+        raw_input = obj.get("input")
         if isinstance(raw_input, str):
             items.messages.append(UserMessage(raw_input))
         elif isinstance(raw_input, list):
