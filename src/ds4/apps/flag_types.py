@@ -8,7 +8,14 @@ Nothing is clamped or fixed up: a value outside its documented range is refused
 from __future__ import annotations
 
 import argparse
+import stat
 from collections.abc import Callable
+from pathlib import Path
+
+INT_MAX = 2**31 - 1  # what the API layer clamps JSON integers to (server.md §3.3)
+MAX_CTX = 1 << 20  # DeepSeek V4's context window, 1M tokens (model.md)
+MAX_THREADS = 1024
+SEED_MAX = 2**64 - 1  # seeds are u64 (apps.md §1.2)
 
 
 def host(text: str) -> str:
@@ -63,3 +70,91 @@ def float_in(low: float, high: float) -> Callable[[str], float]:
 
     parse.__name__ = f"number in {low:g}..{high:g}"
     return parse
+
+
+def _named(text: str) -> Path:
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no file")
+    return Path(text)
+
+
+def model_file(text: str) -> str:
+    """An existing regular file: models are memory-mapped, and mapping a FIFO or a
+    device would hang or fail deep in the loader."""
+    problem = model_file_problem(_named(text))
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def model_file_problem(path: Path) -> str | None:
+    """Why `path` cannot be a model file, or None (also for $DS4_MODEL's value)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as error:
+        return f"{path}: {(error.strerror or str(error)).lower()}"
+    if not stat.S_ISREG(mode):
+        return f"{path} is not a regular file ({_kind(mode)})"
+    return None
+
+
+def input_file(text: str) -> str:
+    """An existing file that is read from start to end; a FIFO is fine here (process
+    substitution, `--prompt-file <(...)`), a directory is not."""
+    path = _named(text)
+    try:
+        mode = path.stat().st_mode
+    except OSError as error:
+        reason = (error.strerror or str(error)).lower()
+        raise argparse.ArgumentTypeError(f"{path}: {reason}") from None
+    if stat.S_ISDIR(mode):
+        raise argparse.ArgumentTypeError(f"{path} is a directory")
+    return text
+
+
+def output_file(text: str) -> str:
+    """A file to (over)write: not a directory, in a directory that exists (nothing is
+    created on the way)."""
+    path = _named(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} is a directory")
+    _check_parent(path)
+    return text
+
+
+def output_dir(text: str) -> str:
+    """A directory that exists, or one to create in a parent that exists."""
+    path = _named(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} exists and is not a directory")
+    if not path.exists():
+        _check_parent(path)
+    return text
+
+
+def existing_dir(text: str) -> str:
+    path = _named(text)
+    if not path.is_dir():
+        reason = "does not exist" if not path.exists() else "is not a directory"
+        raise argparse.ArgumentTypeError(f"{path} {reason}")
+    return text
+
+
+def _check_parent(path: Path) -> None:
+    parent = path.absolute().parent
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{path}: directory {parent} does not exist (it is not created)"
+        )
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a file"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ds4.apps import flag_types, wiring
+from ds4.apps.flag_types import INT_MAX, MAX_CTX, MAX_THREADS
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.server_options import ServerOptions
 from ds4.domain.api.loopback import is_loopback_host
@@ -23,13 +24,6 @@ from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
 
 DEMO_MODEL = Path.home() / ".cache" / "ds4" / "tiny-demo.gguf"
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
-    return value
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,6 +37,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "-m",
         "--model",
+        type=flag_types.model_file,
         metavar="GGUF",
         help="model file (default: $DS4_MODEL, ./ds4flash.gguf, else a tiny random demo "
         "model generated into ~/.cache/ds4/)",
@@ -54,14 +49,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="bind address; loopback (127.0.0.0/8, ::1, localhost) also refuses foreign "
         "Host headers; 0.0.0.0 for the LAN (then set --api-key)",
     )
-    p.add_argument("--port", type=_positive, default=8000, help="TCP port")
-    p.add_argument("-c", "--ctx", type=_positive, default=32768, help="context size in tokens")
+    p.add_argument("--port", type=flag_types.int_in(1, 65535), default=8000, help="TCP port")
+    p.add_argument(
+        "-c",
+        "--ctx",
+        type=flag_types.int_in(2, MAX_CTX),
+        default=32768,
+        help=f"context size in tokens (2..{MAX_CTX})",
+    )
     p.add_argument(
         "-n",
         "--tokens",
-        type=_positive,
+        type=flag_types.int_in(1, INT_MAX),
         default=393216,
-        help="default max_tokens when a request sets no limit",
+        help=f"default max_tokens when a request sets no limit (1..{INT_MAX})",
     )
     p.add_argument(
         "--backend",
@@ -73,21 +74,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "-t",
         "--threads",
-        type=_positive,
+        type=flag_types.int_in(1, MAX_THREADS),
         default=None,
-        help="cpu backend threads (default: every core)",
+        help=f"cpu backend threads, 1..{MAX_THREADS} (default: every core)",
     )
     p.add_argument(
         "--script",
+        type=flag_types.input_file,
         metavar="FILE",
         help="with --backend scripted: JSON list of raw model outputs, one per request",
     )
     p.add_argument(
         "--script-token-delay",
-        type=float,
+        type=flag_types.float_in(0, 60),
         default=0.0,
         metavar="SECONDS",
-        help="with --backend scripted: pause per generated token",
+        help="with --backend scripted: pause per generated token (0..60)",
     )
     p.add_argument(
         "--api-key",
@@ -103,17 +105,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--trace",
+        type=flag_types.output_file,
         metavar="FILE",
         help="log rendered prompts, cache decisions, generated text and parser events",
     )
     p.add_argument(
-        "--prefill-chunk", type=int, default=0, help="prefill chunk in tokens (0: engine choice)"
+        "--prefill-chunk",
+        type=flag_types.int_in(0, MAX_CTX),
+        default=0,
+        help=f"prefill chunk in tokens, 0..{MAX_CTX} (0: engine choice)",
     )
     p.add_argument(
         "--tool-memory-max-ids",
-        type=_positive,
+        type=flag_types.int_in(1, 10_000_000),
         default=100_000,
-        help="tool ids kept in RAM for exact DSML replay",
+        help="tool ids kept in RAM for exact DSML replay (1..10000000)",
     )
     p.add_argument(
         "--disable-exact-dsml-tool-replay",
@@ -122,7 +128,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     _register_limits(p)
     _register_kv_cache(p)
-    p.set_defaults(run=run_server)
+    p.set_defaults(run=run_server, server_parser=p)
 
 
 def _register_limits(p: argparse.ArgumentParser) -> None:
@@ -168,11 +174,22 @@ def _register_limits(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a non-negative integer")
-    return value
+MAX_KV_DISK_MIB = 16 << 20  # 16 TiB
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """Rules between flags; usage errors (one line, exit 2) through argparse."""
+    parser: argparse.ArgumentParser = args.server_parser
+    cold, least = args.kv_cache_cold_max_tokens, args.kv_cache_min_tokens
+    if cold and cold < least:
+        parser.error(
+            f"--kv-cache-cold-max-tokens {cold} must be 0 or at least --kv-cache-min-tokens "
+            f"({least})"
+        )
+    if args.backend != "scripted" and (args.script is not None or args.script_token_delay):
+        parser.error("--script and --script-token-delay need --backend scripted")
+    if args.backend == "scripted" and args.script is None:
+        parser.error("--backend scripted needs --script FILE")
 
 
 def _register_kv_cache(p: argparse.ArgumentParser) -> None:
@@ -181,47 +198,51 @@ def _register_kv_cache(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("disk KV cache")
     g.add_argument(
         "--kv-disk-dir",
+        type=flag_types.output_dir,
         metavar="DIR",
-        help="keep prompt prefixes as <sha1>.kv files here (created 0700); default: disabled",
+        help="keep prompt prefixes as <sha1>.kv files here (created 0700 if missing, in a "
+        "parent that must exist); default: disabled",
     )
     g.add_argument(
         "--kv-disk-space-mb",
         "--kv-cache-budget-mb",
         dest="kv_disk_space_mb",
-        type=_non_negative,
+        type=flag_types.int_in(0, MAX_KV_DISK_MIB),
         default=d.budget_bytes >> 20,
         metavar="MIB",
-        help="disk budget; the lowest-scoring files are evicted beyond it (0: the default)",
+        help=f"disk budget, 0..{MAX_KV_DISK_MIB}; the lowest-scoring files are evicted "
+        "beyond it (0: the default)",
     )
     g.add_argument(
         "--kv-cache-min-tokens",
-        type=_positive,
+        type=flag_types.int_in(1, MAX_CTX),
         default=d.min_tokens,
-        help="shortest prefix worth a file",
+        help=f"shortest prefix worth a file (1..{MAX_CTX})",
     )
     g.add_argument(
         "--kv-cache-cold-max-tokens",
-        type=_non_negative,
+        type=flag_types.int_in(0, MAX_CTX),
         default=d.cold_max_tokens,
-        help="longest prompt that gets a cold save on a full miss (0: no cold saves)",
+        help="longest prompt that gets a cold save on a full miss: 0 (no cold saves) or "
+        f"--kv-cache-min-tokens..{MAX_CTX}",
     )
     g.add_argument(
         "--kv-cache-continued-interval-tokens",
-        type=_non_negative,
+        type=flag_types.int_in(0, MAX_CTX),
         default=d.continued_interval_tokens,
-        help="save the live state every this many tokens, aligned (0: never)",
+        help=f"save the live state every this many tokens, aligned, 0..{MAX_CTX} (0: never)",
     )
     g.add_argument(
         "--kv-cache-boundary-trim-tokens",
-        type=_non_negative,
+        type=flag_types.int_in(0, MAX_CTX),
         default=d.boundary_trim_tokens,
-        help="tokens a cold save leaves off the end of the prompt",
+        help=f"tokens a cold save leaves off the end of the prompt (0..{MAX_CTX})",
     )
     g.add_argument(
         "--kv-cache-boundary-align-tokens",
-        type=_non_negative,
+        type=flag_types.int_in(0, MAX_CTX),
         default=d.boundary_align_tokens,
-        help="cold and continued saves cut at multiples of this (0: no alignment)",
+        help=f"cold and continued saves cut at multiples of this, 0..{MAX_CTX} (0: no alignment)",
     )
     g.add_argument(
         "--kv-cache-reject-different-quant",
@@ -245,9 +266,19 @@ def kv_cache_options(args: argparse.Namespace) -> KvCacheOptions:
 
 def default_model(explicit: str | None) -> tuple[str, bool]:
     """(path, is_demo)."""
-    for candidate in (explicit, os.environ.get("DS4_MODEL"), "ds4flash.gguf"):
-        if candidate and (candidate == explicit or Path(candidate).is_file()):
-            return candidate, False
+    if explicit is not None:
+        return explicit, False  # checked by flag_types.model_file
+    from_env = os.environ.get("DS4_MODEL")
+    if from_env:
+        problem = flag_types.model_file_problem(Path(from_env))
+        if problem is not None:
+            raise Ds4Error(f"DS4_MODEL: {problem}")
+        return from_env, False
+    if Path("ds4flash.gguf").exists():
+        problem = flag_types.model_file_problem(Path("ds4flash.gguf"))
+        if problem is not None:
+            raise Ds4Error(problem)
+        return "ds4flash.gguf", False
     if not DEMO_MODEL.is_file():
         from ds4.apps.gguf_tiny import run_tiny
 
@@ -299,11 +330,10 @@ def run_server(args: argparse.Namespace) -> int:
     # The HTTP stack (Litestar) loads only when a server actually starts.
     from ds4.apps.bootstrap import bind_listener, bootstrap_server
 
+    check_flags(args)
     host = "127.0.0.1" if args.host == "localhost" else args.host
     if args.backend == "scripted":
         model, demo = args.model, False
-        if args.script is None:
-            raise Ds4Error("--backend scripted needs --script FILE")
     else:
         model, demo = default_model(args.model)
     options = ServerOptions(
