@@ -192,7 +192,9 @@ def test_responses_policies() -> None:
         parse_responses(body(input="x", tool_choice="required"))
     with pytest.raises(ApiError, match="forced tool_choice"):
         parse_responses(body(input="x", tool_choice={"type": "function", "name": "f"}))
-    with pytest.raises(ApiError, match="unsupported content part"):
+    with pytest.raises(ApiError, match="input_image content is not supported"):
         parse_responses(body(input=[{"role": "user", "content": [{"type": "input_image"}]}]))
+    with pytest.raises(ApiError, match="unsupported content part"):
+        parse_responses(body(input=[{"role": "user", "content": [{"type": "other"}]}]))
     with pytest.raises(ApiError, match="missing input"):
         parse_responses(body(model="m"))

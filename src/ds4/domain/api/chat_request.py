@@ -18,6 +18,11 @@ from ds4.domain.api.json_body import JsonObject, decode_as, decode_object
 from ds4.domain.api.request_fields import check_tool_count, clamp_int, sampling, stop_list
 from ds4.domain.api.thinking import ThinkingControls, effort_mode, resolve_think_mode
 from ds4.domain.api.thinking import thinking_switch as read_thinking_switch
+from ds4.domain.api.unsupported_fields import (
+    check_chat_content,
+    check_choices,
+    check_logprobs,
+)
 from ds4.domain.chat.messages import SystemMessage, ThinkMode, UserMessage
 from ds4.domain.chat.request_rendering import parse_chat_request
 from ds4.domain.errors import Ds4Error
@@ -79,6 +84,9 @@ def parse_chat_completion(body: bytes) -> GenerationRequest:
     obj, wire = _decode(body)
     if "messages" not in obj:
         raise ApiError(400, "missing messages")
+    check_choices(obj)
+    check_logprobs(obj)
+    check_chat_content(obj)
     effort_mode(wire.reasoning_effort, "reasoning_effort")  # validates the name
     try:
         chat = parse_chat_request(body)
@@ -98,6 +106,8 @@ def parse_completion(body: bytes) -> GenerationRequest:
     obj, wire = _decode(body)
     if "prompt" not in obj:
         raise ApiError(400, "missing prompt")
+    check_choices(obj, completions=True)
+    check_logprobs(obj, completions=True)
     controls = read_thinking_switch(obj.get("thinking"), "thinking" in obj)
     if wire.think is not None:
         controls = ThinkingControls(explicit=True, enabled=wire.think)

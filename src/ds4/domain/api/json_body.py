@@ -36,6 +36,10 @@ class JsonObject:
     def __contains__(self, key: str) -> bool:
         return key in self._members
 
+    def raw(self, key: str) -> msgspec.Raw | None:
+        """The member's JSON text as sent, or None when absent."""
+        return self._members.get(key)
+
     def get(self, key: str) -> object:
         """The member's value, or None when absent."""
         raw = self._members.get(key)
