@@ -102,7 +102,8 @@ class InferenceWorker:
         self.begin_stop()
         if not self._thread.is_alive():
             return
-        log.warning("stopping: saving the live session (a second Ctrl+C skips it)")
+        if self.worker.kv is not None:
+            log.warning("stopping: saving the live session (a second Ctrl+C skips it)")
         while not self._finished.is_set() and not self._abandoned.is_set():
             await asyncio.sleep(0.05)
 
