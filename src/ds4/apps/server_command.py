@@ -82,7 +82,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--script",
         type=flag_types.input_file,
         metavar="FILE",
-        help="with --backend scripted: JSON list of raw model outputs, one per request",
+        help="with --backend scripted: JSON list of raw model outputs, one per request "
+        "(default: none)",
     )
     p.add_argument(
         "--script-token-delay",
@@ -107,7 +108,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--trace",
         type=flag_types.output_file,
         metavar="FILE",
-        help="log rendered prompts, cache decisions, generated text and parser events",
+        help="log rendered prompts, cache decisions, generated text and parser events "
+        "(default: off)",
     )
     p.add_argument(
         "--prefill-chunk",
