@@ -14,6 +14,7 @@ imports ds4.adapters; those imports are lazy, so `ds4 cli` never loads the HTTP 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from ds4.apps import wiring
 from ds4.apps.server_options import ServerOptions
+from ds4.domain.api.prompt_bound import longest_token_bytes
 from ds4.domain.engine.session import Session
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.model_identity import model_tag_for
@@ -91,16 +93,28 @@ def load_engine(
 # ---- the server ------------------------------------------------------------------
 
 
+def bind_listener(host: str, port: int, max_connections: int) -> socket.socket:
+    """The server's socket, bound (not yet listening); ListenError (exit 1) when the
+    address is taken or cannot be resolved, Ds4Error when the open-file limit has no
+    room for `max_connections`. Bound before the model loads."""
+    from ds4.adapters.http.fd_limit import ensure_fd_room
+    from ds4.adapters.http.listener import bind_listener as bind
+
+    ensure_fd_room(max_connections)
+    return bind(host, port)
+
+
 @dataclass
 class BuiltServer:
     app: ASGIApp
     state: ServerState
 
-    def serve(self, host: str, port: int) -> None:
-        """Serve HTTP (uvicorn) until a signal, which first stops the job queue."""
+    def serve(self, listener: socket.socket) -> None:
+        """Serve HTTP (uvicorn) on `listener` until a signal, which first stops the job
+        queue; returns once the worker has saved the live session."""
         from ds4.adapters.http.serve import serve
 
-        serve(self.app, self.state.inference, host, port)
+        serve(self.app, self.state.inference, self.state.config, listener)
 
 
 def bootstrap_server(
@@ -151,9 +165,22 @@ def bootstrap_server(
         cors=options.cors,
         check_host=options.check_host,
         keepalive_seconds=options.keepalive_seconds,
+        max_body_bytes=options.max_body_mb << 20,
+        max_connections=options.max_connections,
+        header_timeout=options.header_timeout,
+        idle_timeout=options.idle_timeout,
+        body_timeout=options.body_timeout,
     )
     inference = InferenceWorker(worker)
-    state = ServerState(config, engine.tokenizer, memory, lock, random, inference)
+    state = ServerState(
+        config,
+        engine.tokenizer,
+        memory,
+        lock,
+        random,
+        inference,
+        longest_token=longest_token_bytes(engine.tokenizer),
+    )
     return BuiltServer(build_app(state), state)
 
 
