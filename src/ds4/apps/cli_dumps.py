@@ -106,7 +106,9 @@ def dump_logprobs(
     cancel: Callable[[], bool],
 ) -> int:
     """Greedy continuation with the top-k alternatives at each step; returns steps written."""
-    k = max(1, min(top_k, MAX_LOGPROBS_TOP_K))
+    if not 1 <= top_k <= MAX_LOGPROBS_TOP_K:
+        raise Ds4Error(f"--logprobs-top-k {top_k} is not in 1..{MAX_LOGPROBS_TOP_K}")
+    k = top_k
     steps: list[str] = []
     logits = session.logits()
     eos = tokenizer.special.eos

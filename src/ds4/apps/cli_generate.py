@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from ds4.apps import wiring
+from ds4.apps import flag_types, wiring
 from ds4.apps.bootstrap import load_engine
 from ds4.apps.cli_dumps import dump_logits, dump_logprobs
 from ds4.apps.cli_output import EventPrinter, Interrupt, PrefillMeter, Stopwatch
@@ -24,19 +24,23 @@ DEFAULT_MODEL = "ds4flash.gguf"
 
 
 def model_path(args: argparse.Namespace) -> str:
-    """-m, then $DS4_MODEL, then ./ds4flash.gguf; a clear message when it is missing."""
+    """-m (checked by its flag type), then $DS4_MODEL, then ./ds4flash.gguf; a clear
+    message when it is missing or not a regular file (a FIFO would hang the loader)."""
     path = args.model or os.environ.get("DS4_MODEL") or DEFAULT_MODEL
     if not Path(path).exists():  # anything else there gets the GGUF reader's error
         raise Ds4Error(
             f"model file {path} not found; pass -m FILE or set DS4_MODEL "
             "(a demo model with random weights: ds4 gguf tiny --out FILE)"
         )
+    problem = flag_types.model_file_problem(Path(path))
+    if problem is not None:
+        raise Ds4Error(problem)
     return str(path)
 
 
 def sampling(args: argparse.Namespace) -> SamplingParams:
-    seed = args.seed
-    if seed is None or seed <= 0:
+    seed = args.seed  # 1..2^64-1 when given (flag_types)
+    if seed is None:
         seed = seed_from_bytes(wiring.random_source().token_bytes(8))
     return SamplingParams(
         temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, seed=seed

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ds4.apps import gguf_convert, gguf_tiny, wiring
+from ds4.apps import flag_types, gguf_convert, gguf_tiny, wiring
 from ds4.apps.gguf_report import build_report, render_text
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.errors import Ds4Error
@@ -37,7 +37,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "grouped by layer and the validation verdict. Exit status: 0 valid, 1 invalid model, "
         "2 unreadable file.",
     )
-    inspect.add_argument("file", help="the GGUF file (main model or MTP)")
+    inspect.add_argument(
+        "file", type=flag_types.model_file, help="the GGUF file (main model or MTP)"
+    )
     inspect.add_argument(
         "--json", action="store_true", help="print one JSON object instead of text"
     )
@@ -56,9 +58,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Write one tensor as a .npy file in numpy orientation (reversed GGUF "
         "dims). Float and quantized types become float32; I32 tensors stay int32.",
     )
-    dump.add_argument("file", help="the GGUF file")
+    dump.add_argument("file", type=flag_types.model_file, help="the GGUF file")
     dump.add_argument("tensor", help="tensor name, e.g. blk.0.attn_q_a.weight")
-    dump.add_argument("--out", required=True, help="output .npy path (written atomically)")
+    dump.add_argument(
+        "--out",
+        type=flag_types.output_file,
+        required=True,
+        help="output .npy path (written atomically; its directory must exist)",
+    )
     dump.add_argument(
         "--dequant",
         choices=["native", "numpy"],

@@ -10,7 +10,8 @@ import numpy.typing as npt
 from tqdm import tqdm
 
 from ds4 import __version__
-from ds4.apps import wiring
+from ds4.apps import flag_types, wiring
+from ds4.apps.flag_types import INT_MAX, MAX_THREADS
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.convert.checkpoint_sources import (
     ImportanceLookup,
@@ -40,22 +41,39 @@ def register(tools: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "save_pretrained writes it) to a ds4 GGUF, tensor by tensor with bounded memory. "
         "MTP weights, when present, go to a separate MTP GGUF.",
     )
-    p.add_argument("--hf", required=True, metavar="DIR", help="checkpoint directory")
-    p.add_argument("--out", required=True, help="output GGUF path (written atomically)")
+    p.add_argument(
+        "--hf",
+        type=flag_types.existing_dir,
+        required=True,
+        metavar="DIR",
+        help="checkpoint directory",
+    )
+    p.add_argument(
+        "--out",
+        type=flag_types.output_file,
+        required=True,
+        help="output GGUF path (written atomically; its directory must exist)",
+    )
     p.add_argument("--quant", choices=QUANT_PRESETS, default="q2", help="tensor type mixture")
     p.add_argument(
         "--q4-last-layers",
-        type=int,
+        type=flag_types.int_in(0, INT_MAX),
         default=None,
         help="with --quant q2-q4: final layers with Q4_K experts (default: a quarter)",
     )
     p.add_argument(
         "--mtp-out",
+        type=flag_types.output_file,
         default=None,
         help="MTP GGUF path (default: OUT with -mtp before the extension; written only when "
         "the checkpoint has MTP weights)",
     )
-    p.add_argument("--imatrix", default=None, help="importance matrix (.dat) for quantization")
+    p.add_argument(
+        "--imatrix",
+        type=flag_types.input_file,
+        default=None,
+        help="importance matrix (.dat) for quantization",
+    )
     p.add_argument(
         "--imatrix-strict",
         action="store_true",
@@ -63,11 +81,17 @@ def register(tools: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--tokenizer",
+        type=flag_types.input_file,
         metavar="JSON",
         default=None,
         help="tokenizer.json to embed (default: DIR/tokenizer.json, else the official one)",
     )
-    p.add_argument("--threads", type=int, default=None, help="quantizer threads (default: cores)")
+    p.add_argument(
+        "--threads",
+        type=flag_types.int_in(1, MAX_THREADS),
+        default=None,
+        help=f"quantizer threads, 1..{MAX_THREADS} (default: cores)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run_convert)
 

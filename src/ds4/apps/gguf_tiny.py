@@ -8,7 +8,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ds4 import __version__
-from ds4.apps import wiring
+from ds4.apps import flag_types, wiring
+from ds4.apps.flag_types import INT_MAX, SEED_MAX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.convert.planned import Chunk, PlannedTensor
 from ds4.domain.convert.provenance import provenance_metadata
@@ -29,8 +30,18 @@ def register(tools: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "with indexer, ratio-128, hash-routed MoE), the real DeepSeek V4 tokenizer, weights "
         "scaled to keep activations sane. Deterministic: the same flags give the same bytes.",
     )
-    tiny.add_argument("--out", required=True, help="output GGUF path (written atomically)")
-    tiny.add_argument("--seed", type=int, default=0, help="random seed")
+    tiny.add_argument(
+        "--out",
+        type=flag_types.output_file,
+        required=True,
+        help="output GGUF path (written atomically; its directory must exist)",
+    )
+    tiny.add_argument(
+        "--seed",
+        type=flag_types.int_in(0, SEED_MAX),
+        default=0,
+        help=f"random seed (0..{SEED_MAX})",
+    )
     tiny.add_argument(
         "--preset", choices=sorted(TINY_SHAPES), default=DEFAULT_TINY_SHAPE, help="model shape"
     )
@@ -42,13 +53,14 @@ def register(tools: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     tiny.add_argument(
         "--q4-last-layers",
-        type=int,
+        type=flag_types.int_in(0, INT_MAX),
         default=None,
         help="with --quant q2-q4: how many final layers get Q4_K experts "
         "(default: a quarter of the layers, at least 1)",
     )
     tiny.add_argument(
         "--tokenizer",
+        type=flag_types.input_file,
         metavar="JSON",
         default=None,
         help="tokenizer.json to embed (default: the official DeepSeek V4 one shipped with "

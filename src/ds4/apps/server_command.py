@@ -15,31 +15,15 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TextIO
 
-from ds4.apps import wiring
+from ds4.apps import flag_types, wiring
+from ds4.apps.flag_types import INT_MAX, MAX_CTX, MAX_THREADS
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK, MAX_SESSIONS, ServerOptions
+from ds4.domain.api.loopback import is_loopback_host
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
 
 DEMO_MODEL = Path.home() / ".cache" / "ds4" / "tiny-demo.gguf"
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
-    return value
-
-
-def _sessions(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_SESSIONS:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number in 1..{MAX_SESSIONS}")
-    return value
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -53,19 +37,32 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "-m",
         "--model",
+        type=flag_types.model_file,
         metavar="GGUF",
         help="model file (default: $DS4_MODEL, ./ds4flash.gguf, else a tiny random demo "
         "model generated into ~/.cache/ds4/)",
     )
-    p.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 for the LAN)")
-    p.add_argument("--port", type=_positive, default=8000, help="TCP port")
-    p.add_argument("-c", "--ctx", type=_positive, default=32768, help="context size in tokens")
+    p.add_argument(
+        "--host",
+        type=flag_types.host,
+        default="127.0.0.1",
+        help="bind address; loopback (127.0.0.0/8, ::1, localhost) also refuses foreign "
+        "Host headers; 0.0.0.0 for the LAN (then set --api-key)",
+    )
+    p.add_argument("--port", type=flag_types.int_in(1, 65535), default=8000, help="TCP port")
+    p.add_argument(
+        "-c",
+        "--ctx",
+        type=flag_types.int_in(2, MAX_CTX),
+        default=32768,
+        help=f"context size in tokens (2..{MAX_CTX})",
+    )
     p.add_argument(
         "-n",
         "--tokens",
-        type=_positive,
+        type=flag_types.int_in(1, INT_MAX),
         default=393216,
-        help="default max_tokens when a request sets no limit",
+        help=f"default max_tokens when a request sets no limit (1..{INT_MAX})",
     )
     p.add_argument(
         "--backend",
@@ -77,39 +74,54 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "-t",
         "--threads",
-        type=_positive,
+        type=flag_types.int_in(1, MAX_THREADS),
         default=None,
-        help="cpu backend threads (default: every core)",
+        help=f"cpu backend threads, 1..{MAX_THREADS} (default: every core)",
     )
     p.add_argument(
         "--script",
+        type=flag_types.input_file,
         metavar="FILE",
-        help="with --backend scripted: JSON list of raw model outputs, one per request",
+        help="with --backend scripted: JSON list of raw model outputs, one per request "
+        "(default: none)",
     )
     p.add_argument(
         "--script-token-delay",
-        type=float,
+        type=flag_types.float_in(0, 60),
         default=0.0,
         metavar="SECONDS",
-        help="with --backend scripted: pause per generated token",
+        help="with --backend scripted: pause per generated token (0..60)",
     )
-    p.add_argument("--api-key", help="require this key (Authorization: Bearer or x-api-key)")
-    p.add_argument("--cors", action="store_true", help="send CORS headers")
+    p.add_argument(
+        "--api-key",
+        type=flag_types.api_key,
+        help="require this key (Authorization: Bearer or x-api-key; UTF-8, compared in "
+        "constant time); default: no key",
+    )
+    p.add_argument(
+        "--cors",
+        action="store_true",
+        help="send CORS headers and serve browser pages of any origin (default: requests "
+        "from another origin's page, and text/plain bodies, are refused)",
+    )
     p.add_argument(
         "--trace",
+        type=flag_types.output_file,
         metavar="FILE",
-        help="log rendered prompts, cache decisions, generated text and parser events",
+        help="log rendered prompts, cache decisions, generated text and parser events "
+        "(default: off)",
     )
     p.add_argument(
         "--prefill-chunk",
-        type=int,
+        type=flag_types.int_in(0, MAX_CTX),
         default=DEFAULT_PREFILL_CHUNK,
-        help="prefill chunk in tokens; a disconnect or cancel stops a prefill at the next "
-        "chunk, and with --sessions the others' decode waits at most one chunk (0: one pass)",
+        help=f"prefill chunk in tokens, 0..{MAX_CTX}; a disconnect or cancel stops a "
+        "prefill at the next chunk, and with --sessions the others' decode waits at most "
+        "one chunk (0: one pass)",
     )
     p.add_argument(
         "--sessions",
-        type=_sessions,
+        type=flag_types.int_in(1, MAX_SESSIONS),
         default=1,
         metavar="N",
         help=f"live sessions on the one loaded model, 1..{MAX_SESSIONS}: N requests run at "
@@ -117,24 +129,79 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--tool-memory-max-ids",
-        type=_positive,
+        type=flag_types.int_in(1, 10_000_000),
         default=100_000,
-        help="tool ids kept in RAM for exact DSML replay",
+        help="tool ids kept in RAM for exact DSML replay (1..10000000)",
     )
     p.add_argument(
         "--disable-exact-dsml-tool-replay",
         action="store_true",
         help="render tool-call history canonically instead of replaying sampled DSML",
     )
+    _register_limits(p)
     _register_kv_cache(p)
-    p.set_defaults(run=run_server)
+    p.set_defaults(run=run_server, server_parser=p)
 
 
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a non-negative integer")
-    return value
+def _register_limits(p: argparse.ArgumentParser) -> None:
+    """What one client can hold (docs/adr/0044-server-exposure-and-limits.md)."""
+    d = ServerOptions(model=None)
+    g = p.add_argument_group("request and connection limits")
+    g.add_argument(
+        "--max-body-mb",
+        type=flag_types.int_in(1, 1024),
+        default=d.max_body_mb,
+        metavar="MIB",
+        help="largest request body (1..1024); larger ones get 413",
+    )
+    g.add_argument(
+        "--max-connections",
+        type=flag_types.int_in(1, 10_000),
+        default=d.max_connections,
+        metavar="N",
+        help="open connections (1..10000); one more closes the longest idle or "
+        "half-sent one, or gets 503 when all run requests",
+    )
+    g.add_argument(
+        "--header-timeout",
+        type=flag_types.float_in(0.1, 3600),
+        default=d.header_timeout,
+        metavar="SECONDS",
+        help="a request's head must arrive within this (0.1..3600); else 408 and close",
+    )
+    g.add_argument(
+        "--idle-timeout",
+        type=flag_types.float_in(0.1, 3600),
+        default=d.idle_timeout,
+        metavar="SECONDS",
+        help="close a keep-alive connection idle this long, and answer 408 to a request "
+        "body that stalls this long (0.1..3600)",
+    )
+    g.add_argument(
+        "--body-timeout",
+        type=flag_types.float_in(1, 86400),
+        default=d.body_timeout,
+        metavar="SECONDS",
+        help="a whole request body must arrive within this (1..86400); else 408",
+    )
+
+
+MAX_KV_DISK_MIB = 16 << 20  # 16 TiB
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """Rules between flags; usage errors (one line, exit 2) through argparse."""
+    parser: argparse.ArgumentParser = args.server_parser
+    cold, least = args.kv_cache_cold_max_tokens, args.kv_cache_min_tokens
+    if cold and cold < least:
+        parser.error(
+            f"--kv-cache-cold-max-tokens {cold} must be 0 or at least --kv-cache-min-tokens "
+            f"({least})"
+        )
+    if args.backend != "scripted" and (args.script is not None or args.script_token_delay):
+        parser.error("--script and --script-token-delay need --backend scripted")
+    if args.backend == "scripted" and args.script is None:
+        parser.error("--backend scripted needs --script FILE")
 
 
 def _register_kv_cache(p: argparse.ArgumentParser) -> None:
@@ -143,47 +210,51 @@ def _register_kv_cache(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("disk KV cache")
     g.add_argument(
         "--kv-disk-dir",
+        type=flag_types.output_dir,
         metavar="DIR",
-        help="keep prompt prefixes as <sha1>.kv files here (created 0700); default: disabled",
+        help="keep prompt prefixes as <sha1>.kv files here (created 0700 if missing, in a "
+        "parent that must exist); default: disabled",
     )
     g.add_argument(
         "--kv-disk-space-mb",
         "--kv-cache-budget-mb",
         dest="kv_disk_space_mb",
-        type=_non_negative,
+        type=flag_types.int_in(0, MAX_KV_DISK_MIB),
         default=d.budget_bytes >> 20,
         metavar="MIB",
-        help="disk budget; the lowest-scoring files are evicted beyond it (0: the default)",
+        help=f"disk budget, 0..{MAX_KV_DISK_MIB}; the lowest-scoring files are evicted "
+        "beyond it (0: the default)",
     )
     g.add_argument(
         "--kv-cache-min-tokens",
-        type=_positive,
+        type=flag_types.int_in(1, MAX_CTX),
         default=d.min_tokens,
-        help="shortest prefix worth a file",
+        help=f"shortest prefix worth a file (1..{MAX_CTX})",
     )
     g.add_argument(
         "--kv-cache-cold-max-tokens",
-        type=_non_negative,
+        type=flag_types.int_in(0, MAX_CTX),
         default=d.cold_max_tokens,
-        help="longest prompt that gets a cold save on a full miss (0: no cold saves)",
+        help="longest prompt that gets a cold save on a full miss: 0 (no cold saves) or "
+        f"--kv-cache-min-tokens..{MAX_CTX}",
     )
     g.add_argument(
         "--kv-cache-continued-interval-tokens",
-        type=_non_negative,
+        type=flag_types.int_in(0, MAX_CTX),
         default=d.continued_interval_tokens,
-        help="save the live state every this many tokens, aligned (0: never)",
+        help=f"save the live state every this many tokens, aligned, 0..{MAX_CTX} (0: never)",
     )
     g.add_argument(
         "--kv-cache-boundary-trim-tokens",
-        type=_non_negative,
+        type=flag_types.int_in(0, MAX_CTX),
         default=d.boundary_trim_tokens,
-        help="tokens a cold save leaves off the end of the prompt",
+        help=f"tokens a cold save leaves off the end of the prompt (0..{MAX_CTX})",
     )
     g.add_argument(
         "--kv-cache-boundary-align-tokens",
-        type=_non_negative,
+        type=flag_types.int_in(0, MAX_CTX),
         default=d.boundary_align_tokens,
-        help="cold and continued saves cut at multiples of this (0: no alignment)",
+        help=f"cold and continued saves cut at multiples of this, 0..{MAX_CTX} (0: no alignment)",
     )
     g.add_argument(
         "--kv-cache-reject-different-quant",
@@ -207,9 +278,19 @@ def kv_cache_options(args: argparse.Namespace) -> KvCacheOptions:
 
 def default_model(explicit: str | None) -> tuple[str, bool]:
     """(path, is_demo)."""
-    for candidate in (explicit, os.environ.get("DS4_MODEL"), "ds4flash.gguf"):
-        if candidate and (candidate == explicit or Path(candidate).is_file()):
-            return candidate, False
+    if explicit is not None:
+        return explicit, False  # checked by flag_types.model_file
+    from_env = os.environ.get("DS4_MODEL")
+    if from_env:
+        problem = flag_types.model_file_problem(Path(from_env))
+        if problem is not None:
+            raise Ds4Error(f"DS4_MODEL: {problem}")
+        return from_env, False
+    if Path("ds4flash.gguf").exists():
+        problem = flag_types.model_file_problem(Path("ds4flash.gguf"))
+        if problem is not None:
+            raise Ds4Error(problem)
+        return "ds4flash.gguf", False
     if not DEMO_MODEL.is_file():
         from ds4.apps.gguf_tiny import run_tiny
 
@@ -229,14 +310,16 @@ def default_model(explicit: str | None) -> tuple[str, bool]:
     return str(DEMO_MODEL), True
 
 
-def _show_kv_cache_log() -> None:
-    """KV cache decisions (stores, hits, evictions, removed files) go to stderr."""
-    logger = logging.getLogger("ds4.kvcache")
+def _show_log(name: str, level: int) -> None:
+    """A ds4 logger's lines go to stderr as `ds4 server: ...`: KV cache decisions
+    (ds4.kvcache, INFO) and the server's warnings (ds4.server: refused jobs, connection
+    limits, accept() failures)."""
+    logger = logging.getLogger(name)
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("ds4 server: %(message)s"))
         logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+        logger.setLevel(level)
         logger.propagate = False  # the HTTP stack's root handler would print it again
 
 
@@ -257,13 +340,12 @@ def client_snippet(url: str, api_key: str | None) -> str:
 
 def run_server(args: argparse.Namespace) -> int:
     # The HTTP stack (Litestar) loads only when a server actually starts.
-    from ds4.apps.bootstrap import bootstrap_server
+    from ds4.apps.bootstrap import bind_listener, bootstrap_server
 
+    check_flags(args)
     host = "127.0.0.1" if args.host == "localhost" else args.host
     if args.backend == "scripted":
         model, demo = args.model, False
-        if args.script is None:
-            raise Ds4Error("--backend scripted needs --script FILE")
     else:
         model, demo = default_model(args.model)
     options = ServerOptions(
@@ -276,15 +358,24 @@ def run_server(args: argparse.Namespace) -> int:
         tokens=args.tokens,
         api_key=args.api_key,
         cors=args.cors,
-        check_host=host in LOOPBACK,
+        check_host=is_loopback_host(host),
         tool_memory_max_ids=args.tool_memory_max_ids,
         exact_tool_replay=not args.disable_exact_dsml_tool_replay,
         prefill_chunk=args.prefill_chunk,
         sessions=args.sessions,
         kv_disk_dir=args.kv_disk_dir,
         kv_cache=kv_cache_options(args),
+        max_body_mb=args.max_body_mb,
+        max_connections=args.max_connections,
+        header_timeout=args.header_timeout,
+        idle_timeout=args.idle_timeout,
+        body_timeout=args.body_timeout,
     )
+    _show_log("ds4.server", logging.WARNING)
     with ExitStack() as stack:
+        # a taken port fails before the model loads
+        listener = bind_listener(host, args.port, args.max_connections)
+        stack.callback(listener.close)
         trace: TextIO | None = None
         if args.trace:
             try:
@@ -292,15 +383,21 @@ def run_server(args: argparse.Namespace) -> int:
             except OSError as error:
                 raise Ds4Error(f"cannot open trace file {args.trace}: {error}") from None
         if args.kv_disk_dir:
-            _show_kv_cache_log()
+            _show_log("ds4.kvcache", logging.INFO)
         built = bootstrap_server(options, trace)
-        url = f"http://{host}:{args.port}"
+        url = f"http://[{host}]:{args.port}" if ":" in host else f"http://{host}:{args.port}"
         label = "scripted outputs" if args.backend == "scripted" else model
         if demo:
             label = f"{model} (TINY DEMO MODEL WITH RANDOM WEIGHTS: its answers are noise)"
         sessions = f", {args.sessions} sessions" if args.sessions > 1 else ""
         print(f"ds4 server: model {label}, ctx {args.ctx}{sessions}", file=sys.stderr)
         print(f"ds4 server: listening on {url}", file=sys.stderr)
+        if not options.check_host and args.api_key is None:
+            print(
+                f"ds4 server: warning: {host} is not a loopback address and no --api-key is "
+                "set: anyone who can reach this port can use the model",
+                file=sys.stderr,
+            )
         print(client_snippet(url, args.api_key), file=sys.stderr)
-        built.serve(host, args.port)
+        built.serve(listener)
     return 0

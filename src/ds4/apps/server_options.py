@@ -30,5 +30,11 @@ class ServerOptions:
     prefill_chunk: int = DEFAULT_PREFILL_CHUNK
     sessions: int = 1  # live sessions decoded together (1: one, as before ADR 0045)
     keepalive_seconds: float = 5.0
+    # request and connection limits (ADR 0044)
+    max_body_mb: int = 64
+    max_connections: int = 64
+    header_timeout: float = 10.0
+    idle_timeout: float = 30.0
+    body_timeout: float = 120.0
     kv_disk_dir: str | None = None  # the disk KV cache directory (None: disabled)
     kv_cache: KvCacheOptions = field(default_factory=KvCacheOptions)

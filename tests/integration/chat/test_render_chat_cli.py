@@ -60,4 +60,4 @@ def test_bad_request_bodies_are_one_line_errors(tmp_path: Path) -> None:
         assert result.returncode == 2, text
         assert result.stderr.startswith("ds4: error: ") and result.stderr.count("\n") == 1
     missing = ds4("cli", "--render-chat", str(tmp_path / "nope.json"))
-    assert missing.returncode == 2 and "cannot read" in missing.stderr
+    assert missing.returncode == 2 and "no such file or directory" in missing.stderr

@@ -1,9 +1,9 @@
-"""A real ds4 server (uvicorn, scripted backend) on a free loopback port, in-thread."""
+"""A real ds4 server (uvicorn, scripted backend) on a free loopback port, in-thread, with
+the production uvicorn settings (serve.uvicorn_config)."""
 
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
-import uvicorn
-
-from ds4.apps.bootstrap import BuiltServer, bootstrap_server
+from ds4.adapters.http.job_queue import JobQueue
+from ds4.adapters.http.serve import Ds4Server, uvicorn_config
+from ds4.apps.bootstrap import BuiltServer, bind_listener, bootstrap_server
 from ds4.apps.server_options import ServerOptions
 
 D = "｜DSML｜"
@@ -25,12 +25,6 @@ def tool_call_dsml(name: str, **params: str) -> str:
         f'<{D}parameter name="{k}" string="true">{v}</{D}parameter>\n' for k, v in params.items()
     )
     return f'\n\n<{D}tool_calls>\n<{D}invoke name="{name}">\n{body}</{D}invoke>\n</{D}tool_calls>'
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -52,10 +46,11 @@ def live_server(
     options = ServerOptions(model=None, backend="scripted", script=str(script_file), ctx=4096)
     options = replace(options, **overrides)  # type: ignore[arg-type]
     built = bootstrap_server(options, trace)
-    port = free_port()
-    config = uvicorn.Config(built.app, host="127.0.0.1", port=port, log_level="error")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
+    listener = bind_listener("127.0.0.1", 0, options.max_connections)
+    port = int(listener.getsockname()[1])
+    config = uvicorn_config(built.app, built.state.config, log_level="error")
+    server = Ds4Server(config, built.state.inference)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
     while not server.started:
@@ -68,3 +63,12 @@ def live_server(
         built.state.inference.begin_stop()
         server.should_exit = True
         thread.join(15)
+        listener.close()
+
+
+def wait_until_queued(inference: JobQueue, jobs: int, timeout: float = 30.0) -> None:
+    """Poll the server's count of accepted jobs (no guessing how long real work takes)."""
+    deadline = time.monotonic() + timeout
+    while inference.submitted < jobs:
+        assert time.monotonic() < deadline, f"job {jobs} was never queued"
+        time.sleep(0.005)

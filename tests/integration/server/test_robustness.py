@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from tests.integration.server.live_server import LiveServer, live_server
-
-from ds4.adapters.http.job_queue import JobQueue
+from tests.integration.server.live_server import LiveServer, live_server, wait_until_queued
 
 LONG = "word " * 150  # ~150 tokens: 1.5 s at the scripted 10 ms per token
 
@@ -164,11 +161,3 @@ def test_concurrent_requests_are_served_in_arrival_order(tmp_path: Path) -> None
         for thread in threads:
             thread.join()
     assert [contents[i] for i in range(3)] == [LONG, "second", "third"]
-
-
-def wait_until_queued(inference: JobQueue, jobs: int, timeout: float = 30.0) -> None:
-    """Poll the server's count of accepted jobs (no guessing how long real work takes)."""
-    deadline = time.monotonic() + timeout
-    while inference.submitted < jobs:
-        assert time.monotonic() < deadline, f"job {jobs} was never queued"
-        time.sleep(0.005)

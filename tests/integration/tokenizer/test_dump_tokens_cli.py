@@ -85,8 +85,9 @@ def test_bad_prompt_file_is_a_clear_error(tmp_path: Path) -> None:
     bad.write_bytes(b"\xff\xfe")
     with pytest.raises(Ds4Error, match="not UTF-8"):
         run_cli(["--dump-tokens", "--prompt-file", str(bad)])
-    with pytest.raises(Ds4Error, match="cannot read prompt file"):
+    with pytest.raises(SystemExit) as usage:  # a usage error before anything loads
         run_cli(["--dump-tokens", "--prompt-file", str(tmp_path / "missing.txt")])
+    assert usage.value.code == 2
     with pytest.raises(Ds4Error, match="give the prompt"):
         run_cli(["--dump-tokens"])
 

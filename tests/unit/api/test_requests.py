@@ -9,7 +9,7 @@ import pytest
 from ds4.domain.api.anthropic_request import parse_messages
 from ds4.domain.api.chat_request import parse_chat_completion, parse_completion
 from ds4.domain.api.errors import ApiError
-from ds4.domain.api.json_body import nesting_depth
+from ds4.domain.api.json_scan import scan_json
 from ds4.domain.api.responses_request import parse_responses
 from ds4.domain.chat.messages import (
     AssistantMessage,
@@ -62,8 +62,10 @@ def test_unknown_effort_and_wrong_types_are_400() -> None:
 
 
 def test_nesting_limit_a59() -> None:
-    assert nesting_depth(b"[" * 256 + b"]" * 256) == 256
-    assert nesting_depth(b'["[[[["]') == 1  # brackets inside strings do not count
+    assert not scan_json(b"[" * 256 + b"]" * 256, max_depth=256, max_values=10**6).too_deep
+    assert scan_json(b"[" * 257 + b"]" * 257, max_depth=256, max_values=10**6).too_deep
+    quoted = b'[["[[[[\\"[["]]'  # brackets inside strings (escaped quotes too) do not count
+    assert not scan_json(quoted, max_depth=2, max_values=10**6).too_deep
     with pytest.raises(ApiError):
         parse_chat_completion(b"[" * 257 + b"]" * 257)
 
@@ -190,7 +192,9 @@ def test_responses_policies() -> None:
         parse_responses(body(input="x", tool_choice="required"))
     with pytest.raises(ApiError, match="forced tool_choice"):
         parse_responses(body(input="x", tool_choice={"type": "function", "name": "f"}))
-    with pytest.raises(ApiError, match="unsupported content part"):
+    with pytest.raises(ApiError, match="input_image content is not supported"):
         parse_responses(body(input=[{"role": "user", "content": [{"type": "input_image"}]}]))
+    with pytest.raises(ApiError, match="unsupported content part"):
+        parse_responses(body(input=[{"role": "user", "content": [{"type": "other"}]}]))
     with pytest.raises(ApiError, match="missing input"):
         parse_responses(body(model="m"))

@@ -106,7 +106,8 @@ def build_app(state: ServerState) -> ASGIApp:
         route_handlers=handlers,  # type: ignore[arg-type]
         exception_handlers={Exception: _error_handler},
         on_startup=[state.inference.start],
-        on_shutdown=[state.inference.stop],
+        # hooks without parameters: Litestar passes the app to any hook that takes one
+        on_shutdown=[state.inference.stop_async],
         openapi_config=None,
     )
     return guarded(cast(ASGIApp, app), config)

@@ -1,16 +1,17 @@
-"""ASGI wrapper in front of the routes: Host check, API key, CORS, preflight.
+"""ASGI wrapper in front of the routes: Host check, cross-site refusal, API key, CORS,
+preflight (the checks themselves: request_checks, ADR 0044).
 
 Refusals are answered in the calling endpoint's own error shape (Anthropic for
-/v1/messages, OpenAI elsewhere). The API key is compared in constant time.
+/v1/messages, OpenAI elsewhere).
 """
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from ds4.adapters.http.server_state import LOOPBACK_HOSTS, HttpConfig
+from ds4.adapters.http.request_checks import cross_site, host_allowed, key_matches, text_plain_body
+from ds4.adapters.http.server_state import HttpConfig
 from ds4.domain.api.errors import ApiError, error_body
 
 Scope = MutableMapping[str, Any]
@@ -49,29 +50,32 @@ async def send_json(
     await send({"type": "http.response.body", "body": body})
 
 
-async def send_error(send: Send, scope: Scope, error: ApiError) -> None:
+async def send_error(send: Send, scope: Scope, error: ApiError, *, close: bool = False) -> None:
+    """`close`: the request was not read to its end, so the connection cannot be reused."""
     body = error_body(error, anthropic=is_anthropic_path(scope.get("path", "")))
-    await send_json(send, error.status, body)
+    await send_json(send, error.status, body, [(b"connection", b"close")] if close else None)
 
 
-def _host_allowed(host: str | None) -> bool:
-    if host is None:
-        return False
-    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-    return name.lower() in LOOPBACK_HOSTS
-
-
-def _key_matches(scope: Scope, expected: str) -> bool:
-    offered = header(scope, b"x-api-key")
-    bearer = header(scope, b"authorization")
-    if bearer is not None and bearer[:7].lower() == "bearer ":
-        offered = offered or bearer[7:].strip()
-    if offered is None:
-        return False
-    return hmac.compare_digest(offered.encode(), expected.encode())
+def _refusal(scope: Scope, config: HttpConfig, expected_key: bytes | None) -> ApiError | None:
+    headers = scope.get("headers", ())
+    if config.check_host and not host_allowed(headers):
+        # DNS rebinding: a page on another origin resolving to 127.0.0.1
+        return ApiError(403, "Host header not allowed")
+    if not config.cors and cross_site(headers):
+        return ApiError(403, "cross-origin request refused (start the server with --cors)")
+    if scope["method"] == "OPTIONS":
+        return None
+    if not config.cors and text_plain_body(headers):
+        return ApiError(415, "Content-Type text/plain is not accepted; send application/json")
+    path = scope.get("path", "")
+    if expected_key is not None and path != "/health" and not key_matches(headers, expected_key):
+        return ApiError(401, "invalid or missing API key")
+    return None
 
 
 def guarded(app: ASGIApp, config: HttpConfig) -> ASGIApp:
+    expected_key = config.api_key.encode("utf-8") if config.api_key is not None else None
+
     async def guard(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
@@ -85,17 +89,13 @@ def guarded(app: ASGIApp, config: HttpConfig) -> ASGIApp:
                 await inner_send(message)
 
             send = send_with_cors
-        if config.check_host and not _host_allowed(header(scope, b"host")):
-            # DNS rebinding: a page on another origin resolving to 127.0.0.1
-            await send_error(send, scope, ApiError(403, "Host header not allowed"))
+        refusal = _refusal(scope, config, expected_key)
+        if refusal is not None:
+            await send_error(send, scope, refusal)
             return
         if scope["method"] == "OPTIONS":
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b""})
-            return
-        path = scope.get("path", "")
-        if config.api_key and path != "/health" and not _key_matches(scope, config.api_key):
-            await send_error(send, scope, ApiError(401, "invalid or missing API key"))
             return
         await app(scope, receive, send)
 

@@ -3,10 +3,15 @@
 Request handlers (on the event loop) submit prepared jobs and read the events back
 through a callback; a job's cancel flag is checked by the generation loop at every
 chunk and token boundary, also while the job still waits in the queue.
+
+Stopping cancels the queued and running jobs; the thread then saves the live session
+(Worker.shutdown) itself, so the save never races a job, and the server waits for it
+before the process ends (ADR 0044: a busy worker at shutdown must not lose that save).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
@@ -50,6 +55,8 @@ class InferenceWorker:
         self.worker = worker
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._stopping = threading.Event()
+        self._finished = threading.Event()  # the thread ended, the shutdown save done
+        self._abandoned = threading.Event()  # a second signal: exit without waiting
         self._running: Job | None = None
         self._submitted = 0
         self._lock = threading.Lock()
@@ -82,16 +89,40 @@ class InferenceWorker:
         if running is not None:
             running.cancel.set()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self) -> None:
+        """Stop and wait until the thread has saved the live session and ended."""
         self.begin_stop()
         if self._thread.is_alive():
-            self._thread.join(timeout)
+            self._thread.join()
+
+    async def stop_async(self) -> None:
+        """`stop` for the server's shutdown hook: the event loop keeps running while
+        the thread finishes its job's current chunk or token and saves, and a second
+        signal (`abandon`) ends the wait at once."""
+        self.begin_stop()
+        if not self._thread.is_alive():
+            return
+        if self.worker.kv is not None:
+            log.warning("stopping: saving the live session (a second Ctrl+C skips it)")
+        while not self._finished.is_set() and not self._abandoned.is_set():
+            await asyncio.sleep(0.05)
+
+    def abandon(self) -> None:
+        """Stop waiting for the shutdown save (the process is leaving without it)."""
+        self.begin_stop()
+        self._abandoned.set()
 
     @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
 
     def _serve(self) -> None:
+        try:
+            self._serve_queue()
+        finally:
+            self._finished.set()
+
+    def _serve_queue(self) -> None:
         while True:
             job = self._queue.get()
             if job is None:

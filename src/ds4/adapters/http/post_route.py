@@ -12,11 +12,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import anyio.to_thread
-
 from ds4.adapters.http.guard import Receive, Scope, Send, header, send_error, send_json
 from ds4.adapters.http.inference_worker import Job, JobFailed, JobOutput, ShuttingDownError
-from ds4.adapters.http.server_state import ServerState
+from ds4.adapters.http.large_bodies import is_large
+from ds4.adapters.http.server_state import HttpConfig, ServerState
 from ds4.domain.api.count_tokens import count_tokens_body
 from ds4.domain.api.errors import ApiError, error_body, stream_error_frame
 from ds4.domain.api.generation_request import Api, GenerationRequest
@@ -34,20 +33,45 @@ class _ClientGoneError(Exception):
     pass
 
 
-async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+class _BodyRefusedError(Exception):
+    """The body is refused before it was read to the end (413, 408): the answer closes
+    the connection, so the rest of the body is never waited for."""
+
+    def __init__(self, error: ApiError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+async def _read_body(scope: Scope, receive: Receive, config: HttpConfig) -> bytes:
+    """The whole body, within --max-body-mb, --idle-timeout between chunks and
+    --body-timeout in all (ADR 0044)."""
+    limit = config.max_body_bytes
+    too_large = _BodyRefusedError(ApiError(413, f"request body larger than {limit} bytes"))
     declared = header(scope, b"content-length")
     if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-        raise ApiError(413, f"request body larger than {limit} bytes")
+        raise too_large
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + config.body_timeout
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
+        remaining = deadline - loop.time()
+        stalled = remaining > config.idle_timeout  # which limit a timeout here means
+        wait = config.idle_timeout if stalled else max(remaining, 0.0)
+        try:
+            message = await asyncio.wait_for(receive(), timeout=wait)
+        except TimeoutError:
+            if stalled:
+                reason = f"no request body data for {config.idle_timeout:g} s"
+            else:
+                reason = f"request body not complete after {config.body_timeout:g} s"
+            raise _BodyRefusedError(ApiError(408, reason)) from None
         if message["type"] == "http.disconnect":
             raise _ClientGoneError
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise ApiError(413, f"request body larger than {limit} bytes")
+            raise too_large
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
@@ -61,10 +85,16 @@ async def _watch_disconnect(receive: Receive, job: Job) -> None:
             return
 
 
-def _prepare(state: ServerState, parse: Parser, body: bytes) -> PreparedJob:
-    request = parse(body)
+def _prepare(state: ServerState, request: GenerationRequest) -> PreparedJob:
     with state.memory_lock:
-        return prepare_job(request, state.tokenizer, state.memory, state.config.ctx, state.bindings)
+        return prepare_job(
+            request,
+            state.tokenizer,
+            state.memory,
+            state.config.ctx,
+            state.bindings,
+            longest_token=state.longest_token,
+        )
 
 
 async def handle_count_tokens(
@@ -73,11 +103,17 @@ async def handle_count_tokens(
     """POST /v1/messages/count_tokens: parse, render and tokenize off the event loop;
     the worker is not involved."""
     try:
-        body = await _read_body(scope, receive, state.config.max_body_bytes)
-        reply = await anyio.to_thread.run_sync(
-            count_tokens_body, body, state.tokenizer, state.config.ctx
-        )
+        large = is_large(header(scope, b"content-length"))
+        async with state.large_bodies.turn(large):
+            body = await _read_body(scope, receive, state.config)
+            reply = await state.large_bodies.run(
+                large, count_tokens_body, body, state.tokenizer, state.config.ctx,
+                state.longest_token,
+            )  # fmt: skip
     except _ClientGoneError:
+        return
+    except _BodyRefusedError as refused:
+        await send_error(send, scope, refused.error, close=True)
         return
     except ApiError as error:
         await send_error(send, scope, error)
@@ -95,11 +131,18 @@ async def handle_post(
         loop.call_soon_threadsafe(outputs.put_nowait, output)
 
     try:
-        body = await _read_body(scope, receive, state.config.max_body_bytes)
-        prepared = await anyio.to_thread.run_sync(_prepare, state, parse, body)
+        large = is_large(header(scope, b"content-length"))
+        async with state.large_bodies.turn(large):
+            body = await _read_body(scope, receive, state.config)
+            request = await state.large_bodies.run(large, parse, body)
+            del body  # up to --max-body-mb, not needed while rendering and tokenizing
+            prepared = await state.large_bodies.run(large, _prepare, state, request)
         job = Job(prepared, deliver)
         state.inference.submit(job)
     except _ClientGoneError:
+        return
+    except _BodyRefusedError as refused:
+        await send_error(send, scope, refused.error, close=True)
         return
     except ApiError as error:
         await send_error(send, scope, error)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ds4.adapters.http.job_queue import JobQueue
+from ds4.adapters.http.large_bodies import LargeBodies
 from ds4.domain.api.generation_request import DEFAULT_MODEL
 from ds4.domain.serving.live_bindings import KnownIds
 from ds4.domain.tools.replay_memory import ToolReplayMemory
@@ -19,7 +20,11 @@ from ds4.ports.tokenizer import Tokenizer
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024
 KEEPALIVE_SECONDS = 5.0
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+# connection limits (ADR 0044)
+MAX_CONNECTIONS = 64
+HEADER_TIMEOUT = 10.0
+IDLE_TIMEOUT = 30.0
+BODY_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True)
@@ -32,7 +37,15 @@ class HttpConfig:
     cors: bool = False
     check_host: bool = True  # bound to loopback: refuse foreign Host headers
     max_body_bytes: int = MAX_BODY_BYTES
-    keepalive_seconds: float = KEEPALIVE_SECONDS
+    keepalive_seconds: float = KEEPALIVE_SECONDS  # SSE comments while a stream is silent
+    max_connections: int = MAX_CONNECTIONS
+    header_timeout: float = HEADER_TIMEOUT  # a request head, start to end
+    idle_timeout: float = IDLE_TIMEOUT  # a keep-alive connection between requests; body gaps
+    body_timeout: float = BODY_TIMEOUT  # a request body, start to end
+
+    def __post_init__(self) -> None:
+        if self.api_key == "":
+            raise ValueError("an empty API key would match no request (use None for no key)")
 
 
 @dataclass
@@ -44,5 +57,7 @@ class ServerState:
     random: RandomSource
     inference: JobQueue  # one InferenceWorker, or a SlotPool with --sessions N
     bindings: KnownIds  # the live call ids (of every slot) a tool result may name
+    longest_token: int | None = None  # bytes; prompt_bound refuses hopeless prompts early
     clock: Callable[[], float] = time.time
     sequence: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    large_bodies: LargeBodies = field(default_factory=LargeBodies)

@@ -16,6 +16,7 @@ only, whose state nothing else touches meanwhile.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections import deque
@@ -94,13 +95,24 @@ class SlotPool:
         for slot in self.slots:
             slot.begin_stop()
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop; every slot saves its live session (Worker.shutdown) as it ends."""
+    def stop(self) -> None:
+        """Stop and wait until every slot has saved its live session and ended."""
         self.begin_stop()
         if self._thread.is_alive():
-            self._thread.join(timeout)
+            self._thread.join()
         for slot in self.slots:
-            slot.stop(timeout)
+            slot.stop()
+
+    async def stop_async(self) -> None:
+        """`stop` for the server's shutdown hook: each slot finishes its current chunk
+        or token and saves, while the event loop keeps running (`abandon` ends it)."""
+        self.begin_stop()
+        await asyncio.gather(*(slot.stop_async() for slot in self.slots))
+
+    def abandon(self) -> None:
+        self.begin_stop()
+        for slot in self.slots:
+            slot.abandon()
 
     # ---- the dispatcher thread -------------------------------------------------
 

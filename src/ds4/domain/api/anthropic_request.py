@@ -23,6 +23,7 @@ from ds4.domain.api.thinking import (
     resolve_think_mode,
     thinking_switch,
 )
+from ds4.domain.api.unsupported_fields import check_anthropic_content
 from ds4.domain.chat.messages import (
     AssistantMessage,
     Message,
@@ -152,6 +153,7 @@ def parse_messages(body: bytes) -> GenerationRequest:
     wire = decode_as(body, _Wire)
     if wire.messages is None:
         raise ApiError(400, "missing messages")
+    check_anthropic_content(obj)
     check_tool_count(len(wire.tools or ()))
     effort = effort_mode(wire.output_config.effort if wire.output_config else None, "effort")
     if effort is None:

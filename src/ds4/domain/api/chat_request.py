@@ -14,10 +14,15 @@ import msgspec
 
 from ds4.domain.api.errors import ApiError
 from ds4.domain.api.generation_request import DEFAULT_MODEL, Api, GenerationRequest
-from ds4.domain.api.json_body import decode_as, decode_object
+from ds4.domain.api.json_body import JsonObject, decode_as, decode_object
 from ds4.domain.api.request_fields import check_tool_count, clamp_int, sampling, stop_list
 from ds4.domain.api.thinking import ThinkingControls, effort_mode, resolve_think_mode
 from ds4.domain.api.thinking import thinking_switch as read_thinking_switch
+from ds4.domain.api.unsupported_fields import (
+    check_chat_content,
+    check_choices,
+    check_logprobs,
+)
 from ds4.domain.chat.messages import SystemMessage, ThinkMode, UserMessage
 from ds4.domain.chat.request_rendering import parse_chat_request
 from ds4.domain.errors import Ds4Error
@@ -45,16 +50,14 @@ class _Wire(msgspec.Struct):
     reasoning_effort: str | None = None
 
 
-def _decode(body: bytes) -> tuple[dict[str, object], _Wire]:
+def _decode(body: bytes) -> tuple[JsonObject, _Wire]:
     obj = decode_object(body)
     wire = decode_as(body, _Wire)
     check_tool_count(len(wire.tools or ()))
     return obj, wire
 
 
-def _request(
-    obj: dict[str, object], wire: _Wire, api: Api, think_mode: ThinkMode
-) -> GenerationRequest:
+def _request(obj: JsonObject, wire: _Wire, api: Api, think_mode: ThinkMode) -> GenerationRequest:
     seed = wire.seed
     max_tokens = wire.max_completion_tokens if wire.max_tokens is None else wire.max_tokens
     return GenerationRequest(
@@ -81,6 +84,9 @@ def parse_chat_completion(body: bytes) -> GenerationRequest:
     obj, wire = _decode(body)
     if "messages" not in obj:
         raise ApiError(400, "missing messages")
+    check_choices(obj)
+    check_logprobs(obj)
+    check_chat_content(obj)
     effort_mode(wire.reasoning_effort, "reasoning_effort")  # validates the name
     try:
         chat = parse_chat_request(body)
@@ -100,12 +106,14 @@ def parse_completion(body: bytes) -> GenerationRequest:
     obj, wire = _decode(body)
     if "prompt" not in obj:
         raise ApiError(400, "missing prompt")
+    check_choices(obj, completions=True)
+    check_logprobs(obj, completions=True)
     controls = read_thinking_switch(obj.get("thinking"), "thinking" in obj)
     if wire.think is not None:
         controls = ThinkingControls(explicit=True, enabled=wire.think)
     effort = effort_mode(wire.reasoning_effort, "reasoning_effort")
     controls = ThinkingControls(controls.explicit, controls.enabled, effort)
-    prompt = _prompt_text(obj["prompt"])
+    prompt = _prompt_text(obj.get("prompt"))
     mode = resolve_think_mode(wire.model or DEFAULT_MODEL, controls)
     base = _request(obj, wire, Api.COMPLETIONS, mode)
     messages = (SystemMessage(COMPLETION_SYSTEM), UserMessage(prompt))

@@ -18,8 +18,10 @@ _OPENAI_TYPES = {
     401: "authentication_error",
     403: "permission_error",
     404: "not_found_error",
+    408: "invalid_request_error",
     409: "invalid_request_error",
     413: "invalid_request_error",
+    415: "invalid_request_error",
     500: "server_error",
     503: "server_error",
 }
@@ -28,8 +30,10 @@ _ANTHROPIC_TYPES = {
     401: "authentication_error",
     403: "permission_error",
     404: "not_found_error",
+    408: "invalid_request_error",
     409: "invalid_request_error",
     413: "request_too_large",
+    415: "invalid_request_error",
     500: "api_error",
     503: "overloaded_error",
 }
@@ -66,11 +70,15 @@ def invalid_request(message: str = "invalid JSON request") -> ApiError:
     return ApiError(400, message)
 
 
-def context_length_error(n_prompt: int, n_ctx: int, param: str) -> ApiError:
-    """The pre-check error; `param` is the field that holds the prompt."""
+def context_length_error(
+    n_prompt: int, n_ctx: int, param: str, *, lower_bound: bool = False
+) -> ApiError:
+    """The pre-check error; `param` is the field that holds the prompt. lower_bound:
+    the prompt was not tokenized, `n_prompt` is the least it can have (prompt_bound)."""
+    count = f"at least {n_prompt}" if lower_bound else str(n_prompt)
     return ApiError(
         400,
-        f"Prompt has {n_prompt} tokens, but the configured context size is {n_ctx} tokens",
+        f"Prompt has {count} tokens, but the configured context size is {n_ctx} tokens",
         param=param,
         code="context_length_exceeded",
         extra={"n_prompt_tokens": n_prompt, "n_ctx": n_ctx},

@@ -1,83 +1,72 @@
-"""Checks on a raw request body before any struct decoding (DECISIONS.md, Server/JSON).
+"""A request body's top-level JSON object, checked and decoded lazily (DECISIONS.md,
+Server/JSON; ADR 0044 for the memory bound).
 
-msgspec already refuses NaN/Infinity, lone surrogates and malformed text; it does not
-bound nesting, so a depth scan runs first (257 nested containers are refused, as in
-the reference's A-59), and it keeps the last of duplicate keys, so duplicate
-`content` members in one object are refused here too.
+Before decoding, one token scan (json_scan) refuses nesting deeper than 256 (as in
+the reference's A-59), more than MAX_VALUES values, and duplicate `content` members
+in one object (msgspec keeps the last one). msgspec itself refuses NaN/Infinity,
+lone surrogates and malformed text.
+
+The object's members are kept as raw JSON (msgspec.Raw: views into the body, no
+copy) and decoded only when a parser asks for one, so the large member (`messages`,
+`input`, `prompt`) is decoded once, into the parser's own structs, instead of first
+into a dict tree of the whole body as well.
 """
 
 from __future__ import annotations
 
-import json
 from typing import TypeVar
 
 import msgspec
 
 from ds4.domain.api.errors import ApiError, invalid_request
+from ds4.domain.api.json_scan import scan_json
 
 T = TypeVar("T")
 
 MAX_NESTING = 256
-_OPEN = frozenset(b"[{")
-_CLOSE = frozenset(b"]}")
+MAX_VALUES = 1_000_000  # ~100 MB as Python objects at worst; real agent requests: ~10^4
 
 
-def nesting_depth(body: bytes) -> int:
-    """Deepest container nesting outside string literals (a linear byte scan)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for byte in body:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in _OPEN:
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in _CLOSE:
-            depth -= 1
-    return deepest
+class JsonObject:
+    """Top-level members by name, each decoded on `get` (a 400 if it cannot be)."""
+
+    def __init__(self, members: dict[str, msgspec.Raw]) -> None:
+        self._members = members
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._members
+
+    def raw(self, key: str) -> msgspec.Raw | None:
+        """The member's JSON text as sent, or None when absent."""
+        return self._members.get(key)
+
+    def get(self, key: str) -> object:
+        """The member's value, or None when absent."""
+        raw = self._members.get(key)
+        if raw is None:
+            return None
+        try:
+            return msgspec.json.decode(raw)
+        except msgspec.DecodeError as error:
+            raise invalid_request(f"invalid JSON request: {key}: {error}") from None
 
 
-class _DuplicateKeyError(Exception):
-    pass
-
-
-def decode_object(body: bytes) -> dict[str, object]:
+def decode_object(body: bytes) -> JsonObject:
     """The body as a JSON object, or a 400 `invalid JSON request`."""
-    if nesting_depth(body) > MAX_NESTING:
-        raise invalid_request("invalid JSON request: nesting deeper than 256")
+    shape = scan_json(body, max_depth=MAX_NESTING, max_values=MAX_VALUES)
+    if shape.too_deep:
+        raise invalid_request(f"invalid JSON request: nesting deeper than {MAX_NESTING}")
+    if shape.too_many_values:
+        raise invalid_request(f"invalid JSON request: more than {MAX_VALUES} values")
     try:
-        value = msgspec.json.decode(body)
+        members = msgspec.json.decode(body, type=dict[str, msgspec.Raw])
+    except msgspec.ValidationError:
+        raise invalid_request("invalid JSON request: the body must be a JSON object") from None
     except msgspec.DecodeError as error:
         raise invalid_request(f"invalid JSON request: {error}") from None
-    if not isinstance(value, dict):
-        raise invalid_request("invalid JSON request: the body must be a JSON object")
-    if body.count(b'"content"') > 1 and _has_duplicate_key(body, "content"):
+    if shape.duplicate_content:
         raise invalid_request("invalid JSON request: duplicate 'content' member")
-    return value
-
-
-def _has_duplicate_key(body: bytes, key: str) -> bool:
-    # msgspec keeps the last duplicate; only bodies that repeat the key textually
-    # pay for the stdlib decoder's object-pairs view.
-    def pairs_hook(pairs: list[tuple[str, object]]) -> dict[str, object]:
-        if sum(1 for k, _ in pairs if k == key) > 1:
-            raise _DuplicateKeyError
-        return dict(pairs)
-
-    try:
-        json.loads(body, object_pairs_hook=pairs_hook)
-    except _DuplicateKeyError:
-        return True
-    except ValueError:
-        return False
-    return False
+    return JsonObject(members)
 
 
 def decode_as(body: bytes, wire_type: type[T]) -> T:

@@ -30,7 +30,8 @@ def _hex_id(random: RandomSource, prefix: str) -> str:
 def reply_context(
     request: GenerationRequest, sequence: int, created: int, random: RandomSource
 ) -> ReplyContext:
-    """Ids: chatcmpl-<n> (chat and Anthropic), cmpl-<n>, resp_/rs_/msg_/fc_ + 24 hex."""
+    """Ids: chatcmpl-<n>, cmpl-<n>; msg_ + 24 hex for Anthropic messages, as the real
+    API's ids look (ADR 0044); resp_/rs_/msg_/fc_ + 24 hex for Responses."""
     if request.api is Api.RESPONSES:
         item_ids = {"rs": _hex_id(random, "rs_"), "msg": _hex_id(random, "msg_")}
         return ReplyContext(
@@ -41,9 +42,12 @@ def reply_context(
             reasoning_summary=request.reasoning_summary,
             wire_tools=request.wire_tools,
         )
-    prefix = "cmpl-" if request.api is Api.COMPLETIONS else "chatcmpl-"
+    if request.api is Api.ANTHROPIC:
+        reply_id = _hex_id(random, "msg_")
+    else:
+        reply_id = f"{'cmpl-' if request.api is Api.COMPLETIONS else 'chatcmpl-'}{sequence}"
     return ReplyContext(
-        reply_id=f"{prefix}{sequence}",
+        reply_id=reply_id,
         created=created,
         model=request.model,
         include_usage=request.include_usage,

@@ -12,7 +12,7 @@ from ds4.domain.dsml.json_text import object_members
 
 @dataclass(frozen=True)
 class ReplyContext:
-    reply_id: str  # chatcmpl-<n> / cmpl-<n> / resp_<hex>
+    reply_id: str  # chatcmpl-<n> / cmpl-<n> / msg_<hex> (Anthropic) / resp_<hex>
     created: int  # Unix seconds, fixed at the start of the reply
     model: str
     include_usage: bool = False

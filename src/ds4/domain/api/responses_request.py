@@ -19,6 +19,7 @@ from ds4.domain.api.generation_request import DEFAULT_MODEL, Api, GenerationRequ
 from ds4.domain.api.json_body import decode_as, decode_object
 from ds4.domain.api.request_fields import check_tool_count, clamp_int, sampling
 from ds4.domain.api.thinking import ThinkingControls, effort_mode, resolve_think_mode
+from ds4.domain.api.unsupported_fields import refuse_responses_part
 from ds4.domain.chat.messages import (
     AssistantMessage,
     Message,
@@ -89,6 +90,7 @@ def _text(value: object) -> str:
                 raise invalid_request()
             out.append(text or "")
         else:
+            refuse_responses_part(part.get("type") if isinstance(part, dict) else None)
             raise invalid_request("invalid JSON request: unsupported content part")
     return "".join(out)
 
@@ -274,7 +276,7 @@ def parse_responses(body: bytes) -> GenerationRequest:
     items = _Items(tools)
     try:
         tools.add(wire.tools or [])
-        raw_input = obj["input"]
+        raw_input = obj.get("input")
         if isinstance(raw_input, str):
             items.messages.append(UserMessage(raw_input))
         elif isinstance(raw_input, list):

@@ -61,7 +61,8 @@ def assistant_prefix(mode: ThinkMode) -> str:
 
 def _render_turns(
     messages: Sequence[Message], mode: ThinkMode, keep_reasoning: Callable[[int], bool]
-) -> str:
+) -> list[str]:
+    """The turns as pieces; the caller joins them once (a prompt can be tens of MiB)."""
     out: list[str] = []
     want_assistant = in_results = False
     for index, message in enumerate(messages):
@@ -85,7 +86,7 @@ def _render_turns(
             want_assistant = in_results = False
     if want_assistant:
         out.append(assistant_prefix(mode))
-    return "".join(out)
+    return out
 
 
 def render_chat(messages: Sequence[Message], schemas: Sequence[ToolSchema], mode: ThinkMode) -> str:
@@ -104,11 +105,11 @@ def render_chat(messages: Sequence[Message], schemas: Sequence[ToolSchema], mode
         # Without tools the reasoning of answered turns is dropped, as in training.
         return tool_context or index > last_user
 
-    head = BOS + (MAX_PREFIX if mode is ThinkMode.MAX else "") + system_text(messages, schemas)
-    return head + _render_turns(messages, mode, keep_reasoning)
+    head = [BOS, MAX_PREFIX if mode is ThinkMode.MAX else "", system_text(messages, schemas)]
+    return "".join(head + _render_turns(messages, mode, keep_reasoning))
 
 
 def render_continuation_tail(new_messages: Sequence[Message], mode: ThinkMode) -> str:
     """Text appended to a live session that ended at a sampled turn (tokenizer-chat.md
     §6.6): EOS closes that turn, then the new messages; reasoning is always kept."""
-    return EOS + _render_turns(new_messages, mode, lambda _index: True)
+    return "".join([EOS, *_render_turns(new_messages, mode, lambda _index: True)])

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ds4.domain.api.anthropic_request import validate_tool_results
 from ds4.domain.api.errors import context_length_error
 from ds4.domain.api.generation_request import Api, GenerationRequest
+from ds4.domain.api.prompt_bound import refuse_certain_overflow
 from ds4.domain.api.responses_request import validate_tool_outputs
 from ds4.domain.chat.messages import ThinkMode, effective_think_mode
 from ds4.domain.chat.renderer import render_chat
@@ -60,15 +61,21 @@ def prepare_job(
     memory: ToolReplayMemory,
     ctx: int,
     bindings: KnownIds | None = None,
+    *,
+    longest_token: int | None = None,
 ) -> PreparedJob:
     """Render and tokenize; ApiError 400 (context_length_exceeded) when len >= ctx, or
-    when a tool result names a call neither replayed nor live.
+    when a tool result names a call neither replayed nor live. With `longest_token`
+    (prompt_bound.longest_token_bytes), a prompt that certainly cannot fit is refused
+    before it is tokenized.
 
     The caller serializes access to `memory` (attach reorders its LRU)."""
     mode = effective_think_mode(request.think_mode, ctx)
     plan = live_plan(request, mode, bindings)
     messages, stats = memory.attach(request.messages)
     text = render_chat(messages, request.schemas, mode)
+    if longest_token is not None:
+        refuse_certain_overflow(text, ctx, longest_token, PROMPT_PARAM[request.api])
     tokens = tuple(tokenizer.encode(text))
     if len(tokens) >= ctx:
         raise context_length_error(len(tokens), ctx, PROMPT_PARAM[request.api])
