@@ -32,6 +32,8 @@ class BatchingRunner(FakeRunner):
     def __init__(self) -> None:
         super().__init__()
         self.batches: list[list[int]] = []
+        self.hold: threading.Event | None = None  # the next batch waits for it
+        self.holding = threading.Event()  # set while a batch waits
 
     @property
     def batches_in_one_pass(self) -> bool:
@@ -40,6 +42,10 @@ class BatchingRunner(FakeRunner):
     def eval_batch(
         self, sessions: Sequence[ComputeSession], tokens: Sequence[Sequence[int]]
     ) -> list[F32]:
+        hold, self.hold = self.hold, None
+        if hold is not None:
+            self.holding.set()
+            assert hold.wait(30)
         fakes = [s for s in sessions if isinstance(s, FakeComputeSession)]
         before = [s.checkpoint() for s in fakes]
         try:
@@ -221,3 +227,43 @@ def test_a_runner_that_does_not_batch_sees_each_sessions_own_calls() -> None:
     fa, fb = runner.sessions
     assert fa.prefill_calls == [3] and fb.prefill_calls == [2]  # decode went through eval
     assert (gate.steps, gate.rows) == (4, 8)
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_work_handed_in_during_a_long_step_waits_for_that_steps_slots() -> None:
+    """A step took longer than the patience (a big model); a slot that handed in
+    meanwhile must not run alone once it ends: the slots of that step get their results
+    only then, and the next step takes all three."""
+    runner, clock = BatchingRunner(), ManualClock()
+    gate = StepGate(runner, patience=1.0, clock=clock)
+    a, b = slots(2, runner, gate)
+    newcomer = gate.session(runner.new_session(64))
+    runner.hold = threading.Event()
+    released = runner.hold
+
+    def late() -> None:
+        assert runner.holding.wait(30)  # the first step of a and b is running
+        greedy(gate, newcomer, [9, 9, 9], 2, [])()
+
+    def advance_then_release() -> None:
+        assert runner.holding.wait(30)
+        while gate.pending < 1:  # the newcomer's prefill waits for the next step
+            threading.Event().wait(0.001)
+        clock.now += 5.0  # the step took five times the patience
+        released.set()
+
+    run_threads(
+        greedy(gate, a, [1, 2], 3, []),
+        greedy(gate, b, [3, 4], 3, []),
+        late,
+        advance_then_release,
+    )
+    assert runner.batches[0] == [2, 2] and sorted(runner.batches[1]) == [1, 1, 3]
+    assert gate.missed == 0

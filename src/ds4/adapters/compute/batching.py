@@ -104,6 +104,12 @@ class StepGate:
             self._slots += 1
         return GatedSession(self, slot, inner)
 
+    @property
+    def pending(self) -> int:
+        """Slots whose work waits for the next step."""
+        with self._cond:
+            return len(self._pending)
+
     def enter(self, slot: int) -> None:
         """From now on steps wait for this slot's work (a hand-in does the same)."""
         with self._cond:
@@ -175,6 +181,10 @@ class StepGate:
                 for work in batch:
                     work.done = True
                 self._stepping = False
+                if self._pending:
+                    # work handed in during the step waits from now on: the slots of
+                    # this step only now get their results to work on
+                    self._since = self._clock()
                 self.steps += 1
                 self.rows += len(batch)
                 self._cond.notify_all()
