@@ -11,8 +11,9 @@ is grouped never changes a result; it only decides how fast the steps go (ADR 00
 
 Who is waited for: a slot, from `enter` or its first hand-in until `leave` (its job
 ended). A slot busy elsewhere (a disk save, a client's turn being post-processed) is
-waited for at most `patience` seconds; then the step runs without it, and it is not
-waited for again until it next hands in work. That bound keeps one slot from stalling
+waited for at most `patience` seconds after the first work came in (or after the
+last step ended, for work that came in during it); then the step runs without it, and
+it is not waited for again until it next hands in work. That bound keeps one slot from stalling
 the others; nothing depends on it for correctness.
 
 A rewind re-evaluates the last kept token, so it takes the gate's engine lock, as a
