@@ -159,3 +159,30 @@ def test_concurrent_greedy_streams_on_a_real_model_equal_each_alone(
     assert [got[i] for i in range(3)] == want
     assert cancelled[0] == want[0] and cancelled[2] == want[2]
     assert want[1].startswith(cancelled[1])
+
+
+def test_a_disconnect_during_prefill_stops_it_within_a_chunk_by_default(
+    tmp_path: Path, tiny: Path
+) -> None:
+    """Default options: the client leaves as soon as the stream opens (after the first
+    prefill chunk); the prefill stops at a chunk boundary, well before the end of the
+    prompt, and the next request finds the state that far."""
+    trace_path = tmp_path / "trace.txt"
+    long_prompt = "word " * 9000  # about 9000 tokens: five chunks of 2048
+    with (
+        trace_path.open("w", encoding="utf-8") as trace,
+        live_server(
+            tmp_path, ["unused"], trace, model=str(tiny), backend="cpu", threads=1, ctx=16384
+        ) as live,
+    ):
+        body = {"prompt": long_prompt, **GREEDY, "stream": True}
+        with httpx.stream("POST", live.url + COMPLETIONS, json=body, timeout=WAIT) as response:
+            assert response.status_code == 200  # the head goes out after the first chunk
+        follow = httpx.post(live.url + COMPLETIONS, json={"prompt": "word", **GREEDY}, timeout=WAIT)
+        assert follow.status_code == 200
+    lines = trace_path.read_text(encoding="utf-8").splitlines()
+    decisions = [line for line in lines if "--- cache decision ---" in line]
+    prompt = int(decisions[0].split(" prompt=")[1].split()[0])
+    left = int(decisions[1].split(" live=")[1].split()[0])  # what the cancelled job left
+    assert sum("--- prefill done ---" in line for line in lines) == 1  # the follow-up's
+    assert left % 2048 == 0 and 0 < left < prompt
