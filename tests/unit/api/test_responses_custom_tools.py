@@ -115,7 +115,8 @@ def test_replayed_custom_call_renders_like_the_spec_mapping_of_its_input() -> No
 
 def test_custom_input_that_looks_like_json_stays_one_parameter() -> None:
     item = {"type": "custom_tool_call", "call_id": "c", "name": "apply_patch", "input": '{"a":1}'}
-    (call,) = request([item]).messages[0].tool_calls
+    output = {"type": "custom_tool_call_output", "call_id": "c", "output": "ok"}
+    (call,) = request([item, output]).messages[0].tool_calls
     assert '<｜DSML｜parameter name="arguments" string="true">{"a":1}<' in render_tool_calls([call])
 
 

@@ -89,6 +89,25 @@ def _render_turns(
     return out
 
 
+def unanswerable(messages: Sequence[Message]) -> str | None:
+    """Why `messages` leave the model nothing to answer, or None when render_chat ends
+    with the assistant prefix (a user or tool message after the last assistant one;
+    system messages are hoisted, so their place does not count). An API refuses such a
+    request: a prompt without the prefix would have the model write past an EOS or a
+    bare BOS (docs/reference/chat-and-dsml.md §2.3: there is no assistant prefill)."""
+    if not messages:
+        return "empty: a conversation needs at least one user message"
+    last = next((m for m in reversed(messages) if not isinstance(m, SystemMessage)), None)
+    if last is None:
+        return "no user message to answer (only system messages)"
+    if isinstance(last, AssistantMessage):
+        return (
+            "nothing to answer after the final assistant turn; the last message must be "
+            "a user message or a tool result (assistant prefill is not supported)"
+        )
+    return None
+
+
 def render_chat(messages: Sequence[Message], schemas: Sequence[ToolSchema], mode: ThinkMode) -> str:
     """The whole prompt. `mode` is the effective one (see effective_think_mode).
 
