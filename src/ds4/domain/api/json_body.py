@@ -1,5 +1,5 @@
-"""A request body's top-level JSON object, checked and decoded lazily (docs/reference/server.md
-§1.2, ADR 0040; ADR 0044 for the memory bound).
+"""A request body's top-level JSON object, checked and decoded lazily
+(docs/reference/server.md §1.2, ADR 0040; ADR 0044 for the memory bound).
 
 Before decoding, one token scan (json_scan) refuses nesting deeper than 256 (as in
 the reference, docs/reference/server.md §1.2), more than MAX_VALUES values, and duplicate `content`
