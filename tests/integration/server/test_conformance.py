@@ -128,8 +128,8 @@ def test_responses_summary_less_reasoning_item_replays_and_the_turn_continues_li
     tmp_path: Path,
 ) -> None:
     """What Codex does with every output item: send it back in the next input. The
-    summary-less item adds no text, so the remembered transcript (server.md §5.3) still
-    matches and the second turn continues from the live state."""
+    summary-less item adds no text, so the remembered transcript (docs/reference/server.md §5.3)
+    still matches and the second turn continues from the live state."""
     tool_turn = "I should list files.</think>Listing." + tool_call_dsml("bash", command="ls")
     tools = [{"type": "function", "name": "bash", "parameters": {"type": "object"}}]
     trace = io.StringIO()

@@ -1,4 +1,5 @@
-"""Event mappers: exact event names, shapes, ids and usage per API (server.md §3.7–3.13)."""
+"""Event mappers: exact event names, shapes, ids and usage per API
+(docs/reference/server.md §3.5–3.8)."""
 
 from __future__ import annotations
 

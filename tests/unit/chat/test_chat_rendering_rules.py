@@ -1,4 +1,4 @@
-"""Renderer rules (tokenizer-chat.md §6.4, A-04..A-08, A-36) and request-body rendering."""
+"""Renderer rules (docs/reference/chat-and-dsml.md §2.2–2.3, §3.2) and request-body rendering."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Generation events to Anthropic Messages JSON and event streams (server.md §3.7).
+"""Generation events to Anthropic Messages JSON and event streams (docs/reference/server.md §3.5).
 
 Blocks open lazily, one at a time, indexed in opening order: thinking (closed with
 a signature_delta carrying the message id), text, then one tool_use block per call

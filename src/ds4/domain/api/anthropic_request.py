@@ -1,4 +1,4 @@
-"""POST /v1/messages (Anthropic Messages) bodies (server.md §3.12).
+"""POST /v1/messages (Anthropic Messages) bodies (docs/reference/server.md §2.6).
 
 Blocks are classified by their own `type`; unknown blocks contribute their `text`
 / `thinking` members and nothing else, so the fields real clients add (Claude
@@ -218,7 +218,8 @@ def read_messages(body: bytes) -> GenerationRequest:
 
 def validate_tool_results(messages: Sequence[Message], live_ids: Collection[str]) -> bool:
     """Every tool_result's tool_use_id must be live-known or have a tool_use earlier in
-    the request (server.md §7.3); True when a live-only id requires live tool state."""
+    the request (docs/reference/server.md §5.4); True when a live-only id requires live tool
+    state."""
     replayed: set[str] = set()
     live_state = False
     for message in messages:

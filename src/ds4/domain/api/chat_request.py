@@ -1,4 +1,4 @@
-"""POST /v1/chat/completions and /v1/completions bodies (server.md §3.7, §3.8).
+"""POST /v1/chat/completions and /v1/completions bodies (docs/reference/server.md §2.4, §3.6).
 
 Messages, tools, tool_choice and thinking go through the chat domain's own intake
 (chat.request_rendering, the one implementation of those rules); this module adds the

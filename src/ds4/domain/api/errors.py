@@ -1,8 +1,8 @@
-"""API errors and their bodies in each API's own shape (server.md §2.5, §2.6).
+"""API errors and their bodies in each API's own shape (docs/reference/server.md §1.3, §1.4).
 
 OpenAI endpoints answer `{"error":{"message","type",...}}`; the Anthropic endpoint
-answers `{"type":"error","error":{"type","message",...}}` (DECISIONS.md overrides
-the reference, which used the OpenAI shape everywhere).
+answers `{"type":"error","error":{"type","message",...}}` (docs/adr/0040-server-http-layer.md
+overrides the reference, which used the OpenAI shape everywhere).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def error_body(error: ApiError, *, anthropic: bool) -> bytes:
 
 
 def stream_error_frame(message: str, *, anthropic: bool, status: int = 500) -> bytes:
-    """An error after the SSE head was sent (server.md §1.3); `status` picks the
+    """An error after the SSE head was sent (docs/reference/server.md §1.3); `status` picks the
     Anthropic error type as for a body (503: overloaded_error)."""
     if anthropic:
         kind = _ANTHROPIC_TYPES.get(status, "api_error")

@@ -1,4 +1,4 @@
-"""Generation events to OpenAI Responses JSON and event streams (server.md §3.8).
+"""Generation events to OpenAI Responses JSON and event streams (docs/reference/server.md §3.6).
 
 Stream lifecycle: response.created; the reasoning item as soon as reasoning starts
 (its summary events only when the client asked for summaries); message text events;

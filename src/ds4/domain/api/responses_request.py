@@ -1,4 +1,4 @@
-"""POST /v1/responses bodies (server.md §3.13).
+"""POST /v1/responses bodies (docs/reference/server.md §2.7).
 
 Input items are strict (an unexpected item or content part is a 400) while unknown
 top-level fields are ignored, so Codex's `include`, `prompt_cache_key`,
@@ -321,8 +321,9 @@ def parse_responses(body: bytes) -> GenerationRequest:
 def validate_tool_outputs(
     messages: Sequence[Message], live_ids: Collection[str], thinking: bool
 ) -> tuple[bool, bool]:
-    """Every tool output's call_id must be live-known or replayed earlier (server.md
-    §7.2); returns (requires_live_tool_state, requires_live_reasoning), else 400."""
+    """Every tool output's call_id must be live-known or replayed earlier
+    (docs/reference/server.md §5.3); returns (requires_live_tool_state,
+    requires_live_reasoning), else 400."""
     calls: dict[str, AssistantMessage] = {}
     live_state = live_reasoning = False
     for message in messages:

@@ -1,4 +1,5 @@
-"""Messages to the exact prompt text the model was trained on (tokenizer-chat.md §6.4).
+"""Messages to the exact prompt text the model was trained on
+(docs/reference/chat-and-dsml.md §2.3).
 
 The output is text; the rendered-chat tokenizer turns the special strings in it
 into their token ids. Special strings inside user data are left as they are on
@@ -129,6 +130,7 @@ def render_chat(messages: Sequence[Message], schemas: Sequence[ToolSchema], mode
 
 
 def render_continuation_tail(new_messages: Sequence[Message], mode: ThinkMode) -> str:
-    """Text appended to a live session that ended at a sampled turn (tokenizer-chat.md
-    §6.6): EOS closes that turn, then the new messages; reasoning is always kept."""
+    """Text appended to a live session that ended at a sampled turn
+    (docs/reference/chat-and-dsml.md §2.5): EOS closes that turn, then the new messages;
+    reasoning is always kept."""
     return "".join([EOS, *_render_turns(new_messages, mode, lambda _index: True)])

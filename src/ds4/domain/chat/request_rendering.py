@@ -1,8 +1,8 @@
 """An OpenAI-style chat request body (JSON bytes) to the prompt text the model sees.
 
 Backs `ds4 cli --render-chat FILE.json`: the same parsing rules as the chat
-completions endpoint (server.md §3.7) for messages, tools, tool_choice and the
-thinking controls (§3.2), then the renderer.
+completions endpoint (docs/reference/server.md §2.4) for messages, tools, tool_choice and the
+thinking controls (docs/reference/server.md §2.2), then the renderer.
 """
 
 from __future__ import annotations

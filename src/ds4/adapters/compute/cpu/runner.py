@@ -63,8 +63,8 @@ def cpu_runner(
     """The native CPU backend over an already opened and validated model file.
 
     numerics: "ds4" (default) simulates the engine's rounding points, "exact" does the same
-    on the scalar kernels (model.md's strict arithmetic, bit for bit), "fp32" simulates
-    none (HF-comparable; quantized weights still take the integer dots). All three run
+    on the scalar kernels (docs/reference/model.md §4.5's strict arithmetic, bit for bit), "fp32"
+    simulates none (HF-comparable; quantized weights still take the integer dots). All three run
     one native call for all layers per chunk and one for the head.
     threads: the kernel pool size (default: every core); impl: "auto" (best SIMD this
     CPU has) or "scalar" (the nominal formulas).
