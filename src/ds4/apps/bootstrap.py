@@ -131,6 +131,7 @@ def bootstrap_server(
     A `store` turns the disk KV cache on even without options.kv_disk_dir."""
     from ds4.adapters.http.app import build_app
     from ds4.adapters.http.inference_worker import InferenceWorker
+    from ds4.adapters.http.metrics import ServerMetrics
     from ds4.adapters.http.server_state import HttpConfig, ServerState
 
     if engine is None:
@@ -172,6 +173,12 @@ def bootstrap_server(
         body_timeout=options.body_timeout,
     )
     inference = InferenceWorker(worker)
+    kv_dir = options.kv_disk_dir
+    metrics = ServerMetrics(
+        queue_depth=lambda: inference.waiting,
+        active_sessions=lambda: inference.running,
+        kv_disk_bytes=wiring.kv_disk_usage(kv_dir) if kv_dir is not None else None,
+    )
     state = ServerState(
         config,
         engine.tokenizer,
@@ -179,6 +186,7 @@ def bootstrap_server(
         lock,
         random,
         inference,
+        metrics=metrics,
         longest_token=longest_token_bytes(engine.tokenizer),
     )
     return BuiltServer(build_app(state), state)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ds4.adapters.http.inference_worker import InferenceWorker
 from ds4.adapters.http.large_bodies import LargeBodies
+from ds4.adapters.http.metrics import ServerMetrics
 from ds4.domain.api.generation_request import DEFAULT_MODEL
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.ports.random_source import RandomSource
@@ -54,6 +55,7 @@ class ServerState:
     memory_lock: threading.Lock
     random: RandomSource
     inference: InferenceWorker
+    metrics: ServerMetrics  # this server's own registry (docs/adr/0046-observability.md)
     longest_token: int | None = None  # bytes; prompt_bound refuses hopeless prompts early
     clock: Callable[[], float] = time.time
     sequence: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
