@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=DefaultsHelpFormatter,
         help="serve OpenAI and Anthropic compatible APIs for coding agents",
         description="Serve /v1/chat/completions, /v1/completions, /v1/responses and "
-        "/v1/messages (plus GET /v1/models and /health) from one local model.",
+        "/v1/messages (plus GET /v1/models, /health and the Prometheus /metrics) from one "
+        "local model.",
     )
     p.add_argument(
         "-m",

@@ -3,7 +3,6 @@ never following a link."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ds4.adapters.storage.kv_dir_usage import kv_files_bytes
@@ -18,7 +17,7 @@ def test_only_checkpoint_files_count(tmp_path: Path) -> None:
     (tmp_path / "notes.kv").write_bytes(b"z" * 1000)
     outside = tmp_path / "outside"
     outside.write_bytes(b"z" * 1000)
-    os.symlink(outside, tmp_path / f"{'a' * 40}.kv")
+    (tmp_path / f"{'a' * 40}.kv").symlink_to(outside)
     (tmp_path / "quarantine").mkdir()
     (tmp_path / "quarantine" / f"{'b' * 40}.kv").write_bytes(b"z" * 1000)
     assert kv_files_bytes(tmp_path) == 120

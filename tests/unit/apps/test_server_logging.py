@@ -30,7 +30,10 @@ def test_text_lines_name_the_fields_that_apply() -> None:
 
 
 def test_text_values_a_client_controls_cannot_break_the_line() -> None:
-    fields = {"path": '/x\nds4 server: access status=200 a="b"', "client": "[::1]:5"}
+    fields: dict[str, object] = {
+        "path": '/x\nds4 server: access status=200 a="b"',
+        "client": "[::1]:5",
+    }
     line = TextFormatter().format(record("access", fields))
     assert "\n" not in line
     assert line == (
