@@ -1,8 +1,11 @@
 # Two commands a newcomer needs: `make test` and `make serve`.
-# Everything lives in .venv/ at the repo root, created from requirements.lock.
+# Everything lives in .venv/ at the repo root: `make serve` installs only the runtime
+# subset (requirements-runtime.lock), `make test` adds the test tools and the oracle.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+RUNTIME := $(VENV)/.runtime-installed
+SERVE_BUILT := $(VENV)/.ds4-runtime-built
 DEPS   := $(VENV)/.deps-installed
 ORACLE := $(VENV)/.oracle-installed
 BUILT  := $(VENV)/.ds4-built
@@ -13,21 +16,37 @@ NATIVE := $(wildcard native/*/*.c native/*/*.h native/build/*.py)
 all: build
 
 $(BIN)/python:
+	@echo "==> ds4: creating $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
 
+# What `ds4` needs to run, nothing more (derived from requirements.lock by
+# tools/runtime_lock.py): no test tools, no torch.
+$(RUNTIME): requirements-runtime.lock | $(BIN)/python
+	@echo "==> ds4: installing runtime dependencies (requirements-runtime.lock)"
+	$(BIN)/pip install --require-hashes --progress-bar on -r requirements-runtime.lock
+	touch $@
+
+$(SERVE_BUILT): $(RUNTIME) pyproject.toml $(NATIVE)
+	@echo "==> ds4: building the native code (cffi extensions)"
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation --editable .
+	touch $@
+
 # Pinned, hash-checked dependencies (regenerate with `make lock`).
 $(DEPS): requirements.lock | $(BIN)/python
+	@echo "==> ds4: installing runtime and test dependencies (requirements.lock)"
 	$(BIN)/pip install --quiet --require-hashes -r requirements.lock
 	touch $@
 
 # The numerical oracle (torch CPU + transformers) for the oracle tests; see the lock file.
 $(ORACLE): requirements-oracle.lock $(DEPS)
+	@echo "==> ds4: installing the test oracle (torch CPU + transformers)"
 	$(BIN)/pip install --quiet --no-deps -r requirements-oracle.lock
 	touch $@
 
 # The package build compiles the cffi extensions (no lazy compilation at import).
 $(BUILT): $(DEPS) $(ORACLE) pyproject.toml $(NATIVE)
+	@echo "==> ds4: building the native code (cffi extensions)"
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation --editable .
 	touch $@
 
@@ -53,12 +72,14 @@ test-all: lint typecheck
 
 # The server on the default model (-m / $$DS4_MODEL / ./ds4flash.gguf, else a tiny demo
 # model with random weights, generated once into ~/.cache/ds4/). Extra flags: ARGS="...".
-serve: $(BUILT)
+serve: $(SERVE_BUILT)
+	@echo "==> ds4: starting the server"
 	$(BIN)/ds4 server $(ARGS)
 
 lock:
 	uv pip compile pyproject.toml build-requirements.in --extra dev --generate-hashes \
 	    --python-version 3.11 --no-header -o requirements.lock
+	$(BIN)/python -m tools.runtime_lock
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info src/ds4/_native_*.so

@@ -91,6 +91,8 @@ def model_file_problem(path: Path) -> str | None:
     """Why `path` cannot be a model file, or None (also for $DS4_MODEL's value)."""
     try:
         mode = path.stat().st_mode
+    except FileNotFoundError:
+        return f"{path}: no such file (a small test model: ds4 gguf tiny --out FILE)"
     except OSError as error:
         return f"{path}: {(error.strerror or str(error)).lower()}"
     if not stat.S_ISREG(mode):

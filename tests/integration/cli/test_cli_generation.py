@@ -95,7 +95,7 @@ def test_missing_model_says_how_to_get_one(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     done = ds4("cli", "-m", tmp_path / "none.gguf", "-p", "hi", env=env)
     assert done.returncode == 2
-    assert "not found" in done.stderr and "ds4 gguf tiny" in done.stderr
+    assert "no such file" in done.stderr and "ds4 gguf tiny" in done.stderr
     assert "Traceback" not in done.stderr
 
 

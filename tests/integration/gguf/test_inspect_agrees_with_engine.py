@@ -4,6 +4,7 @@ same one line, never a traceback (issue 14; docs/adr/0004-gguf-validation.md).""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,11 +36,15 @@ def engine_runs(model: Path) -> list[subprocess.CompletedProcess[str]]:
 
 
 def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+    """The reason of a one-line usage or load error, without the command's prefix:
+    a file refused by the -m/FILE flag check reads "ds4 cli: error: argument -m/--model:
+    REASON", one refused by the reader "ds4: error: REASON"."""
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ds4: error: "), done.stderr
-    return lines[0]
+    assert len(lines) == 1 and ": error: " in lines[0], done.stderr
+    reason = lines[0].split(": error: ", 1)[1]
+    return re.sub(r"^argument [^:]+: ", "", reason)
 
 
 def tokens_with(changes: dict[int, str]) -> MetaValue:
