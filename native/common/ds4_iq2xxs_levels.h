@@ -1,5 +1,5 @@
-/* IQ2_XXS grid levels (formats.md §2.6), shared by the dequantizer and the quantizer.
- * Bit pair 2i..2i+1 of entry idx is the level (0, 1, 2) of grid position i; level l is
+/* IQ2_XXS grid levels (docs/reference/formats.md §4.6), shared by the dequantizer and the
+ * quantizer. Bit pair 2i..2i+1 of entry idx is the level (0, 1, 2) of grid position i; level l is
  * the grid value {8, 25, 43}[l] when dequantizing and the odd integer 2l+1 when
  * quantizing. */
 #ifndef DS4_IQ2XXS_LEVELS_H

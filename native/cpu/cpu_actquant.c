@@ -1,4 +1,4 @@
-/* Activation quantization (formats.md §3.2 per-32 with f32 scale, §3.4 Q8_K).
+/* Activation quantization (docs/reference/formats.md §5.2 per-32 with f32 scale, §5.4 Q8_K).
  * Built with -ffp-contract=off: each f32 operation rounds once, as numpy does. */
 #include <math.h>
 

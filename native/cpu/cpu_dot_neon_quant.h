@@ -7,7 +7,7 @@
  * Every block's integer sum is reduced to one int, then scaled exactly as in
  * cpu_dot_scalar.c (same f32 operations in the same order): bit-identical results. */
 
-/* Q8_0 (formats.md §3.2): isum of 32 code products, acc += (dw * dx) * isum. */
+/* Q8_0 (docs/reference/formats.md §5.2): isum of 32 code products, acc += (dw * dx) * isum. */
 NEON_ATTR static float NEON_NAME(dot_q8_0)(const uint8_t *w, const void *act, size_t cols) {
     const ds4_block_q8a *y = act;
     float acc = 0.0f;
@@ -20,8 +20,8 @@ NEON_ATTR static float NEON_NAME(dot_q8_0)(const uint8_t *w, const void *act, si
     return acc;
 }
 
-/* Q2_K (formats.md §3.5). Value v = 128h + 32j + l sits in bits 2j of qs[32h + l]; its
- * 16-value sub-block is 8h + 2j + l/16. The 4-bit scale is folded into the 2-bit code
+/* Q2_K (docs/reference/formats.md §5.5). Value v = 128h + 32j + l sits in bits 2j of qs[32h + l];
+ * its 16-value sub-block is 8h + 2j + l/16. The 4-bit scale is folded into the 2-bit code
  * first (at most 45), so each 16-value group is one NEON_DOT16. */
 NEON_ATTR static float NEON_NAME(dot_q2_k)(const uint8_t *w, const void *act, size_t cols) {
     const ds4_block_q8k *y = act;
@@ -66,8 +66,8 @@ NEON_ATTR static float NEON_NAME(dot_q2_k)(const uint8_t *w, const void *act, si
     return sumf;
 }
 
-/* Q4_K (formats.md §2.5): chunk c of 32 bytes holds sub-block 2c in its low nibbles and
- * 2c+1 in its high nibbles; each sub-block sum (|.| <= 32*15*128) times its 6-bit scale
+/* Q4_K (docs/reference/formats.md §4.5): chunk c of 32 bytes holds sub-block 2c in its low nibbles
+ * and 2c+1 in its high nibbles; each sub-block sum (|.| <= 32*15*128) times its 6-bit scale
  * is accumulated in int32. */
 NEON_ATTR static float NEON_NAME(dot_q4_k)(const uint8_t *w, const void *act, size_t cols) {
     const ds4_block_q8k *y = act;
@@ -99,8 +99,8 @@ NEON_ATTR static float NEON_NAME(dot_q4_k)(const uint8_t *w, const void *act, si
     return sumf;
 }
 
-/* IQ2_XXS (formats.md §3.6): the signs are applied to the grid bytes (|value| <= 43, so
- * no int8 overflow), never to the activation codes. */
+/* IQ2_XXS (docs/reference/formats.md §5.6): the signs are applied to the grid bytes (|value| <= 43,
+ * so no int8 overflow), never to the activation codes. */
 NEON_ATTR static float NEON_NAME(dot_iq2_xxs)(const uint8_t *w, const void *act, size_t cols) {
     const ds4_block_q8k *y = act;
     float sumf = 0.0f;

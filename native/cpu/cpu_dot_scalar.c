@@ -1,9 +1,9 @@
-/* Portable scalar dot products: the nominal formulas of formats.md §3, integer parts
+/* Portable scalar dot products: the nominal formulas of docs/reference/formats.md §5, integer parts
  * exact, f32 accumulation in block (or index) order. Built with -ffp-contract=off so
  * every f32 product and sum rounds once; this is the bit-exact reference kernel. */
 #include "cpu_internal.h"
 
-/* F32 2-D weights accumulate exact products in f64 (model.md §7.1). */
+/* F32 2-D weights accumulate exact products in f64 (docs/reference/model.md §4.1). */
 static float dot_f32(const uint8_t *w, const void *act, size_t cols) {
     const float *x = act;
     double acc = 0.0;

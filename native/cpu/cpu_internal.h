@@ -66,7 +66,7 @@ extern uint8_t ds4_iq2_ksigns[128];
 extern uint64_t ds4_iq2_sign_mask[128];
 void ds4_cpu_tables_init(void);
 
-/* Q4_K packed 6-bit (scale, min) of sub-block j (formats.md §2.5). */
+/* Q4_K packed 6-bit (scale, min) of sub-block j (docs/reference/formats.md §4.5). */
 static inline void q4k_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
     if (j < 4) {
         *sc = s[j] & 63;

@@ -1,5 +1,5 @@
-/* Routed MoE for one token (formats.md §3.8): Q8_K of x, gate/up rows of the selected
- * experts, clamped SwiGLU times the route weight, Q8_K of each expert's mid vector,
+/* Routed MoE for one token (docs/reference/formats.md §5.8): Q8_K of x, gate/up rows of the
+ * selected experts, clamped SwiGLU times the route weight, Q8_K of each expert's mid vector,
  * then per output row the down dots summed in selection order. */
 #include <math.h>
 

@@ -1,4 +1,5 @@
-/* IQ2_XXS lookup tables, expanded once from the shared level table (formats.md §2.6). */
+/* IQ2_XXS lookup tables, expanded once from the shared level table
+ * (docs/reference/formats.md §4.6). */
 #include <pthread.h>
 
 #include "cpu_internal.h"

@@ -1,6 +1,6 @@
 /* Native CPU kernels: activation quantization, matrix-vector / small matrix-matrix
  * products computed straight from GGUF weight blocks, and the routed-MoE step
- * (formats.md §3). Work is split by output row over a persistent thread pool, so
+ * (docs/reference/formats.md §5). Work is split by output row over a persistent thread pool, so
  * every result is independent of the thread count. */
 #ifndef DS4_CPU_H
 #define DS4_CPU_H
@@ -26,14 +26,14 @@ enum {
     DS4_CPU_IMPL_NEON = 3   /* aarch64; uses SDOT where the CPU reports it */
 };
 
-/* Q8_K activation block (formats.md §2.7): 292 bytes, no padding. */
+/* Q8_K activation block (docs/reference/formats.md §4.7): 292 bytes, no padding. */
 typedef struct {
     float d;
     int8_t q[256];
     int16_t bsums[16];
 } ds4_block_q8k;
 
-/* Per-32 activation block for Q8_0 weights (formats.md §3.2): f32 scale, not f16. */
+/* Per-32 activation block for Q8_0 weights (docs/reference/formats.md §5.2): f32 scale, not f16. */
 typedef struct {
     float d;
     int8_t q[32];
@@ -69,7 +69,7 @@ typedef struct {
     int type;
 } ds4_cpu_experts;
 
-/* Routed MoE for one token (formats.md §3.8): x has n_embd values, gate/up have n_ff
+/* Routed MoE for one token (docs/reference/formats.md §5.8): x has n_embd values, gate/up have n_ff
  * rows of n_embd, down has n_embd rows of n_ff; out receives n_embd values. */
 int ds4_cpu_moe(const float *x, size_t n_embd, size_t n_ff, size_t n_expert,
                 const ds4_cpu_experts *gate, const ds4_cpu_experts *up,

@@ -1,6 +1,6 @@
-/* Native forward pass of one DeepSeek V4 layer (model.md §3.2-3.9) and the output
- * head (§3.10), in the exact operation order of the spec: sequential f32 reductions
- * from 0, libm f32 transcendentals, reciprocal-multiply normalisers, f64 RMSNorm sums.
+/* Native forward pass of one DeepSeek V4 layer (docs/reference/model.md §3.2–3.9) and the output
+ * head (docs/reference/model.md §3.10), in the exact operation order of the spec: sequential f32
+ * reductions from 0, libm f32 transcendentals, reciprocal-multiply normalisers, f64 RMSNorm sums.
  * Weight products go through the dot kernels of ds4_cpu.h; with the scalar kernels
  * the whole pass is the spec's strict arithmetic ("exact" numerics), with SIMD kernels
  * only the weight dot products are reassociated.

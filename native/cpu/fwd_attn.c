@@ -1,5 +1,5 @@
-/* The attention sublayer (model.md §3.3-3.7): projections for the whole block, then per
- * token in position order RoPE, KV rounding, cache push, compressor emissions, indexer
+/* The attention sublayer (docs/reference/model.md §3.3–3.7): projections for the whole block, then
+ * per token in position order RoPE, KV rounding, cache push, compressor emissions, indexer
  * top-k and attention with sinks, then the grouped output projection. */
 #include "cpu_pool.h"
 #include "fwd_internal.h"
@@ -17,15 +17,16 @@ static void rope_heads(const ds4_fw_layer *L, const ds4_fw_opts *opt, float *v, 
     }
 }
 
-/* A KV row entering its cache: FP8 on the non-RoPE dims, then f16 (§7.4). */
+/* A KV row entering its cache: FP8 on the non-RoPE dims, then f16
+ * (docs/reference/model.md §4.3). */
 static void store_rounding(const ds4_fw_layer *L, const ds4_fw_opts *opt, float *row) {
     if (!opt->kv_rounding) return;
     ds4_fw_fp8_kv_sim(row, (size_t)(L->head_dim - L->n_rot));
     ds4_fw_f16round(row, (size_t)L->head_dim);
 }
 
-/* Pool the window ending at token p into one row (§3.4), then normalise, rotate at the
- * window's first position and round as its cache requires. */
+/* Pool the window ending at token p into one row (docs/reference/model.md §3.4), then normalise,
+ * rotate at the window's first position and round as its cache requires. */
 static int emit_row(const ds4_fw_layer *L, const ds4_fw_opts *opt, ds4_fw_comp *c, int ratio,
                     int d, const float *norm, int is_index, int64_t p) {
     if (c->n_rows >= c->rows_cap) return DS4_FW_OVERFLOW;
@@ -112,8 +113,9 @@ static void score_rows(void *ctx, size_t begin, size_t end) {
     }
 }
 
-/* Mark the top_k compressed rows by indexer score (§3.5); ties go to the lower index,
- * as a repeated strict-> arg-max scan in ascending order would pick them (fwd_topk.c). */
+/* Mark the top_k compressed rows by indexer score (docs/reference/model.md §3.5); ties go to the
+ * lower index, as a repeated strict-> arg-max scan in ascending order would pick them
+ * (fwd_topk.c). */
 static int indexer_select(const ds4_fw_layer *L, const ds4_fw_vec *vec, const ds4_fw_comp *idx,
                           const float *iq, const float *iw, unsigned char *allowed) {
     size_t n = idx->n_rows;

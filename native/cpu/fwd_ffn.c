@@ -1,4 +1,4 @@
-/* The FFN sublayer (model.md §3.8-3.9): router (sqrt-softplus scores, hash or biased
+/* The FFN sublayer (docs/reference/model.md §3.8–3.9): router (sqrt-softplus scores, hash or biased
  * top-k, renormalised unbiased weights), the routed experts one token at a time, and
  * the clamped-SwiGLU shared expert. */
 #include "cpu_pool.h"
@@ -201,7 +201,7 @@ done:
 
 /* Routed experts for weight types without the fused Q8_K kernel (F32/F16/BF16/Q8_0):
  * per slot gate/up products, clamped SwiGLU times the route weight, down product, and
- * the slots summed in order (§3.8's composition). */
+ * the slots summed in order (docs/reference/model.md §3.9's composition). */
 static int moe_generic(const ds4_fw_layer *L, const float *x, const int32_t *ids,
                        const float *wts, float *out, int impl) {
     size_t D = (size_t)L->n_embd, F = (size_t)L->n_ff;

@@ -1,13 +1,13 @@
-/* One layer (model.md §3.3): HC pre, attention, HC post, HC pre, FFN, HC post; and
- * the output head (§3.10). Tokens go through in blocks of BLOCK_TOKENS so scratch
- * memory stays bounded; blocks run in position order, so each token sees exactly the
- * state a one-token decode would give it (§3.12). */
+/* One layer (docs/reference/model.md §3.3): HC pre, attention, HC post, HC pre, FFN, HC post; and
+ * the output head (docs/reference/model.md §3.10). Tokens go through in blocks of BLOCK_TOKENS so
+ * scratch memory stays bounded; blocks run in position order, so each token sees exactly the
+ * state a one-token decode would give it (docs/reference/model.md §3.11). */
 #include "fwd_internal.h"
 
 #define BLOCK_TOKENS 256
 
 /* HC pre for n tokens: per token the normalised flat streams, the 2S+S^2 projection,
- * the split (pre/post/comb) and x_in = sum_h pre[h] X[h] (§3.2). */
+ * the split (pre/post/comb) and x_in = sum_h pre[h] X[h] (docs/reference/model.md §3.2). */
 static int hc_pre(const ds4_fw_layer *L, const ds4_fw_mat *fn, const float *scale,
                   const float *base, const float *streams, size_t n, float *x_in,
                   float *post, float *comb, float *scratch, int impl) {

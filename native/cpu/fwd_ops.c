@@ -1,4 +1,4 @@
-/* Strict element-wise primitives of model.md §3.0 and §3.2: every f32 operation rounds
+/* Strict element-wise primitives of docs/reference/model.md §2, §3.2: every f32 operation rounds
  * once (-ffp-contract=off, no fast-math), sums run from 0 in index order, and the
  * transcendentals are libm's f32 functions, as the validated reference build does. */
 #include <math.h>

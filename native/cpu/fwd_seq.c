@@ -71,7 +71,7 @@ static int clone_rows(rows_t *dst, const rows_t *src) {
 }
 
 /* First position whose compressor inputs the frontier after n positions still holds
- * (model.md §3.4: ratio 4 overlaps the previous window). */
+ * (docs/reference/model.md §3.4: ratio 4 overlaps the previous window). */
 static int64_t frontier_start(int ratio, int64_t n) {
     if (ratio == 4) return 4 * (n / 4) - 4 > 0 ? 4 * (n / 4) - 4 : 0;
     return n - n % ratio;

@@ -1,4 +1,4 @@
-/* Quantizers for the GGML block formats ds4 writes (formats.md §2, §4).
+/* Quantizers for the GGML block formats ds4 writes (docs/reference/formats.md §4, §6).
  * Output is byte-identical to the numpy reference in
  * ds4.adapters.quant.numpy_quantize*: every sum runs left to right from its first
  * term, every running max/min/argmin keeps the first winner, and the build uses

@@ -2,7 +2,7 @@
 #include "qz_internal.h"
 
 /* f32 -> f16, round to nearest even, subnormals kept, overflow -> inf,
- * NaN -> sign | 0x7e00 (formats.md §2.2). */
+ * NaN -> sign | 0x7e00 (docs/reference/formats.md §4.2). */
 uint16_t qz_f32_to_f16(float f) {
     uint32_t x = qz_bits(f);
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);

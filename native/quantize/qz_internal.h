@@ -53,7 +53,7 @@ static inline void qz_put_u32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* formats.md §4.2 searches. L and La hold integer codes as floats. */
+/* docs/reference/formats.md §6.2 searches. L and La hold integer codes as floats. */
 void qz_make_qkx(int n, float nmax, const float *x, const float *w, float rmin, float rdelta,
                  int nstep, int use_mad, float *scale, float *the_min, float *L, float *La);
 float qz_make_qp(int n, float nmax, const float *x, const float *w, float *L);

@@ -1,4 +1,4 @@
-/* IQ2_XXS block quantizer (formats.md §4.6); twin of numpy_quantize_iq2xxs.py. */
+/* IQ2_XXS block quantizer (docs/reference/formats.md §6.6); twin of numpy_quantize_iq2xxs.py. */
 #include <stdlib.h>
 
 #include "ds4_iq2xxs_levels.h"

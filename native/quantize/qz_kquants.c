@@ -1,4 +1,4 @@
-/* Q2_K and Q4_K block quantizers (formats.md §4.4, §4.5); twin of
+/* Q2_K and Q4_K block quantizers (docs/reference/formats.md §6.4, §6.5); twin of
  * numpy_quantize_kquants.py. */
 #include "qz_internal.h"
 

@@ -1,4 +1,4 @@
-/* Shared quantizer searches (formats.md §4.2); twin of numpy_quantize_search.py.
+/* Shared quantizer searches (docs/reference/formats.md §6.2); twin of numpy_quantize_search.py.
  * Sums start from their first term and run left to right, as numpy's cumsum does. */
 #include "qz_internal.h"
 

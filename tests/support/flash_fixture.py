@@ -1,7 +1,7 @@
 """A Flash-shaped GGUF written straight from the spec's tables with gguf-py's writer.
 
 Independent of ds4's own catalog and writer on purpose: the tensor list below is
-transcribed from model.md §2.2-2.3, so the catalog is checked against the spec,
+transcribed from docs/reference/formats.md §3.2–3.3, so the catalog is checked against the spec,
 not against itself. The data region is a sparse hole (never written).
 """
 
@@ -28,7 +28,7 @@ def flash_ratio(layer: int) -> int:
 def flash_tensors(
     expert_types: tuple[Q, Q] = (Q.IQ2_XXS, Q.Q2_K),
 ) -> list[tuple[str, list[int], Q]]:
-    """(name, GGUF dims, type) rows of model.md §2.2-2.3 for the q2 variant."""
+    """(name, GGUF dims, type) rows of docs/reference/formats.md §3.2–3.3 for the q2 variant."""
     gate_up, down = expert_types
     rows: list[tuple[str, list[int], Q]] = [
         ("token_embd.weight", [4096, 129280], Q.F16),

@@ -1,4 +1,4 @@
-"""The numpy reference engine switched to model.md's strict operation order.
+"""The numpy reference engine switched to docs/reference/model.md §4.5's strict operation order.
 
 An independent check of `--numerics exact`: the reference (written from the spec in
 numpy, its own structure and loops) is patched so that every place where numpy would
@@ -8,7 +8,8 @@ reassociate or use its own transcendentals follows the spec literally instead:
   sequential from 0 (np.cumsum accumulates strictly in order, rounding every step);
 * RMSNorm's f64 sum of squares is sequential too;
 * expf, cosf, sinf, log1pf, powf, log2f are the C library's f32 functions (ctypes);
-* the ratio-4 pooling adds (wp + wc) to the denominator as one term, as §3.4 writes.
+* the ratio-4 pooling adds (wp + wc) to the denominator as one term, as
+  docs/reference/model.md §3.4 writes.
 
 Slow (transcendentals go one value at a time through ctypes), so use tiny models.
 """
@@ -105,7 +106,8 @@ def indexer_scores(index_rows: F32, iq: F32, weights: F32) -> F32:
 
 
 def pool(cand_kv: F32, cand_sc: F32) -> F32:
-    """§3.4's loop; 8 candidates = ratio 4, alternating previous / current window."""
+    """docs/reference/model.md §3.4's loop; 8 candidates = ratio 4, alternating previous / current
+    window."""
     mx = np.max(cand_sc, axis=0)
     w = expf(cand_sc - mx)
     den = np.zeros(cand_kv.shape[1], dtype=f32)

@@ -46,8 +46,8 @@ def vocab_columns() -> I64:
 def token_sequences(lengths: tuple[int, ...], tokenizer_json: Path, text_path: Path) -> list[I64]:
     """BOS + real-tokenizer ids of the text, one sequence per length, distinct offsets.
 
-    Without the text file (e.g. a checkout without ../shared) the ids are drawn from the
-    tokenizer's ordinary vocabulary with a fixed seed instead.
+    Without the text file (e.g. a checkout without the sibling shared/ data) the ids are drawn from
+    the tokenizer's ordinary vocabulary with a fixed seed instead.
     """
     from tokenizers import Tokenizer
 

@@ -1,4 +1,5 @@
-"""`ds4 bench`: prefill and generation throughput at context frontiers (apps.md §4).
+"""`ds4 bench`: prefill and generation throughput at context frontiers
+(docs/reference/cli-and-bench.md §5).
 
 One model load, one token sequence, one session. For each frontier F: prefill the tokens
 since the previous frontier (timed), snapshot the state (its payload size is the KV cache

@@ -1,5 +1,5 @@
 """`ds4 bench --plot`: prefill (left axis) and generation (right axis) t/s against
-context, as a PNG (matplotlib, Agg backend; colours of apps.md §4.4)."""
+context, as a PNG (matplotlib, Agg backend; colours of docs/reference/cli-and-bench.md §6)."""
 
 from __future__ import annotations
 

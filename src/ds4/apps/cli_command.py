@@ -187,8 +187,8 @@ def add_numerics_flag(parser: argparse.ArgumentParser) -> None:
         choices=["ds4", "exact", "fp32"],
         default="ds4",
         help="ds4: the engine's rounding points (FP8/FP4 KV, int8 activations), fast kernels; "
-        "exact: the same in model.md's strict operation order, bit for bit (cpu backend, "
-        "scalar kernels); fp32: no low-precision simulation (HF-comparable)",
+        "exact: the same in strict operation order (docs/reference/model.md §4.5), bit for bit "
+        "(cpu backend, scalar kernels); fp32: no low-precision simulation (HF-comparable)",
     )
 
 

@@ -1,4 +1,5 @@
-"""`--dump-logits` (.npy) and `--dump-logprobs` (JSON, apps.md §1.5), written atomically."""
+"""`--dump-logits` (.npy) and `--dump-logprobs` (JSON, docs/reference/cli-and-bench.md §3), written
+atomically."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def dump_logits(path: str, logits: npt.NDArray[np.float32]) -> None:
 
 
 def _json_text(raw: bytes) -> str:
-    """apps.md §1.5 escaping: invalid UTF-8 writes every byte >= 0x80 as \\u00XX."""
+    """docs/reference/cli-and-bench.md §3 escaping: invalid UTF-8 writes every byte >= 0x80 as
+    \\u00XX."""
     try:
         chars = raw.decode("utf-8")
         high_as_escape = False

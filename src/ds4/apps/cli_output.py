@@ -81,7 +81,7 @@ class PrefillMeter:
 
 
 class Stopwatch:
-    """Prefill and decode rates for the summary line (apps.md §1.4)."""
+    """Prefill and decode rates for the summary line (docs/reference/cli-and-bench.md §2)."""
 
     def __init__(self) -> None:
         self.start = time.perf_counter()

@@ -1,4 +1,5 @@
-"""`ds4 cli` prompts: text or a token-id file to the ids the model sees (apps.md §1.3)."""
+"""`ds4 cli` prompts: text or a token-id file to the ids the model sees
+(docs/reference/cli-and-bench.md §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`ds4 cli` interactive chat (apps.md §1.7): one live session, a growing token transcript.
+"""`ds4 cli` interactive chat (docs/reference/cli-and-bench.md §4): one live session, a growing
+token transcript.
 
 Every turn appends the user message and assistant prefix to the transcript, syncs
 the session (the whole earlier conversation is reused), streams the answer and

@@ -12,10 +12,10 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-INT_MAX = 2**31 - 1  # what the API layer clamps JSON integers to (server.md §3.3)
-MAX_CTX = 1 << 20  # DeepSeek V4's context window, 1M tokens (model.md)
+INT_MAX = 2**31 - 1  # what the API layer clamps JSON integers to (docs/reference/server.md §2.3)
+MAX_CTX = 1 << 20  # DeepSeek V4's context window, 1M tokens (docs/reference/model.md §1.1)
 MAX_THREADS = 1024
-SEED_MAX = 2**64 - 1  # seeds are u64 (apps.md §1.2)
+SEED_MAX = 2**64 - 1  # seeds are u64 (docs/reference/server.md §4.7)
 
 
 def host(text: str) -> str:

@@ -204,7 +204,7 @@ def check_flags(args: argparse.Namespace) -> None:
 
 
 def _register_kv_cache(p: argparse.ArgumentParser) -> None:
-    """The disk KV cache flags (formats.md §7.1)."""
+    """The disk KV cache flags (docs/reference/formats.md §10.1)."""
     d = KvCacheOptions()
     g = p.add_argument_group("disk KV cache")
     g.add_argument(

@@ -126,11 +126,12 @@ class ComputeSession(Protocol):
         ...
 
     def payload(self) -> bytes:
-        """The DSV4 snapshot payload (formats.md §5), logits included."""
+        """The DSV4 snapshot payload (docs/reference/formats.md §8), logits included."""
         ...
 
     def load_payload(self, data: bytes) -> None:
-        """Restore from a payload; Ds4Error on any validation failure (formats.md §5.4)."""
+        """Restore from a payload; Ds4Error on any validation failure
+        (docs/reference/formats.md §8.4)."""
         ...
 
     def checkpoint(self) -> StateCheckpoint:
@@ -149,7 +150,7 @@ class ModelRunner(Protocol):
 
     @property
     def routed_quant_bits(self) -> int:
-        """4 if layer 0's routed gate experts are Q4_K, else 2 (formats.md)."""
+        """4 if layer 0's routed gate experts are Q4_K, else 2 (docs/reference/formats.md §3.3)."""
         ...
 
     def new_session(self, ctx: int) -> ComputeSession: ...

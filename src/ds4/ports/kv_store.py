@@ -1,4 +1,4 @@
-"""KVStore: a directory of `<sha1>.kv` checkpoint files (formats.md §6)."""
+"""KVStore: a directory of `<sha1>.kv` checkpoint files (docs/reference/formats.md §9)."""
 
 from __future__ import annotations
 

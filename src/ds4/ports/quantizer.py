@@ -1,4 +1,4 @@
-"""Quantizer: float32 rows to GGML block bytes (formats.md §2, §4)."""
+"""Quantizer: float32 rows to GGML block bytes (docs/reference/formats.md §4, §6)."""
 
 from __future__ import annotations
 

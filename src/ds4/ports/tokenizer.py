@@ -9,7 +9,7 @@ from typing import Protocol
 
 @dataclass(frozen=True)
 class SpecialTokenIds:
-    """Ids of the control strings the chat protocol needs (tokenizer-chat.md §1)."""
+    """Ids of the control strings the chat protocol needs (docs/reference/chat-and-dsml.md §1.2)."""
 
     bos: int
     eos: int

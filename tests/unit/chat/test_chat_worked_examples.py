@@ -1,4 +1,5 @@
-"""tokenizer-chat.md §7 worked examples, byte for byte (ids: tests/integration/chat)."""
+"""docs/reference/chat-and-dsml.md §2.6 worked examples, byte for byte (ids:
+tests/integration/chat)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Routed MoE step (formats.md §3.8): scalar == numpy composition bit for bit."""
+"""Routed MoE step (docs/reference/formats.md §5.8): scalar == numpy composition bit for bit."""
 
 from __future__ import annotations
 

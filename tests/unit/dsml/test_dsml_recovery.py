@@ -1,4 +1,5 @@
-"""Held-out truncated / malformed / nested DSML outputs (DECISIONS.md: repair or text)."""
+"""Held-out truncated / malformed / nested DSML outputs (repair or text:
+docs/reference/chat-and-dsml.md §3.8, ADR 0020)."""
 
 from __future__ import annotations
 

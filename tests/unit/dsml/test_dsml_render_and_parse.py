@@ -1,4 +1,4 @@
-"""DSML rendering, parsing and turn finishing (server.md §4.3-4.4, §4.8-4.9, A-25..A-36)."""
+"""DSML rendering, parsing and turn finishing (docs/reference/chat-and-dsml.md §3.2–3.8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Activation quantization and the integer dot products (model.md §7.2-7.3, formats.md §3)."""
+"""Activation quantization and the integer dot products (docs/reference/model.md §4.2,
+docs/reference/formats.md §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Hyper-connections: Sinkhorn normalisation and the comb orientation (model.md §3.2, §8.1)."""
+"""Hyper-connections: Sinkhorn normalisation and the comb orientation
+(docs/reference/model.md §3.2, §6)."""
 
 from __future__ import annotations
 

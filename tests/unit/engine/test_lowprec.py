@@ -1,4 +1,4 @@
-"""FP8/FP4 rounding and the Hadamard rotation (model.md §3.0, Appendix B)."""
+"""FP8/FP4 rounding and the Hadamard rotation (docs/reference/model.md §2, §2.5)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ def f32(*v: float) -> np.ndarray:
 
 
 def test_e2m1_midpoints_tie_to_even_index() -> None:
-    # Appendix B: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4
+    # docs/reference/model.md §2.5: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4
     got = e2m1_round(f32(0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, -5.0, 9.0, 0.3))
     assert got.tolist() == [0, 1, 1, 2, 2, 4, 4, -4, 6, 0.5]
 

@@ -1,4 +1,4 @@
-"""RoPE angles and YaRN ramp (model.md §3.0, Appendix A, §10)."""
+"""RoPE angles and YaRN ramp (docs/reference/model.md §2, §2.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Routing, SwiGLU clamp, compressor pooling, attention sinks, indexer top-k (§3.4-3.9)."""
+"""Routing, SwiGLU clamp, compressor pooling, attention sinks, indexer top-k
+(docs/reference/model.md §3.4–3.9)."""
 
 from __future__ import annotations
 

@@ -102,7 +102,7 @@ def test_a_cold_cut_on_a_frontier_is_written_once_as_cold(tmp_path: Path) -> Non
     session = session_at("", chunk=8)
     run_prefill(kv, session, "x" * 35, cold=True)  # cut: 35 - 2 trimmed, aligned to 32
     # the frontier mark moves to the cut before prefilling, so 16 is passed unsaved too
-    # (server.md §6.5: the cold frontier is "marked as already stored")
+    # (docs/reference/server.md §4.4: the cold frontier is "marked as already stored")
     assert saved(kv) == [(SaveReason.COLD, 32)]
     assert not any("reason=continued" in line for line in log)
 

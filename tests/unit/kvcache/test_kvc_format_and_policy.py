@@ -1,4 +1,4 @@
-"""KVC header bytes and the disk-cache policy (formats.md §6.2, §7)."""
+"""KVC header bytes and the disk-cache policy (docs/reference/formats.md §9.2, §10)."""
 
 from __future__ import annotations
 

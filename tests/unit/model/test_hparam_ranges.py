@@ -16,7 +16,7 @@ from ds4.domain.model.tiny_shapes import TINY_SHAPES
 
 U32_MAX = 2**32 - 1
 
-# model.md §1.3's orientation values for PRO (unverified, but real models must pass).
+# docs/reference/model.md §1.3's orientation values for PRO (unverified, but real models must pass).
 PRO_LIKE = dataclasses.replace(
     FLASH, n_layer=61, n_embd=7168, n_head=128, n_expert=384, n_ff_exp=3072,
     q_lora_rank=1536, n_out_group=16, indexer_top_k=1024,

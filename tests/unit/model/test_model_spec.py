@@ -1,4 +1,5 @@
-"""Hyperparameters, the Flash preset and the tensor catalog (model.md §1-2)."""
+"""Hyperparameters, the Flash preset and the tensor catalog (docs/reference/model.md §1,
+docs/reference/formats.md §2.2, §3)."""
 
 from __future__ import annotations
 

@@ -138,7 +138,7 @@ def test_importance_lowers_the_weighted_error() -> None:
 def test_relative_error_on_gaussian_data_is_in_the_expected_range(
     ggml_type: GGMLType, low: float, high: float
 ) -> None:
-    # formats.md §4.1 smoke numbers: Q2_K ~0.26, Q4_K ~0.067, IQ2_XXS ~0.34.
+    # docs/reference/formats.md §6.1 smoke numbers: Q2_K ~0.26, Q4_K ~0.067, IQ2_XXS ~0.34.
     x = _data("gaussian")
     relative = rmse(x, reconstruct(x, ggml_type, None)) / rmse(x, np.zeros_like(x))
     assert low < relative < high

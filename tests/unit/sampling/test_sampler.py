@@ -1,4 +1,4 @@
-"""The sampler of server.md §0.3: RNG bits, candidate sets, determinism, greedy."""
+"""The sampler of docs/reference/server.md §4.7: RNG bits, candidate sets, determinism, greedy."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The worker's cache decision order (server.md §3.14, §6.2, §7) with a one-token-per-
+"""The worker's cache decision order (docs/reference/server.md §4.2, §5) with a one-token-per-
 character tokenizer, so token counts and text lengths can be read off the strings."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Post-tool-call canonicalization (server.md §4.10, acceptance A-33, A-66, A-75) over a
+"""Post-tool-call canonicalization (docs/reference/server.md §6) over a
 fake engine and a one-token-per-character tokenizer."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Tool-output validation, live tails and the bindings' post-processing (server.md §7,
-acceptance A-67..A-74)."""
+"""Tool-output validation, live tails and the bindings' post-processing
+(docs/reference/server.md §5, §5.3–5.4)."""
 
 from __future__ import annotations
 

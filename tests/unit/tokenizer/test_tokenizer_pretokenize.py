@@ -24,7 +24,7 @@ EXAMPLES = {
     "    int x = 12345;\n\n": ["   ", " int", " x", " =", " ", "123", "45", ";\n\n"],
     "foo.\n\n bar": ["foo", ".\n\n", " bar"],
     "x  \n\n  y": ["x", "  \n\n", " ", " y"],
-    # Official behaviour where ds4's byte splitter differs (tokenizer-chat.md §4, D1-D4).
+    # Official behaviour where ds4's byte splitter differs (docs/reference/chat-and-dsml.md §1.4).
     "a你好": ["a", "你好"],
     " 你好": [" ", "你好"],
     "»\n\n": ["»\n\n"],

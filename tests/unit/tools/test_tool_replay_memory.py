@@ -1,4 +1,5 @@
-"""Tool ids, replay memory, KTM trailer (server.md §5, formats.md §6.4, A-62..A-65)."""
+"""Tool ids, replay memory, KTM trailer (docs/reference/chat-and-dsml.md §4,
+docs/reference/formats.md §9.4)."""
 
 from __future__ import annotations
 

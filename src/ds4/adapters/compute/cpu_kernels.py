@@ -1,4 +1,4 @@
-"""numpy-facing wrappers of the native CPU kernels (ds4._native_cpu, formats.md §3).
+"""numpy-facing wrappers of the native CPU kernels (ds4._native_cpu, docs/reference/formats.md §5).
 
 Weights are passed as raw GGUF block bytes (a uint8 view of the mmapped tensor, one row
 per output value); nothing is dequantized or copied. Activations are f32 and quantized
@@ -149,7 +149,7 @@ def moe_forward(
     threads: int | None = None,
     impl: str = "auto",
 ) -> F32:
-    """Routed experts for one token (formats.md §3.8): x (n_embd,) -> (n_embd,)."""
+    """Routed experts for one token (docs/reference/formats.md §5.8): x (n_embd,) -> (n_embd,)."""
     xv = np.ascontiguousarray(x, dtype=np.float32)
     ids = np.ascontiguousarray(expert_ids, dtype=np.int32)
     wts = np.ascontiguousarray(route_weights, dtype=np.float32)

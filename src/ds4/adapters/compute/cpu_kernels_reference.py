@@ -1,10 +1,10 @@
 """numpy statement of exactly what the native CPU kernels compute (the test oracle).
 
 The quantized dots and activation quantizers are the engine's own
-(ds4.domain.engine_math.actquant / quant_dots, formats.md §3.2-3.7); this module adds
+(ds4.domain.engine_math.actquant / quant_dots, docs/reference/formats.md §5.2–5.7); this module adds
 the float-weight dots in the kernels' accumulation order (F16/BF16: f32 products summed
-in index order; F32: exact products summed in f64 in index order, model.md §7.1) and the
-routed-MoE composition of formats.md §3.8.
+in index order; F32: exact products summed in f64 in index order, docs/reference/model.md §4.1) and
+the routed-MoE composition of docs/reference/formats.md §5.8.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def moe_reference(
     route_weights: F32,
     clamp: float,
 ) -> F32:
-    """formats.md §3.8 for one token; expert tensors as (raw 3-D blocks, type)."""
+    """docs/reference/formats.md §5.8 for one token; expert tensors as (raw 3-D blocks, type)."""
     xq = quantize_q8_k(np.asarray(x, dtype=np.float32))
     ids = [int(e) for e in np.asarray(expert_ids).ravel()]
     out = np.zeros(down[0].shape[1], dtype=np.float32)

@@ -156,7 +156,8 @@ class InferenceWorker:
             if job is not None:
                 job.deliver(JobFailed("server shutting down"))
         try:
-            self.worker.shutdown()  # the disk KV cache keeps the live state (server.md §6.6)
+            # the disk KV cache keeps the live state (docs/reference/server.md §4.9)
+            self.worker.shutdown()
         except Exception:
             log.exception("saving the live session at shutdown failed")
 

@@ -13,7 +13,8 @@ from ds4.domain.errors import Ds4Error
 
 
 class ListenError(Ds4Error):
-    """The server cannot listen on the address it was given (server.md §1: exit 1)."""
+    """The server cannot listen on the address it was given (exit 1,
+    docs/adr/0044-server-exposure-and-limits.md)."""
 
     exit_code = 1
 

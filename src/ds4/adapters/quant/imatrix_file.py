@@ -1,4 +1,4 @@
-"""Importance-matrix files: llama.cpp's legacy `.dat` format (formats.md §4.7).
+"""Importance-matrix files: llama.cpp's legacy `.dat` format (docs/reference/formats.md §7).
 
 Little-endian layout:
 

@@ -1,4 +1,4 @@
-"""Numpy reference dequantizers (formats.md §2), bit-identical to gguf-py.
+"""Numpy reference dequantizers (docs/reference/formats.md §4), bit-identical to gguf-py.
 
 Each decoder takes raw blocks shaped (n_blocks, block_bytes) and returns float32
 values shaped (n_blocks, block_elements). All arithmetic is float32 in the order

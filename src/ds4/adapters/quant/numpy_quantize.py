@@ -1,4 +1,5 @@
-"""Numpy reference Quantizer (formats.md §2.2, §4): F32/F16/BF16/Q8_0/Q2_K/Q4_K/IQ2_XXS.
+"""Numpy reference Quantizer (docs/reference/formats.md §4.2, §6):
+F32/F16/BF16/Q8_0/Q2_K/Q4_K/IQ2_XXS.
 
 Slow and clear; the executable spec the native quantizer must match byte for byte.
 Request checking and the synthetic IQ2_XXS importance live here and are shared with
@@ -84,8 +85,8 @@ def check_request(
 def synthetic_importance(rows: F32) -> F32:
     """Column sums of squares over all rows: ds4's IQ2_XXS importance without an imatrix.
 
-    Not our default (formats.md §4.7 makes it ds4's): on heavy-tailed weights it is worse
-    than plain round-to-nearest (Student-t df=3, 64x2048: relative RMSE 0.535 vs RTN
+    Not our default (docs/reference/formats.md §7 makes it ds4's): on heavy-tailed weights it is
+    worse than plain round-to-nearest (Student-t df=3, 64x2048: relative RMSE 0.535 vs RTN
     0.528), while uniform importance is better (0.507). Callers that want ds4's exact
     behaviour pass this explicitly.
     """
@@ -95,7 +96,8 @@ def synthetic_importance(rows: F32) -> F32:
 
 
 def encode_bf16(x: F32) -> U8:
-    """Round to nearest even on the top 16 bits; NaN keeps quiet (formats.md §2.2)."""
+    """Round to nearest even on the top 16 bits; NaN keeps quiet
+    (docs/reference/formats.md §4.2)."""
     bits = x.view(np.uint32).astype(np.uint64)
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
     quiet_nan = (bits >> 16) | 0x40

@@ -1,4 +1,4 @@
-"""IQ2_XXS quantizer (formats.md §4.6), numpy reference.
+"""IQ2_XXS quantizer (docs/reference/formats.md §6.6), numpy reference.
 
 Each 256-value block is 8 groups of 32; each group is 4 runs of 8 values that share
 one grid point (8 magnitudes from {1, 3, 5} x scale in the odd-integer domain) and

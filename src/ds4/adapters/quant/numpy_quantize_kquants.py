@@ -1,4 +1,4 @@
-"""Q2_K and Q4_K quantizers (formats.md §4.4, §4.5), numpy reference.
+"""Q2_K and Q4_K quantizers (docs/reference/formats.md §6.4, §6.5), numpy reference.
 
 Input blocks are float32 (n_blocks, 256); importance, when given, is the matching
 (n_blocks, 256) weights. Output is (n_blocks, 84) or (n_blocks, 144) bytes.
@@ -76,7 +76,7 @@ def quantize_q2_k(blocks: F32, importance: F32 | None) -> U8:
 
 
 def pack_q4_k_scales(ls: U8, lm: U8) -> U8:
-    """Eight 6-bit (scale, min) pairs into the 12 packed bytes (formats.md §2.5)."""
+    """Eight 6-bit (scale, min) pairs into the 12 packed bytes (docs/reference/formats.md §4.5)."""
     out = np.zeros((ls.shape[0], 12), dtype=np.uint8)
     out[:, 0:4] = ls[:, 0:4]
     out[:, 4:8] = lm[:, 0:4]

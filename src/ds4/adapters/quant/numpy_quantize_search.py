@@ -1,4 +1,4 @@
-"""Shared quantizer primitives (formats.md §4.2), numpy reference.
+"""Shared quantizer primitives (docs/reference/formats.md §6.2), numpy reference.
 
 Every function works on many independent rows at once (leading axis) and runs the
 spec's per-row algorithm in float32 with the exact operation order of the native C
@@ -69,7 +69,7 @@ def nearest_clamped(v: F32, lo: int, hi: int) -> F32:
 
 
 def f16_bits(v: F32) -> npt.NDArray[np.uint16]:
-    """float32 -> IEEE half bits, RNE; NaN -> sign | 0x7e00 (formats.md §2.2)."""
+    """float32 -> IEEE half bits, RNE; NaN -> sign | 0x7e00 (docs/reference/formats.md §4.2)."""
     v = np.asarray(v, dtype=np.float32)
     with np.errstate(all="ignore"):
         bits = v.astype("<f2").view(np.uint16)

@@ -1,4 +1,5 @@
-"""Bytes <-> byte-level symbols, over the alphabet in domain/tokenizer (spec §3.2)."""
+"""Bytes <-> byte-level symbols, over the alphabet in domain/tokenizer
+(docs/reference/chat-and-dsml.md §1.3)."""
 
 from __future__ import annotations
 
@@ -18,5 +19,6 @@ def to_symbols(raw: bytes) -> str:
 
 
 def from_symbols(symbols: str) -> bytes:
-    """Inverse of `to_symbols`; code points outside the alphabet are dropped (spec §5)."""
+    """Inverse of `to_symbols`; code points outside the alphabet are dropped
+    (docs/reference/chat-and-dsml.md §1.5)."""
     return bytes(CHAR_TO_BYTE[c] for c in symbols if c in CHAR_TO_BYTE)

@@ -1,16 +1,26 @@
-"""Generation events to Anthropic Messages JSON and event streams (server.md §3.12).
+"""Generation events to Anthropic Messages JSON and event streams (docs/reference/server.md §3.5).
 
 Blocks open lazily, one at a time, indexed in opening order: thinking (closed with
 a signature_delta carrying the message id), text, then one tool_use block per call
 with input_json_delta fragments. Calls the live stream did not show are sent whole.
+A stream the server cuts short (shutdown, an engine failure) ends as the real API ends
+one: the open block is closed and an `error` event follows, no message_delta
+(docs/adr/0047-responses-reasons-and-reasoning-only.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ds4.domain.api.errors import stream_error_frame
 from ds4.domain.api.reply_context import ReplyContext, arguments_object, arguments_string
-from ds4.domain.api.served_events import PromptReady, ServedEvent, ToolCallOpened, wire_finish
+from ds4.domain.api.served_events import (
+    PromptReady,
+    ServedEvent,
+    ToolCallOpened,
+    cut_reason,
+    cut_short,
+)
 from ds4.domain.api.sse import event_frame, json_body
 from ds4.domain.api.usage import anthropic_usage
 from ds4.domain.generation.events import (
@@ -22,7 +32,15 @@ from ds4.domain.generation.events import (
     Usage,
 )
 
-STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+# A body cut short (only an engine failure: a cancelled non-streaming request is a
+# 503) says max_tokens, the stop reason for output that ends before the model ended it.
+STOP_REASONS = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "error": "max_tokens",
+    "cancelled": "max_tokens",
+}
 
 
 _THINKING_BLOCK = {"type": "thinking", "thinking": "", "signature": ""}
@@ -33,7 +51,7 @@ def _tool_block(call_id: str, name: str) -> dict[str, object]:
 
 
 def stop_reason(finished: Finished) -> str:
-    return STOP_REASONS.get(wire_finish(finished), "end_turn")
+    return STOP_REASONS[finished.finish]
 
 
 def message_body(ctx: ReplyContext, finished: Finished) -> bytes:
@@ -148,6 +166,10 @@ class MessageStream:
         return []
 
     def _close(self, finished: Finished) -> list[bytes]:
+        if cut_short(finished):
+            status = 503 if finished.finish == "cancelled" else 500
+            error = stream_error_frame(cut_reason(finished), anthropic=True, status=status)
+            return [*self._stop(), error]
         frames: list[bytes] = []
         content = finished.content
         if content.startswith(self.text_sent) and len(content) > len(self.text_sent):

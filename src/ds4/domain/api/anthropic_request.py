@@ -1,4 +1,4 @@
-"""POST /v1/messages (Anthropic Messages) bodies (server.md §3.12).
+"""POST /v1/messages (Anthropic Messages) bodies (docs/reference/server.md §2.6).
 
 Blocks are classified by their own `type`; unknown blocks contribute their `text`
 / `thinking` members and nothing else, so the fields real clients add (Claude
@@ -31,6 +31,7 @@ from ds4.domain.chat.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from ds4.domain.chat.renderer import unanswerable
 from ds4.domain.chat.request_rendering import content_text
 from ds4.domain.chat.tool_schemas import ToolSchema, tool_schema
 from ds4.domain.dsml.calls import ToolCall
@@ -40,6 +41,9 @@ _BILLING_PREFIX = "x-anthropic-"
 # Tool keys that only steer the client/provider; kept out of the prompt so they do
 # not change the rendered bytes (and the cache key) between otherwise equal requests.
 _VOLATILE_TOOL_KEYS = ("cache_control", "defer_loading")
+# Anthropic's own roles, plus the system/developer messages Claude Code puts in
+# `messages` (hoisted into the system prompt; docs/agents.md); a missing role is user.
+ROLES = ("user", "assistant", "system", "developer")
 
 
 class _Message(msgspec.Struct):
@@ -149,10 +153,32 @@ def _schemas(tools: list[dict[str, object]] | None, tool_choice: object) -> tupl
 
 
 def parse_messages(body: bytes) -> GenerationRequest:
+    """A generation request: besides what read_messages refuses, a conversation with
+    nothing to answer is a 400 (renderer.unanswerable)."""
+    request = read_messages(body)
+    problem = unanswerable(request.messages)
+    if problem is not None:
+        raise ApiError(400, f"messages: {problem}")
+    return request
+
+
+def _check_roles(messages: list[_Message]) -> None:
+    for index, message in enumerate(messages):
+        if message.role is not None and message.role not in ROLES:
+            expected = ", ".join(ROLES)
+            raise ApiError(
+                400, f"messages.{index}.role: unknown role {message.role!r} (expected {expected})"
+            )
+
+
+def read_messages(body: bytes) -> GenerationRequest:
+    """The body as a request, whatever its last message (count_tokens counts a
+    conversation that ends with the assistant's turn, as the real API does)."""
     obj = decode_object(body)
     wire = decode_as(body, _Wire)
     if wire.messages is None:
         raise ApiError(400, "missing messages")
+    _check_roles(wire.messages)
     check_anthropic_content(obj)
     check_tool_count(len(wire.tools or ()))
     effort = effort_mode(wire.output_config.effort if wire.output_config else None, "effort")
@@ -192,7 +218,8 @@ def parse_messages(body: bytes) -> GenerationRequest:
 
 def validate_tool_results(messages: Sequence[Message], live_ids: Collection[str]) -> bool:
     """Every tool_result's tool_use_id must be live-known or have a tool_use earlier in
-    the request (server.md §7.3); True when a live-only id requires live tool state."""
+    the request (docs/reference/server.md §5.4); True when a live-only id requires live tool
+    state."""
     replayed: set[str] = set()
     live_state = False
     for message in messages:

@@ -1,4 +1,4 @@
-"""POST /v1/chat/completions and /v1/completions bodies (server.md §3.7, §3.8).
+"""POST /v1/chat/completions and /v1/completions bodies (docs/reference/server.md §2.4, §3.6).
 
 Messages, tools, tool_choice and thinking go through the chat domain's own intake
 (chat.request_rendering, the one implementation of those rules); this module adds the
@@ -24,7 +24,7 @@ from ds4.domain.api.unsupported_fields import (
     check_logprobs,
 )
 from ds4.domain.chat.messages import SystemMessage, ThinkMode, UserMessage
-from ds4.domain.chat.request_rendering import parse_chat_request
+from ds4.domain.chat.request_rendering import ChatRequestError, parse_chat_request
 from ds4.domain.errors import Ds4Error
 
 COMPLETION_SYSTEM = "You are a helpful assistant"
@@ -90,6 +90,10 @@ def parse_chat_completion(body: bytes) -> GenerationRequest:
     effort_mode(wire.reasoning_effort, "reasoning_effort")  # validates the name
     try:
         chat = parse_chat_request(body)
+    except ChatRequestError as error:
+        if error.param is not None:  # a readable body the model cannot be asked
+            raise ApiError(400, str(error), param=error.param) from None
+        raise ApiError(400, f"invalid JSON request: {error}") from None
     except Ds4Error as error:
         raise ApiError(400, f"invalid JSON request: {error}") from None
     base = _request(obj, wire, Api.CHAT, chat.think_mode)

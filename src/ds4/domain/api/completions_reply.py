@@ -1,4 +1,4 @@
-"""Generation events to /v1/completions JSON and chunks (server.md §3.8).
+"""Generation events to /v1/completions JSON and chunks (docs/reference/server.md §3.6).
 
 The legacy endpoint returns the raw generated text: with thinking on (the default)
 that is the reasoning, `</think>`, then the answer, as the reference does.

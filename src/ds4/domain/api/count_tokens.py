@@ -10,7 +10,7 @@ of earlier tool calls, rarely their count by more than a few tokens).
 
 from __future__ import annotations
 
-from ds4.domain.api.anthropic_request import parse_messages
+from ds4.domain.api.anthropic_request import read_messages
 from ds4.domain.api.prompt_bound import refuse_certain_overflow
 from ds4.domain.api.sse import json_body
 from ds4.domain.chat.messages import effective_think_mode
@@ -24,7 +24,7 @@ def count_tokens_body(
     """The reply body; ApiError (Anthropic shape at the route) for a bad request. With
     `longest_token`, a prompt too long for any use of it (more tokens than the context
     for certain) is a context_length_exceeded error, not counted (ADR 0044)."""
-    request = parse_messages(body)
+    request = read_messages(body)
     mode = effective_think_mode(request.think_mode, ctx)
     text = render_chat(request.messages, request.schemas, mode)
     if longest_token is not None:

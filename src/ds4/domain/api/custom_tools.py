@@ -2,9 +2,9 @@
 ADR 0043.
 
 DeepSeek V4 only knows JSON-schema functions and DSML, so a custom tool is shown to
-it as a function with one string parameter named `arguments` (the name server.md
-§4.3 already gives a call whose arguments are not a JSON object, so a replayed
-`custom_tool_call` renders exactly as the model writes a fresh one), its format
+it as a function with one string parameter named `arguments` (the name
+docs/reference/chat-and-dsml.md §3.2 already gives a call whose arguments are not a JSON object, so
+a replayed `custom_tool_call` renders exactly as the model writes a fresh one), its format
 (free text or a lark/regex grammar) spelled out in that parameter's description.
 A call's freeform `input` travels as that one string member and is taken back out
 for the `custom_tool_call` output item.

@@ -1,8 +1,8 @@
-"""API errors and their bodies in each API's own shape (server.md §2.5, §2.6).
+"""API errors and their bodies in each API's own shape (docs/reference/server.md §1.3, §1.4).
 
 OpenAI endpoints answer `{"error":{"message","type",...}}`; the Anthropic endpoint
-answers `{"type":"error","error":{"type","message",...}}` (DECISIONS.md overrides
-the reference, which used the OpenAI shape everywhere).
+answers `{"type":"error","error":{"type","message",...}}` (docs/adr/0040-server-http-layer.md
+overrides the reference, which used the OpenAI shape everywhere).
 """
 
 from __future__ import annotations
@@ -111,10 +111,12 @@ def error_body(error: ApiError, *, anthropic: bool) -> bytes:
     return anthropic_error_body(error) if anthropic else openai_error_body(error)
 
 
-def stream_error_frame(message: str, *, anthropic: bool) -> bytes:
-    """An error after the SSE head was sent (server.md §2.5)."""
+def stream_error_frame(message: str, *, anthropic: bool, status: int = 500) -> bytes:
+    """An error after the SSE head was sent (docs/reference/server.md §1.3); `status` picks the
+    Anthropic error type as for a body (503: overloaded_error)."""
     if anthropic:
-        payload = {"type": "error", "error": {"type": "api_error", "message": message}}
+        kind = _ANTHROPIC_TYPES.get(status, "api_error")
+        payload = {"type": "error", "error": {"type": kind, "message": message}}
         return b"event: error\ndata: " + msgspec.json.encode(payload) + b"\n\n"
     body = msgspec.json.encode({"error": {"message": message, "type": "server_error"}})
     return b"event: error\ndata: " + body + b"\n\n"

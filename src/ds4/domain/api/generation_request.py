@@ -1,4 +1,4 @@
-"""What every POST endpoint is reduced to before the worker sees it (server.md §3.1).
+"""What every POST endpoint is reduced to before the worker sees it (docs/reference/server.md §2.1).
 
 The wire modules (chat_request, anthropic_request, responses_request) build these
 from JSON; the serving layer renders and runs them. Nothing here knows JSON.
@@ -28,7 +28,7 @@ class Api(Enum):
 
 @dataclass(frozen=True)
 class Sampling:
-    """Client knobs (server.md §3.3); thinking mode overrides them in the loop."""
+    """Client knobs (docs/reference/server.md §2.3); thinking mode overrides them in the loop."""
 
     temperature: float = 1.0
     top_p: float = 1.0

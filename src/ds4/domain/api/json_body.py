@@ -1,9 +1,9 @@
-"""A request body's top-level JSON object, checked and decoded lazily (DECISIONS.md,
-Server/JSON; ADR 0044 for the memory bound).
+"""A request body's top-level JSON object, checked and decoded lazily
+(docs/reference/server.md §1.2, ADR 0040; ADR 0044 for the memory bound).
 
 Before decoding, one token scan (json_scan) refuses nesting deeper than 256 (as in
-the reference's A-59), more than MAX_VALUES values, and duplicate `content` members
-in one object (msgspec keeps the last one). msgspec itself refuses NaN/Infinity,
+the reference, docs/reference/server.md §1.2), more than MAX_VALUES values, and duplicate `content`
+members in one object (msgspec keeps the last one). msgspec itself refuses NaN/Infinity,
 lone surrogates and malformed text.
 
 The object's members are kept as raw JSON (msgspec.Raw: views into the body, no

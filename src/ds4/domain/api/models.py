@@ -1,4 +1,4 @@
-"""GET /v1/models bodies (server.md §3.6)."""
+"""GET /v1/models bodies (docs/reference/server.md §3.9)."""
 
 from __future__ import annotations
 

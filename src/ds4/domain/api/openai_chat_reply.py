@@ -1,4 +1,5 @@
-"""Generation events to OpenAI chat completion JSON and chunk streams (server.md §3.7).
+"""Generation events to OpenAI chat completion JSON and chunk streams
+(docs/reference/server.md §3.5).
 
 Reasoning goes to `reasoning_content`; tool calls stream live (header with id and
 name, then argument fragments); calls the live stream did not show are sent whole at

@@ -1,6 +1,6 @@
 """Field rules shared by the POST endpoints: sampling clamps, stop lists, limits.
 
-Limits (DECISIONS.md "request limits"; ADR 0040): a request may carry at most
+Limits (docs/reference/server.md §1.2; ADR 0040): a request may carry at most
 MAX_STOPS stop strings of at most MAX_STOP_BYTES each and MAX_TOOLS tools;
 max_tokens and top_k are clamped rather than refused (the worker clamps max_tokens
 to the free context anyway, and the sampler caps top_k at 1024).
@@ -18,7 +18,7 @@ MAX_TOOLS = 512
 
 
 def clamp_int(value: int | None) -> int | None:
-    """Integers from JSON clamp to [0, INT_MAX] (server.md §3.3)."""
+    """Integers from JSON clamp to [0, INT_MAX] (docs/reference/server.md §2.3)."""
     return None if value is None else min(max(value, 0), INT_MAX)
 
 

@@ -1,10 +1,12 @@
-"""Generation events to OpenAI Responses JSON and event streams (server.md §3.13).
+"""Generation events to OpenAI Responses JSON and event streams (docs/reference/server.md §3.6).
 
-Stream lifecycle: response.created; reasoning summary events (only when the client
-asked for summaries); message text events; at the end the reasoning and message
-items are closed, each tool call is emitted whole (function calls with their
-arguments events, custom tool calls with their input events), and a terminal event
-(completed / incomplete / failed) carries the full response.
+Stream lifecycle: response.created; the reasoning item as soon as reasoning starts
+(its summary events only when the client asked for summaries); message text events;
+at the end the reasoning and message items are closed, each tool call is emitted whole
+(function calls with their arguments events, custom tool calls with their input
+events), and a terminal event (completed / incomplete / failed) carries the full
+response. Statuses, reasons and the reasoning item follow
+docs/adr/0047-responses-reasons-and-reasoning-only.md.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Mapping
 from ds4.domain.api.custom_tools import custom_call_input
 from ds4.domain.api.generation_request import WireTool
 from ds4.domain.api.reply_context import ReplyContext, arguments_object, arguments_string
-from ds4.domain.api.served_events import PromptReady, ServedEvent, wire_finish
+from ds4.domain.api.served_events import PromptReady, ServedEvent, cut_reason, cut_short
 from ds4.domain.api.sse import data_frame, json_body
 from ds4.domain.api.usage import responses_usage
 from ds4.domain.dsml.calls import ToolCall
@@ -24,17 +26,22 @@ ITEM_ID_KEYS = ("rs", "msg")  # ReplyContext.item_ids keys; calls use "fc<index>
 
 
 def _status(finished: Finished) -> str:
-    finish = wire_finish(finished)
-    return {"length": "incomplete", "error": "failed"}.get(finish, "completed")
+    """completed, incomplete (the budget ran out) or failed (the server cut the turn
+    short: an engine failure or shutdown)."""
+    if cut_short(finished):
+        return "failed"
+    return "incomplete" if finished.finish == "length" else "completed"
 
 
 def _item_status(finished: Finished) -> str:
-    return "incomplete" if wire_finish(finished) in ("length", "error") else "completed"
+    return "completed" if _status(finished) == "completed" else "incomplete"
 
 
-def reasoning_item(item_id: str, text: str, status: str) -> dict[str, object]:
-    summary = [{"type": "summary_text", "text": text}] if text else []
-    return {"id": item_id, "type": "reasoning", "status": status, "summary": summary}
+def reasoning_item(item_id: str, text: str, status: str, *, summary: bool) -> dict[str, object]:
+    """The reasoning item; its text is the summary only when the client asked for
+    summaries (`summary: []` otherwise, as OpenAI's API sends it)."""
+    parts = [{"type": "summary_text", "text": text}] if text and summary else []
+    return {"id": item_id, "type": "reasoning", "status": status, "summary": parts}
 
 
 def message_item(item_id: str, text: str, status: str) -> dict[str, object]:
@@ -93,10 +100,10 @@ def _response(
         "status": status,
         "model": ctx.model,
     }
-    if status == "failed":
-        body["error"] = {"code": "server_error", "message": "generation failed"}
+    if status == "failed" and finished is not None:
+        body["error"] = {"code": "server_error", "message": cut_reason(finished)}
     if status == "incomplete":
-        body["incomplete_details"] = {"reason": "max_tokens"}
+        body["incomplete_details"] = {"reason": "max_output_tokens"}
     body["output"] = output
     if finished is not None:
         body["usage"] = responses_usage(finished.usage)
@@ -106,8 +113,11 @@ def _response(
 def final_output(ctx: ReplyContext, finished: Finished) -> list[dict[str, object]]:
     status = _item_status(finished)
     output: list[dict[str, object]] = []
-    if finished.reasoning and ctx.reasoning_summary:
-        output.append(reasoning_item(ctx.item_ids["rs"], finished.reasoning, status))
+    if finished.reasoning:
+        rs_id = ctx.item_ids["rs"]
+        output.append(
+            reasoning_item(rs_id, finished.reasoning, status, summary=ctx.reasoning_summary)
+        )
     if finished.content:
         output.append(message_item(ctx.item_ids["msg"], finished.content, status))
     for index, call in enumerate(finished.tool_calls):
@@ -149,31 +159,36 @@ class ResponseStream:
         return {"item_id": self.ctx.item_ids["msg"], "output_index": self.message_index}
 
     def _reasoning_delta(self, text: str) -> list[bytes]:
+        """The reasoning item opens with the first reasoning; its text streams as
+        summary events only when the client asked for summaries."""
         frames = []
+        summary = self.ctx.reasoning_summary
         if self.reasoning_index is None:
             self.reasoning_index = self.next_index
             self.next_index += 1
-            item = reasoning_item(self.ctx.item_ids["rs"], "", "in_progress")
+            item = reasoning_item(self.ctx.item_ids["rs"], "", "in_progress", summary=summary)
             frames.append(
                 self._event(
                     "response.output_item.added",
                     {"output_index": self.reasoning_index, "item": item},
                 )
             )
-            part: dict[str, object] = {"type": "summary_text", "text": ""}
+            if summary:
+                part: dict[str, object] = {"type": "summary_text", "text": ""}
+                frames.append(
+                    self._event(
+                        "response.reasoning_summary_part.added",
+                        {**self._rs(), "summary_index": 0, "part": part},
+                    )
+                )
+        self.reasoning += text
+        if summary:
             frames.append(
                 self._event(
-                    "response.reasoning_summary_part.added",
-                    {**self._rs(), "summary_index": 0, "part": part},
+                    "response.reasoning_summary_text.delta",
+                    {**self._rs(), "summary_index": 0, "delta": text},
                 )
             )
-        self.reasoning += text
-        frames.append(
-            self._event(
-                "response.reasoning_summary_text.delta",
-                {**self._rs(), "summary_index": 0, "delta": text},
-            )
-        )
         return frames
 
     def _text_delta(self, text: str) -> list[bytes]:
@@ -202,7 +217,7 @@ class ResponseStream:
         return frames
 
     def feed(self, event: ServedEvent) -> list[bytes]:
-        if isinstance(event, ReasoningDelta) and event.text and self.ctx.reasoning_summary:
+        if isinstance(event, ReasoningDelta) and event.text:
             return self._reasoning_delta(event.text)
         if isinstance(event, TextDelta) and event.text:
             return self._text_delta(event.text)
@@ -217,20 +232,22 @@ class ResponseStream:
         if self.reasoning_index is not None:
             full = self.reasoning
             rs_status = status if finished.reasoning is not None else "incomplete"
-            frames.append(
-                self._event(
-                    "response.reasoning_summary_text.done",
-                    {**self._rs(), "summary_index": 0, "text": full},
+            summary = self.ctx.reasoning_summary
+            if summary:
+                frames.append(
+                    self._event(
+                        "response.reasoning_summary_text.done",
+                        {**self._rs(), "summary_index": 0, "text": full},
+                    )
                 )
-            )
-            part: dict[str, object] = {"type": "summary_text", "text": full}
-            frames.append(
-                self._event(
-                    "response.reasoning_summary_part.done",
-                    {**self._rs(), "summary_index": 0, "part": part},
+                part: dict[str, object] = {"type": "summary_text", "text": full}
+                frames.append(
+                    self._event(
+                        "response.reasoning_summary_part.done",
+                        {**self._rs(), "summary_index": 0, "part": part},
+                    )
                 )
-            )
-            item = reasoning_item(self.ctx.item_ids["rs"], full, rs_status)
+            item = reasoning_item(self.ctx.item_ids["rs"], full, rs_status, summary=summary)
             frames.append(
                 self._event(
                     "response.output_item.done",

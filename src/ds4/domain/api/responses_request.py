@@ -1,4 +1,4 @@
-"""POST /v1/responses bodies (server.md §3.13).
+"""POST /v1/responses bodies (docs/reference/server.md §2.7).
 
 Input items are strict (an unexpected item or content part is a 400) while unknown
 top-level fields are ignored, so Codex's `include`, `prompt_cache_key`,
@@ -27,6 +27,7 @@ from ds4.domain.chat.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from ds4.domain.chat.renderer import unanswerable
 from ds4.domain.chat.tool_schemas import ToolSchema, canonical_json, tool_schema
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.errors import Ds4Error
@@ -53,6 +54,11 @@ _OUTPUT_ITEMS = frozenset(
     }
 )
 _EMPTY_PARAMETERS = {"type": "object", "properties": {}}
+_ROLES = ("user", "system", "developer", "assistant")
+
+
+def _refuse_input(message: str) -> ApiError:
+    return ApiError(400, message, param="input")
 
 
 class _Reasoning(msgspec.Struct):
@@ -171,7 +177,7 @@ class _Items:
         if self.pending:
             self.messages.append(AssistantMessage("", self.take_reasoning()))
 
-    def add(self, item: object) -> None:
+    def add(self, index: int, item: object) -> None:
         if not isinstance(item, dict):
             raise invalid_request()
         status = item.get("status")
@@ -186,16 +192,19 @@ class _Items:
         elif kind in ("compaction", "context_compaction"):
             return
         elif kind == "message":
-            self._message(item)
+            self._message(index, item)
         elif kind in _CALL_ITEMS:
             self._call(str(kind), item)
         elif kind in _OUTPUT_ITEMS:
             self._output(str(kind), item)
         else:
-            raise invalid_request(f"invalid JSON request: unsupported input item {kind!r}")
+            raise _refuse_input(f"input[{index}].type: unsupported input item type {kind!r}")
 
-    def _message(self, item: dict[str, object]) -> None:
+    def _message(self, index: int, item: dict[str, object]) -> None:
         role = item.get("role", "user")
+        if role not in _ROLES:
+            expected = ", ".join(_ROLES)
+            raise _refuse_input(f"input[{index}].role: unknown role {role!r} (expected {expected})")
         content = _text(item.get("content"))
         if role == "assistant":
             self.messages.append(AssistantMessage(content, self.take_reasoning()))
@@ -203,10 +212,8 @@ class _Items:
         self.flush_reasoning()
         if role in ("system", "developer"):
             self.messages.append(SystemMessage(content))
-        elif role == "user":
-            self.messages.append(UserMessage(content))
         else:
-            raise invalid_request(f"invalid JSON request: unsupported role {role!r}")
+            self.messages.append(UserMessage(content))
 
     def _call(self, kind: str, item: dict[str, object]) -> None:
         name = _CALL_ITEMS[kind] or str(item.get("name") or "")
@@ -280,8 +287,8 @@ def parse_responses(body: bytes) -> GenerationRequest:
         if isinstance(raw_input, str):
             items.messages.append(UserMessage(raw_input))
         elif isinstance(raw_input, list):
-            for item in raw_input:
-                items.add(item)
+            for index, item in enumerate(raw_input):
+                items.add(index, item)
         else:
             raise invalid_request("invalid JSON request: input must be a string or an array")
         if items.pending:
@@ -291,6 +298,9 @@ def parse_responses(body: bytes) -> GenerationRequest:
     except Ds4Error as error:
         raise ApiError(400, f"invalid JSON request: {error}") from None
     messages = items.messages
+    problem = unanswerable(messages)
+    if problem is not None:
+        raise _refuse_input(f"input: {problem}")
     if wire.instructions:
         messages.insert(0, SystemMessage(wire.instructions))
     max_tokens = wire.max_output_tokens if wire.max_output_tokens is not None else wire.max_tokens
@@ -311,8 +321,9 @@ def parse_responses(body: bytes) -> GenerationRequest:
 def validate_tool_outputs(
     messages: Sequence[Message], live_ids: Collection[str], thinking: bool
 ) -> tuple[bool, bool]:
-    """Every tool output's call_id must be live-known or replayed earlier (server.md
-    §7.2); returns (requires_live_tool_state, requires_live_reasoning), else 400."""
+    """Every tool output's call_id must be live-known or replayed earlier
+    (docs/reference/server.md §5.3); returns (requires_live_tool_state,
+    requires_live_reasoning), else 400."""
     calls: dict[str, AssistantMessage] = {}
     live_state = live_reasoning = False
     for message in messages:

@@ -54,6 +54,22 @@ ServedEvent = (
 )
 
 
+def cut_short(finished: Finished) -> bool:
+    """The server ended the turn, not the model or the budget: the engine failed, or
+    the job was cancelled while its client was still listening — only shutdown does
+    that (a disconnected client's cancel reaches nobody)."""
+    return finished.finish in ("error", "cancelled")
+
+
+def cut_reason(finished: Finished) -> str:
+    """What the client is told about a turn cut short (the 503 and the stream error
+    events say the same)."""
+    return "server shutting down" if finished.finish == "cancelled" else "generation failed"
+
+
 def wire_finish(finished: Finished) -> str:
-    """The finish reason clients see; a cancelled job only reaches a gone client."""
-    return "error" if finished.finish == "cancelled" else finished.finish
+    """OpenAI's finish_reason (chat completions, completions): `stop`, `length` or
+    `tool_calls`. A turn the server cut short is `length`, the one value the API
+    defines for output that stops before the model ended it
+    (docs/adr/0047-responses-reasons-and-reasoning-only.md)."""
+    return "length" if cut_short(finished) else finished.finish

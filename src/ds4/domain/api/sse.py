@@ -1,4 +1,4 @@
-"""Server-sent event framing (server.md §3.7, §3.12, §3.13)."""
+"""Server-sent event framing (docs/reference/server.md §3.5, §3.7, §3.8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Thinking controls and model aliases to a think mode (server.md §3.2).
+"""Thinking controls and model aliases to a think mode (docs/reference/server.md §2.2).
 
 Sources differ per API but resolve the same way: thinking is on by default; the
 `deepseek-chat` / `deepseek-reasoner` aliases switch it only when no explicit switch

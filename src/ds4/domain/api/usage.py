@@ -1,4 +1,4 @@
-"""Usage objects per API (server.md §3.11), with cached-token fields for all three."""
+"""Usage objects per API (docs/reference/server.md §3.3), with cached-token fields for all three."""
 
 from __future__ import annotations
 

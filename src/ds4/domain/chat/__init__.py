@@ -1,1 +1,2 @@
-"""DeepSeek V4 chat template: messages, thinking modes, prompt rendering (tokenizer-chat.md §6)."""
+"""DeepSeek V4 chat template: messages, thinking modes, prompt rendering
+(docs/reference/chat-and-dsml.md §2)."""

@@ -1,4 +1,4 @@
-"""Byte-exact strings of the DeepSeek V4 chat template (tokenizer-chat.md §6.1, server.md §4.1).
+"""Byte-exact strings of the DeepSeek V4 chat template (docs/reference/chat-and-dsml.md §2.1).
 
 A unit test pins the SHA-1 of MAX_PREFIX, TOOLS_HEAD and TOOLS_TAIL.
 """

@@ -1,4 +1,5 @@
-"""Messages to the exact prompt text the model was trained on (tokenizer-chat.md §6.4).
+"""Messages to the exact prompt text the model was trained on
+(docs/reference/chat-and-dsml.md §2.3).
 
 The output is text; the rendered-chat tokenizer turns the special strings in it
 into their token ids. Special strings inside user data are left as they are on
@@ -89,6 +90,25 @@ def _render_turns(
     return out
 
 
+def unanswerable(messages: Sequence[Message]) -> str | None:
+    """Why `messages` leave the model nothing to answer, or None when render_chat ends
+    with the assistant prefix (a user or tool message after the last assistant one;
+    system messages are hoisted, so their place does not count). An API refuses such a
+    request: a prompt without the prefix would have the model write past an EOS or a
+    bare BOS (docs/reference/chat-and-dsml.md §2.3: there is no assistant prefill)."""
+    if not messages:
+        return "empty: a conversation needs at least one user message"
+    last = next((m for m in reversed(messages) if not isinstance(m, SystemMessage)), None)
+    if last is None:
+        return "no user message to answer (only system messages)"
+    if isinstance(last, AssistantMessage):
+        return (
+            "nothing to answer after the final assistant turn; the last message must be "
+            "a user message or a tool result (assistant prefill is not supported)"
+        )
+    return None
+
+
 def render_chat(messages: Sequence[Message], schemas: Sequence[ToolSchema], mode: ThinkMode) -> str:
     """The whole prompt. `mode` is the effective one (see effective_think_mode).
 
@@ -110,6 +130,7 @@ def render_chat(messages: Sequence[Message], schemas: Sequence[ToolSchema], mode
 
 
 def render_continuation_tail(new_messages: Sequence[Message], mode: ThinkMode) -> str:
-    """Text appended to a live session that ended at a sampled turn (tokenizer-chat.md
-    §6.6): EOS closes that turn, then the new messages; reasoning is always kept."""
+    """Text appended to a live session that ended at a sampled turn
+    (docs/reference/chat-and-dsml.md §2.5): EOS closes that turn, then the new messages;
+    reasoning is always kept."""
     return "".join([EOS, *_render_turns(new_messages, mode, lambda _index: True)])

@@ -1,8 +1,8 @@
 """An OpenAI-style chat request body (JSON bytes) to the prompt text the model sees.
 
 Backs `ds4 cli --render-chat FILE.json`: the same parsing rules as the chat
-completions endpoint (server.md §3.7) for messages, tools, tool_choice and the
-thinking controls (§3.2), then the renderer.
+completions endpoint (docs/reference/server.md §2.4) for messages, tools, tool_choice and the
+thinking controls (docs/reference/server.md §2.2), then the renderer.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ds4.domain.chat.messages import (
     UserMessage,
     effective_think_mode,
 )
-from ds4.domain.chat.renderer import render_chat
+from ds4.domain.chat.renderer import render_chat, unanswerable
 from ds4.domain.chat.tool_schemas import ToolSchema, tool_schema
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.errors import Ds4Error
@@ -34,8 +34,17 @@ _EFFORTS = {
 }
 
 
+# The roles the renderer has a message for (docs/reference/server.md §2.4).
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+
 class ChatRequestError(Ds4Error):
-    """A chat request body that cannot be understood."""
+    """A chat request body that cannot be understood or answered; `param` names the
+    field at fault when there is one (the OpenAI error body's `param`)."""
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 class _WireFunction(msgspec.Struct):
@@ -100,7 +109,7 @@ def _tool_call(wire: _WireToolCall) -> ToolCall | None:
     return ToolCall(name=function.name, arguments=text, id=wire.id or "")
 
 
-def _message(wire: _WireMessage) -> Message | None:
+def _message(index: int, wire: _WireMessage) -> Message:
     role = wire.role or "user"
     content = content_text(_decode(wire.content))
     if role in ("system", "developer"):
@@ -117,7 +126,10 @@ def _message(wire: _WireMessage) -> Message | None:
             reasoning=None if reasoning is None else content_text(reasoning),
             tool_calls=tuple(c for c in calls if c is not None),
         )
-    return None  # other roles are ignored
+    expected = ", ".join(ROLES)
+    raise ChatRequestError(
+        f"messages[{index}].role: unknown role {role!r} (expected {expected})", param="messages"
+    )
 
 
 def _schemas(wire: _WireRequest) -> tuple[ToolSchema, ...]:
@@ -156,12 +168,18 @@ def _think_mode(wire: _WireRequest) -> ThinkMode:
 
 
 def parse_chat_request(body: bytes) -> ChatRequest:
+    """The request, or ChatRequestError: unreadable JSON, an unknown role, or a
+    conversation with nothing to answer (renderer.unanswerable)."""
     try:
         wire = msgspec.json.decode(body, type=_WireRequest)
-        messages = tuple(m for m in map(_message, wire.messages) if m is not None)
-        return ChatRequest(messages, _schemas(wire), _think_mode(wire))
+        messages = tuple(_message(i, m) for i, m in enumerate(wire.messages))
+        request = ChatRequest(messages, _schemas(wire), _think_mode(wire))
     except (msgspec.DecodeError, msgspec.ValidationError) as error:
         raise ChatRequestError(f"invalid chat request: {error}") from None
+    problem = unanswerable(messages)
+    if problem is not None:
+        raise ChatRequestError(f"messages: {problem}", param="messages")
+    return request
 
 
 def render_chat_request(body: bytes, *, mode: ThinkMode | None, context_size: int) -> str:

@@ -1,4 +1,5 @@
-"""Tool schemas and their canonical prompt text (DECISIONS.md, tokenizer-chat.md §6.4).
+"""Tool schemas and their canonical prompt text (docs/reference/chat-and-dsml.md §2.4,
+ADR 0020).
 
 Each schema is re-serialized the way DeepSeek's own encoder writes it: object key
 order kept, ", " and ": " separators, UTF-8 characters raw instead of \\u escapes.

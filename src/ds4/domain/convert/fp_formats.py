@@ -1,5 +1,6 @@
 """Decoding DeepSeek's release formats: FP8 E4M3 with E8M0 128x128 tile scales, packed FP4
-E2M1 with E8M0 per-32 scales (formats.md §4.8, model.md Appendix B)."""
+E2M1 with E8M0 per-32 scales (docs/reference/formats.md §3.5,
+docs/reference/model.md §2.5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which GGML type each tensor gets under a quant preset (formats.md §1.5, §4.8).
+"""Which GGML type each tensor gets under a quant preset (docs/reference/formats.md §3.6, §3.5).
 
 Non-expert tensors follow the published ds4 mixture (attention, shared experts and
 the LM head Q8_0; HC, router, compressor, indexer and embedding F16; norms and other

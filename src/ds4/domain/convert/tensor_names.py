@@ -1,4 +1,5 @@
-"""Checkpoint tensor names -> ds4 GGUF names (model.md §2.3, docs/oracle/hf_deepseek_v4.md §2).
+"""Checkpoint tensor names -> ds4 GGUF names (docs/reference/formats.md §3.5,
+docs/oracle/hf_deepseek_v4.md §2).
 
 Every input name is first brought to the release's ("hub") spelling; `save_pretrained`
 differs from it only in a handful of top-level names and one per-layer quirk. Routed

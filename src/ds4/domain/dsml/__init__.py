@@ -1,1 +1,2 @@
-"""DeepSeek's DSML tool-call markup: render, parse, stream-track, recover (server.md §4)."""
+"""DeepSeek's DSML tool-call markup: render, parse, stream-track, recover
+(docs/reference/chat-and-dsml.md §3)."""

@@ -1,4 +1,4 @@
-"""One DSML tool block, lexed as it is generated (server.md §4.6, ADR 0020).
+"""One DSML tool block, lexed as it is generated (docs/reference/chat-and-dsml.md §3.6, ADR 0020).
 
 Fed the text after the block's open tag in pieces of any size, it reports
 - `structure`: whether the next token is protocol structure (sampled greedily) or a

@@ -2,7 +2,8 @@
 
 Python's json module re-serializes values; DSML argument rendering instead keeps the
 member order and string escapes exactly as written and only drops insignificant
-whitespace (server.md §4.3). The wire escaper matches server.md §3.9 byte for byte.
+whitespace (docs/reference/chat-and-dsml.md §3.2). The wire escaper matches
+docs/reference/chat-and-dsml.md §3.5 byte for byte.
 """
 
 from __future__ import annotations

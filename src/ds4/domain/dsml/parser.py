@@ -1,4 +1,5 @@
-"""Generated text to tool calls: locate a DSML block and walk it (server.md §4.4).
+"""Generated text to tool calls: locate a DSML block and walk it
+(docs/reference/chat-and-dsml.md §3.4).
 
 The walk reports one of three outcomes so recovery can decide what to do:
 complete (the block closed), truncated (the text ended inside the block) or
@@ -94,7 +95,8 @@ def is_string_value(attributes: dict[str, str]) -> bool:
 
 
 def value_json(raw: str, *, is_string: bool, spelling: Spelling) -> str:
-    """A parameter body as the JSON text of its argument value (server.md §4.4)."""
+    """A parameter body as the JSON text of its argument value
+    (docs/reference/chat-and-dsml.md §3.4)."""
     if is_string:
         return json_string(unescape_param_text(raw, spelling.param_close))
     literal = raw.strip(WHITESPACE)

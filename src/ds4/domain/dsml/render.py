@@ -1,4 +1,4 @@
-"""JSON tool calls to canonical DSML text (tokenizer-chat.md §6.5, server.md §4.3)."""
+"""JSON tool calls to canonical DSML text (docs/reference/chat-and-dsml.md §3.2)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The markers of a generated turn: think tags, DSML tag spellings, and the escaping
-each DSML wrapper needs (server.md §4.2-4.3). Every scanner of generated text takes
-its strings from here.
+each DSML wrapper needs (docs/reference/chat-and-dsml.md §3.1–3.2). Every scanner of generated text
+takes its strings from here.
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def _spelling(name: str, prefix: str) -> Spelling:
 FULL = _spelling("full", DSML_MARKER)
 SHORT = _spelling("short", "DSML｜")  # the model sometimes drops the first bar
 PLAIN = _spelling("plain", "")
-# Priority order of the final parser: the first spelling found wins (§4.4).
+# Priority order of the final parser: the first spelling found wins
+# (docs/reference/chat-and-dsml.md §3.4).
 SPELLINGS: tuple[Spelling, ...] = (FULL, SHORT, PLAIN)
 
 

@@ -1,4 +1,5 @@
-"""Spot a tool call begun inside reasoning: seed 000's forced-`</think>` trigger (ADR 0020).
+"""Spot a tool call begun inside reasoning: the forced-`</think>` trigger
+(docs/reference/chat-and-dsml.md §3.8, ADR 0020).
 
 The trigger is a block open tag at the start of a line (only spaces or tabs before it,
 or the start of the reasoning), then whitespace and a whole invoke header with a

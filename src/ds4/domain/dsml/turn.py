@@ -1,6 +1,6 @@
 """Finish a generated chat turn: reasoning, visible content, tool calls, finish reason.
 
-server.md §4.4 and §4.8 with the repairs DECISIONS.md adopts from seed 000 (§4.9):
+docs/reference/chat-and-dsml.md §3.4, §3.8 with the repairs ADR 0020 adopts (§3.8):
 a truncated block is closed when it was cut between elements; a block that is
 malformed, or cut inside a value, comes back as plain text with finish "stop" (or
 "length" when the budget ran out) so the client can see it and retry.

@@ -1,4 +1,5 @@
-"""The compressor frontier of model.md §3.4/§4.1, as every backend keeps and snapshots it.
+"""The compressor frontier of docs/reference/model.md §3.4, §5.3, as every backend keeps and
+snapshots it.
 
 A compressor pools `ratio` consecutive positions into one row; ratio 4 also reads the
 previous window (overlap). Between emissions the state that matters is the frontier:

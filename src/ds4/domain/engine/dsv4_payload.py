@@ -1,11 +1,12 @@
-"""The DSV4 session snapshot payload (docs: formats §5), generalised to the file's shape.
+"""The DSV4 session snapshot payload (docs/reference/formats.md §8), generalised to the file's
+shape.
 
 Every backend snapshots through this one codec: it turns a SessionSnapshot (tokens,
 logits, and per layer the last raw KV rows, the emitted compressed rows and each
 compressor's frontier) into bytes and back, so a payload written by one backend
 restores into any other. Header fields use this model's sizes where Flash has
-constants (layer count, widths, vocabulary, sliding window). Beyond §5.4 the decoder
-also checks that each layer's row counts match the token count, since positions are
+constants (layer count, widths, vocabulary, sliding window). Beyond docs/reference/formats.md §8.4
+the decoder also checks that each layer's row counts match the token count, since positions are
 derived from them, and that every value is one a session can hold (dsv4_values.py).
 """
 
@@ -140,7 +141,7 @@ def _compressor(
 
 
 def decode_payload(hp: DeepSeekV4HParams, ctx: int, data: bytes) -> SessionSnapshot:
-    """Validate (formats §5.4) and decode; Ds4Error on any failure."""
+    """Validate (docs/reference/formats.md §8.4) and decode; Ds4Error on any failure."""
     rd = _Reader(data)
     h = [int(v) for v in rd.take("<u4", N_HEADER)]
     _header_checks(hp, ctx, h)

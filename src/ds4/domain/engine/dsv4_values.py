@@ -3,7 +3,7 @@
 Intact bytes can still hold a state no session could have reached (a writer's bug, or a
 damaged state saved before these checks existed); restoring it would change every
 answer after it. So the decoder checks every float, vectorised (a Flash payload is
-hundreds of MB), against what a session really keeps (model.md §3.4, §4.1):
+hundreds of MB), against what a session really keeps (docs/reference/model.md §3.4, §5.1):
 
 - cached rows (raw window, compressed attention and indexer rows) are f16-rounded when
   stored: finite and |v| <= 65504, the largest f16;

@@ -1,1 +1,1 @@
-"""Pure numeric building blocks of the DeepSeek V4 forward pass (model.md §3, §7)."""
+"""Pure numeric building blocks of the DeepSeek V4 forward pass (docs/reference/model.md §3, §4)."""

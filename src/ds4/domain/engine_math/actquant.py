@@ -1,4 +1,5 @@
-"""Activation quantization before quantized matmuls (model.md §7.2, formats.md §3.2/§3.4)."""
+"""Activation quantization before quantized matmuls (docs/reference/model.md §4.2,
+docs/reference/formats.md §5.2, §5.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Attention with sinks and the lightning indexer's top-k (model.md §3.5, §3.6)."""
+"""Attention with sinks and the lightning indexer's top-k (docs/reference/model.md §3.5, §3.6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Compressor pooling over a finished window (model.md §3.4), from per-token inputs.
+"""Compressor pooling over a finished window (docs/reference/model.md §3.4), from per-token inputs.
 
 The engine keeps each token's compressor projections (kv, score = gate + ape) so the
 pooled row of any window can be formed directly: ratio 4 overlaps the previous window's

@@ -1,4 +1,5 @@
-"""Hyper-connections: HC pre/post mixing with Sinkhorn, and the output collapse (§3.2, §3.10)."""
+"""Hyper-connections: HC pre/post mixing with Sinkhorn, and the output collapse
+(docs/reference/model.md §3.2, §3.10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FP8 E4M3 / FP4 E2M1 round trips and the 128-point Hadamard (model.md §3.0, App. B)."""
+"""FP8 E4M3 / FP4 E2M1 round trips and the 128-point Hadamard (docs/reference/model.md §2, §2.5)."""
 
 from __future__ import annotations
 

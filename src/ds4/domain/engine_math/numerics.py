@@ -10,7 +10,8 @@ from ds4.domain.model.hparams import DeepSeekV4HParams
 
 @dataclass(frozen=True)
 class Numerics:
-    """Switches for model.md §7.4; `fp32` turns all of them off (docs/oracle §3).
+    """Switches for docs/reference/model.md §4.3–4.4; `fp32` turns all of them off
+    (docs/oracle/hf_deepseek_v4.md §3).
 
     kv_rounding: FP8 E4M3 on KV rows, f16 rounding of every cached row.
     indexer_qat: Hadamard + FP4 on indexer rows and queries.
@@ -26,8 +27,8 @@ class Numerics:
 
 
 DS4 = Numerics("ds4", kv_rounding=True, indexer_qat=True, activation_quant=True, iterated_rope=True)
-# ds4's rounding points with model.md's strict operation order (sequential f32 sums,
-# libm f32 transcendentals): only the native CPU backend's scalar path provides it.
+# ds4's rounding points with docs/reference/model.md §4.5's strict operation order (sequential f32
+# sums, libm f32 transcendentals): only the native CPU backend's scalar path provides it.
 EXACT = Numerics(
     "exact", kv_rounding=True, indexer_qat=True, activation_quant=True, iterated_rope=True
 )

@@ -1,4 +1,4 @@
-"""Quantized weight x quantized activation dot products (formats.md §3.2, §3.5-3.7).
+"""Quantized weight x quantized activation dot products (docs/reference/formats.md §5.2, §5.5–5.7).
 
 Weight rows arrive as raw GGML blocks (rows, row_bytes). Integer parts are exact; the
 per-block scale products are applied and blocks summed in f32, in block order.

@@ -1,4 +1,5 @@
-"""RoPE on the last n_rot dims of each head, adjacent pairs, YaRN blend (model.md §3.0, §10)."""
+"""RoPE on the last n_rot dims of each head, adjacent pairs, YaRN blend
+(docs/reference/model.md §2, §2.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MoE routing and the clamped SwiGLU (model.md §3.8, §3.9)."""
+"""MoE routing and the clamped SwiGLU (docs/reference/model.md §3.8, §3.9)."""
 
 from __future__ import annotations
 

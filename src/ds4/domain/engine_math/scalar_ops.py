@@ -1,4 +1,4 @@
-"""Elementwise functions and RMSNorm with the precision model.md §3.0 prescribes."""
+"""Elementwise functions and RMSNorm with the precision docs/reference/model.md §2 prescribes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Live tool-call events from a tool block's elements (server.md §4.7).
+"""Live tool-call events from a tool block's elements (docs/reference/chat-and-dsml.md §3.7).
 
 Follows dsml.parser's grammar over the elements dsml.block_lexer reads and reports,
 per call index: Started once the invoke header is complete, an arguments fragment "{"

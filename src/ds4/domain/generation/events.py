@@ -6,11 +6,11 @@ generation.lexer), and exactly one Finished last. Every delta is already safe to
 - text never ends inside a UTF-8 character (the tokenizer's streaming decoder holds
   the partial bytes);
 - TextDelta holds back a tail that might still become a stop string or a tool-block
-  tag, and with tools the whitespace before it (server.md §3.9); it never contains
+  tag, and with tools the whitespace before it (docs/reference/server.md §3.4); it never contains
   the stop string itself;
 - ReasoningDelta is the thinking text (between the prompt's `<think>` and the first
   `</think>`), without the tags, holding back a tail that might become `</think>`;
-  stop strings never match inside it (DECISIONS.md).
+  stop strings never match inside it (docs/reference/server.md §3.4).
 Tool calls stream per call index: ToolCallStarted once the invoke header is complete,
 ToolCallArguments fragments whose concatenation is the call's arguments JSON (one
 fragment per finished parameter or loose nested object, plus "{" and "}"),
@@ -75,7 +75,7 @@ class ToolCallFinished:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token counts for server.md §3.11 (the server clamps and maps them per API).
+    """Token counts for docs/reference/server.md §3.3 (the server clamps and maps them per API).
 
     prompt_tokens: the prompt that was synced; cached_tokens: how many of them were
     reused from the live state instead of evaluated; completion_tokens: sampled

@@ -1,4 +1,5 @@
-"""One incremental lexer over a turn's decoded text (server.md §3.9, §4.6, §4.7).
+"""One incremental lexer over a turn's decoded text (docs/reference/server.md §3.4,
+docs/reference/chat-and-dsml.md §3.6, §3.7).
 
 Fed the text as it is decoded, in deltas of any size, it returns the events that are
 safe to show and keeps the state the decode loop steers by:

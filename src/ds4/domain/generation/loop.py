@@ -5,10 +5,10 @@ the events of generation.events. One turn:
 1. prefill: reuse the live prefix, evaluate the rest chunk by chunk (progress events);
 2. decode: the decoded text goes through generation.lexer, which says what to do:
    sample greedily inside tool-call structure, stop at a stop string or a closed tool
-   block, feed "</think>\\n\\n" when a tool call was begun inside reasoning (seed
-   000's forced close); the loop also stops on EOS (never evaluated), the token
-   budget, a full context or cancellation; `on_token(token)` runs after each token is
-   evaluated, before the next step (the server's continued KV saves);
+   block, feed "</think>\\n\\n" when a tool call was begun inside reasoning (the
+   forced close of docs/reference/chat-and-dsml.md §3.8); the loop also stops on EOS (never
+   evaluated), the token budget, a full context or cancellation; `on_token(token)` runs after each
+   token is evaluated, before the next step (the server's continued KV saves);
 3. finish: flush held text, parse the turn (dsml.turn.finish_turn), report usage.
 """
 

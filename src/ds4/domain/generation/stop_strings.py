@@ -1,4 +1,4 @@
-"""Stop strings over visible text fed in pieces (server.md §3.9)."""
+"""Stop strings over visible text fed in pieces (docs/reference/server.md §3.4)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ class StopHit:
 class StopStrings:
     def __init__(self, stops: Sequence[str]) -> None:
         self._stops = tuple(dict.fromkeys(s for s in stops if s))
-        # The tail that may still become a stop string (server.md §3.9: max_stop_len - 1).
+        # The tail that may still become a stop string
+        # (docs/reference/server.md §3.4: max_stop_len - 1).
         self.hold = max((len(s) for s in self._stops), default=1) - 1
 
     def first(self, text: str, start: int = 0) -> tuple[int, str] | None:

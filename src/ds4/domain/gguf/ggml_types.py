@@ -1,4 +1,4 @@
-"""GGML tensor types: ids, block geometry and byte sizes (formats.md §2.1).
+"""GGML tensor types: ids, block geometry and byte sizes (docs/reference/formats.md §4.1).
 
 Sizes follow gguf-py's table (the correct one), not ds4.c's two known-bad rows.
 """

@@ -1,4 +1,4 @@
-"""IQ2_XXS lookup tables (formats.md §2.6, model.md Appendix C), built from the spec's facts.
+"""IQ2_XXS lookup tables (docs/reference/formats.md §4.6), built from its facts.
 
 Grid entry `idx` is 8 values in {8, 25, 43}; it is stored as a u16 whose bit pair
 2i..2i+1 is the level (0, 1, 2) of position i. A 7-bit sign index expands to 8 signs,

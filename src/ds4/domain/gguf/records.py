@@ -1,4 +1,4 @@
-"""Typed GGUF metadata values and tensor directory records (formats.md §1.2-1.3)."""
+"""Typed GGUF metadata values and tensor directory records (docs/reference/formats.md §2.1–2.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Save and load live sessions as `.kv` checkpoints (formats.md §7.4-7.6, server.md §6.4).
+"""Save and load live sessions as `.kv` checkpoints (docs/reference/formats.md §10.3–10.5,
+docs/reference/server.md §4.3).
 
 The orchestration between the live Session (its payload bytes and token history), the
 store (files) and the policy (lengths, budget, scores). A checkpoint that fails to

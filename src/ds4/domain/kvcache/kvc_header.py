@@ -1,4 +1,4 @@
-"""The 48-byte KVC header of a `<sha1>.kv` file (formats.md §6.2).
+"""The 48-byte KVC header of a `<sha1>.kv` file (docs/reference/formats.md §9.2).
 
 Layout (little-endian): "KVC", version 1, quant bits, save reason, extension flags,
 reserved, u32 tokens, u32 hits, u32 ctx, u32 model tag, u64 created_at, u64 last_used,

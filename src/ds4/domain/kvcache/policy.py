@@ -1,4 +1,5 @@
-"""When to save, how long a checkpoint is, which file to load, which to evict (formats.md §7).
+"""When to save, how long a checkpoint is, which file to load, which to evict
+(docs/reference/formats.md §10).
 
 Pure functions over plain values; the disk adapter and the server call them.
 """

@@ -1,4 +1,4 @@
-"""The DeepSeek V4 tensor catalog, derived from the hyperparameters (model.md §2).
+"""The DeepSeek V4 tensor catalog, derived from the hyperparameters (docs/reference/formats.md §3).
 
 Dims are in GGUF order ([ne0 = inputs, ne1 = outputs, ne2 = experts]). Allowed types
 are by role: the published ds4 mixture, widened so F32 is accepted wherever a float
@@ -171,7 +171,7 @@ def model_tensors(hp: DeepSeekV4HParams) -> list[TensorSpec]:
 
 
 def mtp_tensors(hp: DeepSeekV4HParams) -> list[TensorSpec]:
-    """The separate MTP GGUF (model.md §2.4): one ratio-0, top-k routed block."""
+    """The separate MTP GGUF (docs/reference/formats.md §3.4): one ratio-0, top-k routed block."""
     pre, d = "mtp.0.", hp.n_embd
     out = [
         TensorSpec(f"{pre}hc_head_fn.weight", (hp.hc_dim, hp.n_hc), Role.FLOAT),

@@ -2,7 +2,7 @@
 
 Every number read from a model file is checked here before it sizes a loop, an
 allocation or a C `int` in the native structs. The bounds are far above Flash's and
-PRO's published values (model.md §1.1, §1.3) but finite, so that a corrupt or hostile
+PRO's published values (docs/reference/model.md §1.1, §1.3) but finite, so that a corrupt or hostile
 file is refused with one line naming the key instead of hanging, overflowing or
 allocating without bound. Relations between keys (n_rot < key_length, ...) are
 checked afterwards, in hparams.check_architecture.
@@ -33,7 +33,8 @@ class Bounds:
         return f"{self.low:g} {op} x <= {self.high:g}"
 
 
-# Integer fields. Flash / PRO values in the comments (PRO: model.md §1.3, unverified).
+# Integer fields. Flash / PRO values in the comments (PRO: docs/reference/model.md §1.3,
+# unverified).
 INT_BOUNDS: dict[str, Bounds] = {
     "n_layer": Bounds(1, 512),  # 43 / 61
     "n_embd": Bounds(1, 65536),  # 4096 / 7168

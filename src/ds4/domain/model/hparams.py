@@ -1,4 +1,5 @@
-"""DeepSeek V4 hyperparameters read from the `deepseek4.*` GGUF keys (model.md §1.4).
+"""DeepSeek V4 hyperparameters read from the `deepseek4.*` GGUF keys
+(docs/reference/formats.md §2.2, docs/reference/model.md §1.4).
 
 Reading never stops at the first bad key: every problem is collected, so a user
 sees everything wrong with a file at once. Integer keys are type-exact (a u32 key

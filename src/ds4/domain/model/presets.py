@@ -1,6 +1,6 @@
-"""Named model shapes. Flash's values are the published ones (model.md §1.1-1.2).
+"""Named model shapes. Flash's values are the published ones (docs/reference/model.md §1.1–1.2).
 
-PRO is not listed: its values are unconfirmed (model.md §1.3), and the code is
+PRO is not listed: its values are unconfirmed (docs/reference/model.md §1.3), and the code is
 shape-generic, so a PRO file validates on its own metadata today.
 """
 

@@ -1,7 +1,7 @@
 """Checks on the contents of tensors the engines use as indices, not as weights.
 
 A hash layer's `ffn_gate_tid2eid` (I32, [n_expert_used, n_vocab]) names the experts
-each token id routes to (model.md §3.8); an entry outside 0..n_expert-1 would index
+each token id routes to (docs/reference/model.md §3.8); an entry outside 0..n_expert-1 would index
 past the expert tensors, so the engines would fail on every request that reaches it
 (docs/adr/0004-gguf-validation.md). Checked vectorized, a bounded chunk of rows at a
 time: Flash's three tables are 3 MB each.

@@ -1,1 +1,1 @@
-"""Next-token choice from logits (server.md §0.3)."""
+"""Next-token choice from logits (docs/reference/server.md §4.7)."""

@@ -1,4 +1,4 @@
-"""Sampling settings of one generation, normalized as server.md §0.3 says."""
+"""Sampling settings of one generation, normalized as docs/reference/server.md §4.7 says."""
 
 from __future__ import annotations
 

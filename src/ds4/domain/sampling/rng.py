@@ -1,4 +1,4 @@
-"""The sampler's 64-bit xorshift* generator (server.md §0.3), bit for bit."""
+"""The sampler's 64-bit xorshift* generator (docs/reference/server.md §4.7), bit for bit."""
 
 from __future__ import annotations
 

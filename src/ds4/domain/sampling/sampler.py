@@ -1,4 +1,4 @@
-"""Pick the next token (server.md §0.3) in float32, as the engine does.
+"""Pick the next token (docs/reference/server.md §4.7) in float32, as the engine does.
 
 Order of the candidate filters: top_k restricts to the k best logits, then min_p
 keeps candidates whose probability is at least min_p times the best one, then top_p

@@ -1,11 +1,11 @@
-"""Post-tool-call canonicalization, the fallback of server.md §4.10.
+"""Post-tool-call canonicalization, the fallback of docs/reference/server.md §6.
 
 After a chat or Anthropic turn that produced tool calls, the live state holds the
 prompt plus the *sampled* tokens. When the next request cannot get the sampled DSML
 back by exact replay (replay disabled with --disable-exact-dsml-tool-replay, or the
 parse left no raw block), it renders the turn from the client's JSON instead, so the
 live state is rewritten to that canonical text before the reply goes out: then the
-next prompt continues the live tokens. Responses never runs it (§7.2).
+next prompt continues the live tokens. Responses never runs it (docs/reference/server.md §5.3).
 
 Two choices differ from the reference snapshot, both noted in the tests:
 * the expected suffix renders the calls canonically even when a sampled block

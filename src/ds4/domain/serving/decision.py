@@ -1,4 +1,4 @@
-"""Which live state a prompt continues from (server.md §3.14, §6.2, §7).
+"""Which live state a prompt continues from (docs/reference/server.md §4.2, §5).
 
 In order: the Responses visible-prefix binding, the Responses tool-output ids, the
 Anthropic tool-output ids (409 when the request needs one of those and it is gone),

@@ -2,19 +2,19 @@
 
 Pure orchestration over the engine Session and the generation loop; the HTTP
 adapter runs it on its single worker thread and maps the events per API.
-Cache decision (server.md §6.2, serving.decision): the live bindings of §7
-(Responses visible transcript and call ids, Anthropic tool_use ids, the tool-less
-thinking transcript), the live tokens as a prefix ("memory-token"), the live text as
+Cache decision (docs/reference/server.md §4.2, serving.decision): the live bindings of
+docs/reference/server.md §5 (Responses visible transcript and call ids, Anthropic tool_use ids, the
+tool-less thinking transcript), the live tokens as a prefix ("memory-token"), the live text as
 a byte prefix ("memory-text"); otherwise, with a disk cache, the outgoing state is
 saved ("evict", keyed by its visible transcript when bound) and the longest stored
 text prefix is loaded ("disk-text"); else the engine keeps the longest common token
-prefix it can and a "cold" checkpoint may be cut (§6.5). Continued checkpoints are
-written at aligned frontiers while prefilling and, through the decode loop's
-per-token callback, while decoding (§6.6); shutdown saves the live state. After a
-successful prefill the bindings the job did not continue from are dropped; after the
-turn they are remembered or cleared (§3.14), and a chat or Anthropic turn whose calls
-cannot be replayed exactly has its live state rewritten to the canonical rendering
-before the reply goes out (§4.10, serving.canonicalize).
+prefix it can and a "cold" checkpoint may be cut (docs/reference/server.md §4.4). Continued
+checkpoints are written at aligned frontiers while prefilling and, through the decode loop's
+per-token callback, while decoding (docs/reference/server.md §4.5); shutdown saves the live state.
+After a successful prefill the bindings the job did not continue from are dropped; after the
+turn they are remembered or cleared (docs/reference/server.md §4.8), and a chat or Anthropic turn
+whose calls cannot be replayed exactly has its live state rewritten to the canonical rendering
+before the reply goes out (docs/reference/server.md §6, serving.canonicalize).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from ds4.domain.tools.tool_ids import ToolApi
 from ds4.ports.random_source import RandomSource
 from ds4.ports.tokenizer import Tokenizer
 
-# Thinking mode ignores the client's knobs (server.md §3.3).
+# Thinking mode ignores the client's knobs (docs/reference/server.md §2.3).
 THINKING_SAMPLING = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.05)
 
 Trace = Callable[[str], None]
@@ -81,7 +81,8 @@ class Worker:
     memory_lock: AbstractContextManager[object] = field(default_factory=contextlib.nullcontext)
     trace: Trace = _no_trace
     kv: KvCheckpoints | None = None  # the disk KV cache (None: disabled)
-    live: LiveBindings = field(default_factory=LiveBindings)  # §7, next to the session
+    # docs/reference/server.md §5.1, next to the session
+    live: LiveBindings = field(default_factory=LiveBindings)
 
     def settings(self, job: PreparedJob) -> TurnSettings:
         request = job.request
@@ -264,8 +265,8 @@ class Worker:
     def _canonicalize(
         self, job: PreparedJob, finished: Finished, cancel: CancelCheck
     ) -> Iterator[PrefillProgress]:
-        """§4.10, before the reply goes out: only chat and Anthropic turns with calls
-        the next request cannot replay exactly."""
+        """docs/reference/server.md §6, before the reply goes out: only chat and Anthropic turns
+        with calls the next request cannot replay exactly."""
         if job.request.api not in (Api.CHAT, Api.ANTHROPIC) or finished.finish == "cancelled":
             return
         if not should_canonicalize(finished.tool_calls, finished.raw_dsml, self.memory.enabled):

@@ -1,4 +1,4 @@
-"""The server's side of the disk KV cache (server.md §3.14, §6.2-6.6).
+"""The server's side of the disk KV cache (docs/reference/server.md §4.2–4.5).
 
 What the worker asks of it, in job order: on a live miss, save the outgoing state
 (`save_evicted`) and try a disk text-prefix load (`load`); prefill with the request's
@@ -6,9 +6,9 @@ saves (`prefill`: the `cold` checkpoint of a full miss, `continued` ones at ever
 frontier passed); decode with a per-token callback that saves continued frontiers
 (`continued_saver`); at exit, save the live state (`save_at_shutdown`). Keys are the
 detokenized bytes of the saved tokens, except that an evict/shutdown save of a state
-bound to a visible transcript (§7) is keyed by that transcript with its header flag,
-so a client replaying the visible history finds it; the KTM trailer carries the tool ids whose
-sampled DSML occurs in the key, and is imported into tool memory on load.
+bound to a visible transcript (docs/reference/server.md §5.6) is keyed by that transcript with its
+header flag, so a client replaying the visible history finds it; the KTM trailer carries the tool
+ids whose sampled DSML occurs in the key, and is imported into tool memory on load.
 Every failure is logged and turns into "no checkpoint"; none reaches the client.
 """
 
@@ -32,7 +32,8 @@ from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.ports.tokenizer import Tokenizer
 
 Log = Callable[[str], None]
-# Continued saves stop once a tools-enabled turn has begun a tool call (server.md §3.14).
+# Continued saves stop once a tools-enabled turn has begun a tool call
+# (docs/reference/server.md §4.5).
 TOOL_START_MARKERS = ("<｜DSML｜tool_calls>", "<DSML｜tool_calls>", "<tool_calls>")
 _MARKER_BYTES = tuple(m.encode() for m in TOOL_START_MARKERS)
 _MARKER_TAIL = 2 * max(len(m) for m in _MARKER_BYTES)
@@ -139,10 +140,11 @@ class KvCheckpoints:
         """loop.prefill with the request's saves; returns the reused token count.
 
         `cold` (a full miss): prefill to the cold cut, save it (`cold`), then the rest
-        (§6.5). Every frontier passed gets a `continued` save (after each chunk and at
-        the end, §6.6), except that a cut on a frontier is marked saved beforehand, so
-        it is written once, as `cold` (frontiers before it then go unsaved, as §6.5's
-        mark implies); the mark is undone when the cold save fails."""
+        (docs/reference/server.md §4.4). Every frontier passed gets a `continued` save (after each
+        chunk and at the end, docs/reference/server.md §4.5), except that a cut on a frontier is
+        marked saved beforehand, so it is written once, as `cold` (frontiers before it then go
+        unsaved, as docs/reference/server.md §4.4's mark implies); the mark is undone when the cold
+        save fails."""
         cut = self.cold_length(prompt) if cold else 0
         if cut and session.common_prefix(prompt) >= cut:
             cut = 0  # the live state already holds the cut: nothing cold about it
@@ -193,7 +195,8 @@ class KvCheckpoints:
     # ---- cold geometry -------------------------------------------------------
 
     def cold_length(self, prompt: Sequence[int]) -> int:
-        """Where a cold prompt's checkpoint cuts (0: no cold save), server.md §6.5."""
+        """Where a cold prompt's checkpoint cuts (0: no cold save),
+        docs/reference/server.md §4.4."""
         opts, n = self.opts, len(prompt)
         if opts.cold_max_tokens <= 0 or not opts.min_tokens <= n <= opts.cold_max_tokens:
             return 0
@@ -204,7 +207,8 @@ class KvCheckpoints:
     # ---- loading -------------------------------------------------------------
 
     def load(self, session: Session, prompt_text: str, *, more_than: int = 0) -> DiskHit | None:
-        """Restore the longest checkpoint whose key prefixes the prompt (server.md §6.4)."""
+        """Restore the longest checkpoint whose key prefixes the prompt
+        (docs/reference/server.md §4.3)."""
         prompt = prompt_text.encode("utf-8")
         try:
             hit = self.disk.load(session, prompt, more_than=more_than)

@@ -1,4 +1,4 @@
-"""The three live bindings kept next to the session (server.md §7, §3.14).
+"""The three live bindings kept next to the session (docs/reference/server.md §5, §4.1).
 
 Each names the live state by its token count (it matches only while the session
 sits exactly there) and carries what a client will send back instead of the hidden
@@ -63,7 +63,7 @@ class TurnFacts:
     prompt_text: str
     thinking: bool
     tools_active: bool
-    preserves_reasoning: bool  # the prompt has tool context (§3.4)
+    preserves_reasoning: bool  # the prompt has tool context (docs/reference/chat-and-dsml.md §2.3)
     reasoning_summary: bool
     pos: int  # the session position after decoding
 
@@ -99,7 +99,7 @@ class LiveBindings:
         return None
 
     def after_turn(self, turn: TurnFacts, finished: Finished) -> None:
-        """Post-processing (§3.14): remember or clear each binding."""
+        """Post-processing (docs/reference/server.md §4.8): remember or clear each binding."""
         ok = finished.finish not in _FAILED and turn.pos > 0
         calls = finished.tool_calls
         ids = frozenset(c.id for c in calls if c.id)
@@ -123,8 +123,8 @@ def _calls_dsml(calls: Sequence[ToolCall], raw_dsml: str | None) -> str:
 
 
 def responses_suffix(turn: TurnFacts, finished: Finished) -> str:
-    """What a client replays after the prompt (§7.2): reasoning only with summaries
-    and calls, then the answer, the sampled DSML and EOS."""
+    """What a client replays after the prompt (docs/reference/server.md §5.3): reasoning only with
+    summaries and calls, then the answer, the sampled DSML and EOS."""
     calls = finished.tool_calls
     head = ""
     if turn.thinking:
@@ -134,7 +134,8 @@ def responses_suffix(turn: TurnFacts, finished: Finished) -> str:
 
 
 def thinking_gate(turn: TurnFacts, finished: Finished) -> bool:
-    """§7.4: a chat-kind thinking turn without tool context that closed its thinking."""
+    """docs/reference/server.md §5.5: a chat-kind thinking turn without tool context that closed its
+    thinking."""
     text = turn.prompt_text + finished.text
     outside = text.rfind(UNTHINK) >= text.rfind(THINK)
     return (

@@ -1,4 +1,4 @@
-"""Preparing a tool-output request for live continuation (server.md §7.2, §7.3).
+"""Preparing a tool-output request for live continuation (docs/reference/server.md §5.3, §5.4).
 
 The tail is what the client sent after the turn the live state ended with: the
 trailing tool results. Its rendered text (EOS, the results, the assistant prefix)
@@ -42,7 +42,8 @@ def render_live_tail(messages: Sequence[Message], start: int, mode: ThinkMode) -
 
 
 def responses_tail(messages: Sequence[Message], mode: ThinkMode) -> tuple[tuple[str, ...], str]:
-    """The ids and suffix of a Responses tool-output tail (§7.2); ((), "") if none."""
+    """The ids and suffix of a Responses tool-output tail (docs/reference/server.md §5.3); ((), "")
+    if none."""
     start = len(messages)
     while start > 0 and isinstance(messages[start - 1], ToolResultMessage):
         start -= 1
@@ -59,7 +60,8 @@ def responses_tail(messages: Sequence[Message], mode: ThinkMode) -> tuple[tuple[
 
 
 def anthropic_tail(messages: Sequence[Message], mode: ThinkMode) -> tuple[tuple[str, ...], str]:
-    """The ids and suffix of an Anthropic tool-result tail (§7.3); ((), "") if none.
+    """The ids and suffix of an Anthropic tool-result tail (docs/reference/server.md §5.4); ((), "")
+    if none.
 
     The system prompt is appended last, so trailing system messages are skipped; a
     user turn's text after its results belongs to that turn (it parses into a user

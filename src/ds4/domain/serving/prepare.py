@@ -1,10 +1,10 @@
-"""A parsed request to the prompt the worker will run (server.md §3.1, §2.6).
+"""A parsed request to the prompt the worker will run (docs/reference/server.md §2.8, §1.4).
 
 Runs on the request side, concurrently with the worker: exact DSML replay from tool
-memory (§5.3), rendering, tokenizing, and the context-length pre-check, so a prompt
-that cannot fit is refused before it waits in the queue. Responses and Anthropic
-tool results are checked against the request's own history and the live bindings'
-ids (server.md §7.2, §7.3) and the live-continuation tail is prepared.
+memory (docs/reference/chat-and-dsml.md §4.3), rendering, tokenizing, and the context-length
+pre-check, so a prompt that cannot fit is refused before it waits in the queue. Responses and
+Anthropic tool results are checked against the request's own history and the live bindings'
+ids (docs/reference/server.md §5.3, §5.4) and the live-continuation tail is prepared.
 """
 
 from __future__ import annotations

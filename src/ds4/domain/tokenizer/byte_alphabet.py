@@ -1,4 +1,5 @@
-"""The GPT-2 byte-level alphabet: every byte is one printable code point (spec §3.2)."""
+"""The GPT-2 byte-level alphabet: every byte is one printable code point
+(docs/reference/chat-and-dsml.md §1.3)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ ADDED_TOKEN_TYPES = frozenset({TOKEN_TYPE_CONTROL, TOKEN_TYPE_USER_DEFINED})
 # Token ids are int32 in the native tokenizer; n_vocab has the same bound (hparam_ranges).
 MAX_TOKENS = 1 << 24
 
-# Strings the engine needs as single tokens (tokenizer-chat.md).
+# Strings the engine needs as single tokens (docs/reference/chat-and-dsml.md §1.2).
 REQUIRED_SPECIAL_TOKENS = (
     "<｜begin▁of▁sentence｜>",
     "<｜end▁of▁sentence｜>",

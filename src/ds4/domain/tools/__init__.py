@@ -1,1 +1,1 @@
-"""Tool-call ids and exact-DSML replay memory (server.md §5)."""
+"""Tool-call ids and exact-DSML replay memory (docs/reference/chat-and-dsml.md §4)."""

@@ -1,4 +1,5 @@
-"""KTM trailer bytes: tool id -> exact sampled DSML block (formats.md §6.4, server.md §5.4).
+"""KTM trailer bytes: tool id -> exact sampled DSML block (docs/reference/formats.md §9.4,
+docs/reference/chat-and-dsml.md §4.4).
 
 u8[3] "KTM" | u8 version=1 | u32 LE count | count x (u32 id_len, u32 dsml_len, id, dsml)
 """

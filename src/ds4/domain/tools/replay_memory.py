@@ -1,4 +1,5 @@
-"""Exact DSML replay memory (server.md §5): tool id -> the block the model sampled.
+"""Exact DSML replay memory (docs/reference/chat-and-dsml.md §4): tool id -> the block the model
+sampled.
 
 Clients send tool calls back as JSON; re-rendering JSON rarely reproduces the
 sampled bytes, which would break KV prefix reuse. Remembering the sampled block per

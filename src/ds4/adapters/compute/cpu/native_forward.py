@@ -49,8 +49,8 @@ class NativeForward:
     """The model's native layout plus the calls that evaluate it.
 
     numerics: which rounding points to simulate (quantized weights always take the
-    integer dots); impl_code: the kernel set (1 = scalar: with ds4 numerics, model.md's
-    strict arithmetic bit for bit).
+    integer dots); impl_code: the kernel set (1 = scalar: with ds4 numerics,
+    docs/reference/model.md §4.5's strict arithmetic bit for bit).
     `native_seconds` accumulates the time spent inside native calls, so a benchmark can
     report Python's share of a decode step.
     """

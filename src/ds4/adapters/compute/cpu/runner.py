@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from functools import partial
 
 import numpy as np
 import numpy.typing as npt
@@ -16,30 +15,26 @@ from ds4.adapters.compute.cpu.sequence_state import CpuState
 from ds4.adapters.gguf.model_open import load_model, routed_quant_bits
 from ds4.adapters.gguf.tensor_values import TensorValues
 from ds4.adapters.quant.native_dequant import NativeDequantizer
-from ds4.domain.engine.state_session import REWIND_HISTORY, StateSession, eval_together
+from ds4.domain.engine.state_runner import StateRunner
 from ds4.domain.engine_math.numerics import Numerics, check_numerics_fit, numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
-from ds4.ports.compute import ComputeSession, ModelRunner, SequenceState
+from ds4.ports.compute import ModelRunner, SequenceState
 from ds4.ports.model_file import ModelFile
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
 
 
-class CpuRunner:
+class CpuRunner(StateRunner):
     def __init__(
         self, model: ModelFile, hparams: DeepSeekV4HParams, numerics: Numerics, impl: str
     ) -> None:
+        super().__init__(hparams)
         self._model = model
-        self._hp = hparams
         self.numerics = numerics
         values = TensorValues(model, NativeDequantizer())
         self.forward = NativeForward(hparams, model, values, numerics, cpu_kernels.IMPLS[impl])
-
-    @property
-    def hparams(self) -> DeepSeekV4HParams:
-        return self._hp
 
     @property
     def routed_quant_bits(self) -> int:
@@ -48,16 +43,7 @@ class CpuRunner:
     def new_state(self, ctx: int) -> SequenceState:
         return CpuState(self.forward, ctx)
 
-    def new_session(self, ctx: int, *, rewind_history: int = REWIND_HISTORY) -> ComputeSession:
-        make = partial(self.new_state, ctx)
-        return StateSession(self._hp, make, ctx, owner=self, rewind_history=rewind_history)
-
-    def eval_batch(
-        self, sessions: Sequence[ComputeSession], tokens: Sequence[Sequence[int]]
-    ) -> list[F32]:
-        return eval_together(sessions, tokens, self._forward_states, owner=self)
-
-    def _forward_states(self, states: Sequence[SequenceState], ids: Sequence[I64]) -> list[F32]:
+    def forward_states(self, states: Sequence[SequenceState], ids: Sequence[I64]) -> list[F32]:
         seqs = []
         for state in states:
             if not isinstance(state, CpuState):
@@ -77,8 +63,8 @@ def cpu_runner(
     """The native CPU backend over an already opened and validated model file.
 
     numerics: "ds4" (default) simulates the engine's rounding points, "exact" does the same
-    on the scalar kernels (model.md's strict arithmetic, bit for bit), "fp32" simulates
-    none (HF-comparable; quantized weights still take the integer dots). All three run
+    on the scalar kernels (docs/reference/model.md §4.5's strict arithmetic, bit for bit), "fp32"
+    simulates none (HF-comparable; quantized weights still take the integer dots). All three run
     one native call for all layers per chunk and one for the head.
     threads: the kernel pool size (default: every core); impl: "auto" (best SIMD this
     CPU has) or "scalar" (the nominal formulas).

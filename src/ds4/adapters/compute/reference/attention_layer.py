@@ -1,4 +1,4 @@
-"""The attention sublayer of one layer over a chunk of tokens (model.md §3.3-3.7).
+"""The attention sublayer of one layer over a chunk of tokens (docs/reference/model.md §3.3–3.7).
 
 Projections are per token and stateless, so they run for the whole chunk at once; the
 cache pushes, compressor emissions, indexer top-k and attention then run token by token
@@ -67,7 +67,8 @@ def _store_row(setup: LayerSetup, row: F32) -> F32:
 
 
 def _emit(setup: LayerSetup, comp: CompressorHistory, norm: str, last: int) -> None:
-    """Pool the window ending at token `last` into one compressed row (model.md §3.4)."""
+    """Pool the window ending at token `last` into one compressed row
+    (docs/reference/model.md §3.4)."""
     d = comp.row_width
     lo = max(0, last + 1 - comp.ratio - (4 if comp.ratio == 4 else 0))  # the overlap window
     kv, sc = comp.kv.span(lo, last + 1), comp.score.span(lo, last + 1)

@@ -1,4 +1,5 @@
-"""The FFN sublayer: routed MoE (hash or biased top-k) plus the shared expert (§3.8-3.9)."""
+"""The FFN sublayer: routed MoE (hash or biased top-k) plus the shared expert
+(docs/reference/model.md §3.8–3.9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Whole-model forward of a chunk of tokens: embedding, layers (layer-major), head (§3.1-3.11)."""
+"""Whole-model forward of a chunk of tokens: embedding, layers (layer-major), head
+(docs/reference/model.md §3.1–3.11)."""
 
 from __future__ import annotations
 

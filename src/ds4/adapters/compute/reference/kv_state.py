@@ -1,9 +1,10 @@
-"""Per-layer state of one sequence (model.md §4.1), kept per token so rewinds are cheap.
+"""Per-layer state of one sequence (docs/reference/model.md §5.1), kept per token so rewinds are
+cheap.
 
 Beyond what ds4 keeps, recent raw KV rows and each recent token's compressor inputs (kv
 projection and score = gate + ape) are retained, so a rewind within that history is
-exact and cheap; the compressor frontier of §4.1 is a view of the last window(s) of
-those inputs. Older history is trimmed (each array's `base`); a restored payload starts
+exact and cheap; the compressor frontier of docs/reference/model.md §5.3 is a view of the last
+window(s) of those inputs. Older history is trimmed (each array's `base`); a restored payload starts
 with only the last window of raw rows and the frontier. Rewinds below what is kept
 need a recompute (the session's rewind floor says so).
 """
@@ -108,7 +109,8 @@ class CompressorHistory:
         self.rows.truncate(n_tokens // self.ratio)
 
     def frontier_start(self, n_tokens: int) -> int:
-        """First token whose inputs the frontier after n_tokens holds (model.md §3.4)."""
+        """First token whose inputs the frontier after n_tokens holds
+        (docs/reference/model.md §5.3)."""
         return frontier_start(self.ratio, n_tokens)
 
     def frontier(self, n_tokens: int) -> tuple[F32, F32]:

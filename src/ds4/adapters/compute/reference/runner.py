@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 
 import numpy as np
 import numpy.typing as npt
@@ -13,11 +12,11 @@ from ds4.adapters.compute.reference.sequence_state import ReferenceState
 from ds4.adapters.compute.reference.weights import WeightStore
 from ds4.adapters.gguf.model_open import load_model, routed_quant_bits
 from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
-from ds4.domain.engine.state_session import REWIND_HISTORY, StateSession, eval_together
+from ds4.domain.engine.state_runner import StateRunner
 from ds4.domain.engine_math.numerics import Numerics, check_numerics_fit, numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
-from ds4.ports.compute import ComputeSession, ModelRunner, SequenceState
+from ds4.ports.compute import ModelRunner, SequenceState
 from ds4.ports.dequantizer import Dequantizer
 from ds4.ports.model_file import ModelFile
 
@@ -25,7 +24,7 @@ F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
 
 
-class ReferenceRunner:
+class ReferenceRunner(StateRunner):
     def __init__(
         self,
         model: ModelFile,
@@ -33,14 +32,10 @@ class ReferenceRunner:
         numerics: Numerics,
         dequantizer: Dequantizer,
     ) -> None:
+        super().__init__(hparams)
         self._model = model
-        self._hp = hparams
         self.numerics = numerics
         self.forward = Forward(hparams, WeightStore(model, dequantizer, numerics), numerics)
-
-    @property
-    def hparams(self) -> DeepSeekV4HParams:
-        return self._hp
 
     @property
     def routed_quant_bits(self) -> int:
@@ -49,16 +44,7 @@ class ReferenceRunner:
     def new_state(self, ctx: int) -> SequenceState:
         return ReferenceState(self.forward, ctx)
 
-    def new_session(self, ctx: int, *, rewind_history: int = REWIND_HISTORY) -> ComputeSession:
-        make = partial(self.new_state, ctx)
-        return StateSession(self._hp, make, ctx, owner=self, rewind_history=rewind_history)
-
-    def eval_batch(
-        self, sessions: Sequence[ComputeSession], tokens: Sequence[Sequence[int]]
-    ) -> list[F32]:
-        return eval_together(sessions, tokens, self._forward_states, owner=self)
-
-    def _forward_states(self, states: Sequence[SequenceState], ids: Sequence[I64]) -> list[F32]:
+    def forward_states(self, states: Sequence[SequenceState], ids: Sequence[I64]) -> list[F32]:
         """One state after another (the oracle does not batch); a failure puts back the
         states already advanced, so a failed batch changes none."""
         done: list[tuple[SequenceState, int]] = []

@@ -3,7 +3,7 @@
 Matrices are dequantized (or decoded to integer codes) per call and dropped afterwards;
 only small per-layer vectors (norms, HC scale/base, sinks, biases, ape) are kept.
 With activation quantization on, quantized weights go through the integer dot products
-of formats.md §3 instead of a float matmul.
+of docs/reference/formats.md §5 instead of a float matmul.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ class WeightStore(TensorValues):
             )
         w = self._deq.dequantize(raw, kind)
         if self._numerics.activation_quant and kind is GGMLType.F32:
-            w64 = w.astype(np.float64)  # F32 2-D weights accumulate in f64 (model.md §7.1)
+            # F32 2-D weights accumulate in f64 (docs/reference/model.md §4.1)
+            w64 = w.astype(np.float64)
             out64 = [w64 @ xt.astype(np.float64) for xt in x]
             return np.stack(out64).astype(np.float32).reshape(x.shape[0], -1)
         if self._numerics.activation_quant:  # F16/BF16: f32 products summed in index order
@@ -76,8 +77,8 @@ class WeightStore(TensorValues):
 
 def _sequential_f32(w: F32, x: F32) -> F32:
     """y[t, r] = (((0 + w[r,0]x[t,0]) + w[r,1]x[t,1]) + ...) with every product and sum
-    rounded to f32: model.md §7.1's f32 accumulation in a fixed order (the native scalar
-    kernel's), instead of BLAS's blocking."""
+    rounded to f32: docs/reference/model.md §4.1's f32 accumulation in a fixed order (the native
+    scalar kernel's), instead of BLAS's blocking."""
     acc = np.zeros((x.shape[0], w.shape[0]), dtype=np.float32)
     for i in range(w.shape[1]):
         acc += np.multiply.outer(x[:, i], w[:, i])
