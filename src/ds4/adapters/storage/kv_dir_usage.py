@@ -1,11 +1,11 @@
 """How many bytes the disk KV cache holds, for the /metrics gauge.
 
 Read at every scrape from another thread than the inference worker's, which owns the
-KVStore; so this only lists the directory and stats the checkpoint names
-(formats.md §6: 40 hex digits + `.kv`), without opening or verifying any file and
-without touching the store's state. Links are not followed (ADR 0006); temp files of a
-write in progress and the quarantine are not counted, as the budget does not count
-them either.
+KVStore; so this only lists the directory and stats the checkpoint names (40 hex
+digits + `.kv`, docs/reference/formats.md §9), without opening or verifying any file
+and without touching the store's state. Links are not followed (ADR 0006); temp files
+of a write in progress and the quarantine are not counted, as the budget does not
+count them either.
 """
 
 from __future__ import annotations
