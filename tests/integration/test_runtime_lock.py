@@ -21,5 +21,13 @@ def test_the_runtime_lock_is_current() -> None:
 def test_the_runtime_lock_holds_no_test_tools() -> None:
     text = (REPO / "requirements-runtime.lock").read_text(encoding="utf-8")
     names = {line.split("==")[0] for line in text.splitlines() if line[:1].isalnum()}
-    assert {"numpy", "litestar", "uvicorn", "msgspec", "cffi", "xxhash"} <= names
+    assert {
+        "numpy",
+        "litestar",
+        "uvicorn",
+        "msgspec",
+        "cffi",
+        "xxhash",
+        "prometheus-client",
+    } <= names
     assert not names & {"pytest", "hypothesis", "mypy", "ruff", "torch", "transformers"}

@@ -68,12 +68,12 @@ def offenders() -> list[str]:
     return found
 
 
-def test_no_citations_of_files_outside_the_repository():
+def test_no_citations_of_files_outside_the_repository() -> None:
     found = offenders()
     assert not found, "citations of files outside the repository:\n" + "\n".join(found)
 
 
-def test_the_pattern_tells_outside_from_inside():
+def test_the_pattern_tells_outside_from_inside() -> None:
     outside = ["formats.md §5.4", "(server.md §6.6)", "DECISIONS.md", "seed 000", "../shared/x"]
     inside = ["docs/reference/model.md §3", "docs/session-model.md", "session-model.md"]
     assert all(OUTSIDE.search(s) for s in outside)

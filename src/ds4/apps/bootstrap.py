@@ -137,6 +137,7 @@ def bootstrap_server(
     comes from `options` through wiring (the model file is opened once, by load_engine).
     A `store` turns the disk KV cache on even without options.kv_disk_dir."""
     from ds4.adapters.http.app import build_app
+    from ds4.adapters.http.metrics import ServerMetrics
     from ds4.adapters.http.server_state import HttpConfig, ServerState
 
     if not 1 <= options.sessions <= MAX_SESSIONS:
@@ -175,6 +176,12 @@ def bootstrap_server(
     )
     inference = _job_queue(workers, gate)
     bindings = workers[0].live if gate is None else EverySlotBindings([w.live for w in workers])
+    kv_dir = options.kv_disk_dir
+    metrics = ServerMetrics(
+        queue_depth=lambda: inference.waiting,
+        active_sessions=lambda: inference.running,
+        kv_disk_bytes=wiring.kv_disk_usage(kv_dir) if kv_dir is not None else None,
+    )
     state = ServerState(
         config,
         engine.tokenizer,
@@ -183,6 +190,7 @@ def bootstrap_server(
         random,
         inference,
         bindings,
+        metrics=metrics,
         longest_token=longest_token_bytes(engine.tokenizer),
     )
     return BuiltServer(build_app(state), state, tuple(workers), gate)

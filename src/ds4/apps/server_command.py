@@ -8,7 +8,6 @@ exists so that `make serve` works on a fresh checkout).
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from contextlib import ExitStack
@@ -18,6 +17,7 @@ from typing import TextIO
 from ds4.apps import flag_types, wiring
 from ds4.apps.flag_types import INT_MAX, MAX_CTX, MAX_THREADS
 from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.apps.server_logging import LOG_FORMATS, configure_server_logging
 from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK, MAX_SESSIONS, ServerOptions
 from ds4.domain.api.loopback import is_loopback_host
 from ds4.domain.errors import Ds4Error
@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=DefaultsHelpFormatter,
         help="serve OpenAI and Anthropic compatible APIs for coding agents",
         description="Serve /v1/chat/completions, /v1/completions, /v1/responses and "
-        "/v1/messages (plus GET /v1/models and /health) from one local model.",
+        "/v1/messages (plus GET /v1/models, /health and the Prometheus /metrics) from one "
+        "local model.",
     )
     p.add_argument(
         "-m",
@@ -110,6 +111,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="FILE",
         help="log rendered prompts, cache decisions, generated text and parser events "
         "(default: off)",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="stderr log lines (one access line per request, KV cache decisions, "
+        "warnings): text (`ds4 server: access k=v ...`) or json (one object per line, "
+        "stable field names; docs/adr/0046-observability.md)",
     )
     p.add_argument(
         "--prefill-chunk",
@@ -310,19 +319,6 @@ def default_model(explicit: str | None) -> tuple[str, bool]:
     return str(DEMO_MODEL), True
 
 
-def _show_log(name: str, level: int) -> None:
-    """A ds4 logger's lines go to stderr as `ds4 server: ...`: KV cache decisions
-    (ds4.kvcache, INFO) and the server's warnings (ds4.server: refused jobs, connection
-    limits, accept() failures)."""
-    logger = logging.getLogger(name)
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("ds4 server: %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(level)
-        logger.propagate = False  # the HTTP stack's root handler would print it again
-
-
 def client_snippet(url: str, api_key: str | None) -> str:
     key = api_key or "none"
     return (
@@ -371,7 +367,8 @@ def run_server(args: argparse.Namespace) -> int:
         idle_timeout=args.idle_timeout,
         body_timeout=args.body_timeout,
     )
-    _show_log("ds4.server", logging.WARNING)
+    # access lines, KV cache decisions and warnings: one handler, text or JSON
+    configure_server_logging(args.log_format)
     with ExitStack() as stack:
         # a taken port fails before the model loads
         listener = bind_listener(host, args.port, args.max_connections)
@@ -382,8 +379,6 @@ def run_server(args: argparse.Namespace) -> int:
                 trace = stack.enter_context(Path(args.trace).open("w", encoding="utf-8"))
             except OSError as error:
                 raise Ds4Error(f"cannot open trace file {args.trace}: {error}") from None
-        if args.kv_disk_dir:
-            _show_log("ds4.kvcache", logging.INFO)
         built = bootstrap_server(options, trace)
         url = f"http://[{host}]:{args.port}" if ":" in host else f"http://{host}:{args.port}"
         label = "scripted outputs" if args.backend == "scripted" else model

@@ -268,3 +268,11 @@ def kv_store(directory: str, log: Callable[[str], None]) -> KVStore:
     from ds4.adapters.storage.kv_disk_store import DiskKVStore
 
     return DiskKVStore(directory, log=log)
+
+
+def kv_disk_usage(directory: str) -> Callable[[], int]:
+    """Bytes of the checkpoint files in the disk KV cache directory, read when called
+    (the /metrics gauge; safe beside the worker's own KVStore)."""
+    from ds4.adapters.storage.kv_dir_usage import kv_files_bytes
+
+    return lambda: kv_files_bytes(directory)

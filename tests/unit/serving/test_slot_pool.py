@@ -164,6 +164,7 @@ def test_a_job_cancelled_while_queued_never_runs() -> None:
         busy = [submit(server, user(server, t), hold=True) for t in ("first", "second")]
         assert all(t.started.wait(WAIT) for t in busy)  # both slots taken
         cancelled = submit(server, user(server, "third"))
+        assert (pool.running, pool.waiting) == (2, 1)  # what /metrics reports
         cancelled.job.cancel.set()
         for t in busy:
             t.release.set()

@@ -80,6 +80,7 @@ def test_a_follow_up_turn_continues_the_live_state_not_the_disk() -> None:
     events, evaluated = run_counting(server, job)
     assert server.sources() == ["none", "memory-token"]
     assert prompt_ready(events).cached_tokens == live
+    assert prompt_ready(events).source == "memory-token"  # what the access log reports
     assert evaluated == [*job.prompt_tokens[live:], *TOK.encode("Here is more.")]
     assert "kv cache hit" not in server.trace.getvalue()
 
@@ -96,6 +97,7 @@ def test_a_switch_evicts_the_live_state_and_a_return_resumes_it_from_disk() -> N
     assert server.sources() == ["none", "none", "disk-text"]
     assert (SaveReason.EVICT, other_live) in server.saved()  # saved before the load
     assert prompt_ready(events).cached_tokens == first_live
+    assert prompt_ready(events).source == "disk-text"
     assert evaluated == [*job.prompt_tokens[first_live:], *TOK.encode("Here is more.")]
 
 
@@ -132,6 +134,15 @@ def test_continued_saves_land_on_exact_frontiers_while_decoding() -> None:
     assert continued == [32, 48, 64, 80]
     for n in continued:
         assert payload_tokens(server, SaveReason.CONTINUED, n) == final[:n]
+
+
+def test_the_callers_on_token_sees_every_decoded_token_next_to_the_disk_saves() -> None:
+    long = "A long answer that runs well past several frontiers of sixteen."
+    server = fake_server({"hi": long}, chunk=8)
+    seen: list[int] = []
+    events = list(server.worker.run(server.chat(FIRST), on_token=seen.append))
+    assert seen == TOK.encode(long) and finished(events).usage.completion_tokens == len(seen)
+    assert sorted(n for r, n in server.saved() if r is SaveReason.CONTINUED) == [32, 48, 64, 80]
 
 
 def test_continued_saves_stop_once_a_tool_call_begins() -> None:

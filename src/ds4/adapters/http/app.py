@@ -14,6 +14,7 @@ from litestar.exceptions import HTTPException
 from litestar.handlers import asgi
 from litestar.params import FromPath
 
+from ds4.adapters.http.access_log import observed
 from ds4.adapters.http.guard import (
     ASGIApp,
     Receive,
@@ -23,6 +24,7 @@ from ds4.adapters.http.guard import (
     is_anthropic_path,
     send_error,
 )
+from ds4.adapters.http.metrics_route import METRICS_PATH, metrics_route
 from ds4.adapters.http.post_route import Parser, handle_count_tokens, handle_post
 from ds4.adapters.http.server_state import ServerState
 from ds4.domain.api.anthropic_request import parse_messages
@@ -40,6 +42,15 @@ POST_ROUTES: dict[str, tuple[Api, Parser]] = {
 }
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 MODEL_ALIASES = ("deepseek-v4-flash", "deepseek-v4-pro", "deepseek-chat", "deepseek-reasoner")
+# The `api` label of the access log and of /metrics; a key ending in "/" is a prefix.
+ROUTE_LABELS = {
+    **{path: api.value for path, (api, _) in POST_ROUTES.items()},
+    COUNT_TOKENS_PATH: "count_tokens",
+    "/v1/models": "models",
+    "/v1/models/": "models",
+    "/health": "health",
+    METRICS_PATH: "metrics",
+}
 
 
 def _json(body: bytes, status: int = 200) -> Response[bytes]:
@@ -99,7 +110,7 @@ def build_app(state: ServerState) -> ASGIApp:
         status = "stopping" if state.inference.stopping else "ok"
         return _json(b'{"status":"' + status.encode() + b'"}\n', 200 if status == "ok" else 503)
 
-    handlers: list[object] = [models, model, health]
+    handlers: list[object] = [models, model, health, metrics_route(state.metrics)]
     handlers += [_post_handler(state, p, api, parse) for p, (api, parse) in POST_ROUTES.items()]
     handlers.append(_count_tokens_handler(state))
     app = Litestar(
@@ -109,5 +120,8 @@ def build_app(state: ServerState) -> ASGIApp:
         # hooks without parameters: Litestar passes the app to any hook that takes one
         on_shutdown=[state.inference.stop_async],
         openapi_config=None,
+        # no logging setup of Litestar's: it replaced the root logger's handlers, and
+        # the server's own (apps/server_logging.py) would print lines twice
+        logging_config=None,
     )
-    return guarded(cast(ASGIApp, app), config)
+    return observed(guarded(cast(ASGIApp, app), config), state.metrics, ROUTE_LABELS)

@@ -22,6 +22,7 @@ from ds4.domain.api.errors import ApiError
 from ds4.domain.api.served_events import ServedEvent
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished, Usage
+from ds4.domain.generation.loop import OnToken, ignore_token
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.prepare import PreparedJob
 
@@ -44,6 +45,7 @@ class Job:
     prepared: PreparedJob
     deliver: Callable[[JobOutput], None]  # thread-safe; called from the worker thread
     cancel: threading.Event = field(default_factory=threading.Event)
+    on_token: OnToken = ignore_token  # after each decoded token, on the worker thread
 
 
 class ShuttingDownError(Ds4Error):
@@ -78,6 +80,17 @@ class InferenceWorker:
         its job is queued before it sends the next one)."""
         with self._lock:
             return self._submitted
+
+    @property
+    def waiting(self) -> int:
+        """Jobs queued and not yet started (the /metrics queue depth)."""
+        with self._queue.mutex:
+            return sum(job is not None for job in self._queue.queue)
+
+    @property
+    def running(self) -> int:
+        """Jobs running on an engine session now (/metrics: active sessions)."""
+        return 0 if self._running is None else 1
 
     def begin_stop(self) -> None:
         """Refuse new jobs and cancel queued and running ones (never blocks)."""
@@ -158,7 +171,7 @@ class InferenceWorker:
             return job.cancel.is_set() or self._stopping.is_set()
 
         try:
-            for event in self.worker.run(job.prepared, cancel=cancelled):
+            for event in self.worker.run(job.prepared, cancel=cancelled, on_token=job.on_token):
                 job.deliver(event)
         except ApiError as error:
             log.warning("job refused: %s", error.message)

@@ -20,6 +20,16 @@ class JobQueue(Protocol):
         """Jobs accepted so far, in queue order."""
         ...
 
+    @property
+    def waiting(self) -> int:
+        """Jobs queued and not yet started (the /metrics queue depth)."""
+        ...
+
+    @property
+    def running(self) -> int:
+        """Jobs running on an engine session now (/metrics: active sessions)."""
+        ...
+
     def begin_stop(self) -> None:
         """Refuse new jobs and cancel queued and running ones (never blocks)."""
         ...

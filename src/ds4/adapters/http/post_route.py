@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from ds4.adapters.http.access_log import request_record
 from ds4.adapters.http.guard import Receive, Scope, Send, header, send_error, send_json
 from ds4.adapters.http.inference_worker import Job, JobFailed, JobOutput, ShuttingDownError
 from ds4.adapters.http.large_bodies import is_large
@@ -126,8 +127,10 @@ async def handle_post(
 ) -> None:
     loop = asyncio.get_running_loop()
     outputs: asyncio.Queue[JobOutput] = asyncio.Queue()
+    record = request_record(scope)  # the access line's tokens, cache source, times
 
     def deliver(output: JobOutput) -> None:
+        record.observe(output)
         loop.call_soon_threadsafe(outputs.put_nowait, output)
 
     try:
@@ -137,7 +140,7 @@ async def handle_post(
             request = await state.large_bodies.run(large, parse, body)
             del body  # up to --max-body-mb, not needed while rendering and tokenizing
             prepared = await state.large_bodies.run(large, _prepare, state, request)
-        job = Job(prepared, deliver)
+        job = Job(prepared, deliver, on_token=record.on_token)
         state.inference.submit(job)
     except _ClientGoneError:
         return

@@ -24,11 +24,15 @@ GRACEFUL_SECONDS = 10  # open requests get this long to finish before they are c
 
 def uvicorn_config(app: ASGIApp, limits: HttpConfig, log_level: str = "warning") -> uvicorn.Config:
     """The connection limits of ADR 0044: head and idle timeouts, the connection cap
-    (bounded_protocol), 64 KiB of headers."""
+    (bounded_protocol), 64 KiB of headers. uvicorn's access log is off and its logging
+    setup skipped: access_log.py writes the one line per request, and uvicorn's own
+    lines go through the server's handler (docs/adr/0046-observability.md)."""
     return uvicorn.Config(
         app,
         http=bounded_protocol(limits.header_timeout, limits.max_connections),
         log_level=log_level,
+        access_log=False,
+        log_config=None,
         lifespan="on",
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         timeout_keep_alive=limits.idle_timeout,  # type: ignore[arg-type]  # int in its hints; any float works

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ds4.adapters.http.job_queue import JobQueue
 from ds4.adapters.http.large_bodies import LargeBodies
+from ds4.adapters.http.metrics import ServerMetrics
 from ds4.domain.api.generation_request import DEFAULT_MODEL
 from ds4.domain.serving.live_bindings import KnownIds
 from ds4.domain.tools.replay_memory import ToolReplayMemory
@@ -57,6 +58,7 @@ class ServerState:
     random: RandomSource
     inference: JobQueue  # one InferenceWorker, or a SlotPool with --sessions N
     bindings: KnownIds  # the live call ids (of every slot) a tool result may name
+    metrics: ServerMetrics  # this server's own registry (docs/adr/0046-observability.md)
     longest_token: int | None = None  # bytes; prompt_bound refuses hopeless prompts early
     clock: Callable[[], float] = time.time
     sequence: itertools.count[int] = field(default_factory=lambda: itertools.count(1))

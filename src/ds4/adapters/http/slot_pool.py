@@ -20,6 +20,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from ds4.adapters.http.inference_worker import (
     InferenceWorker,
@@ -75,6 +76,16 @@ class SlotPool:
     def submitted(self) -> int:
         with self._cond:
             return self._submitted
+
+    @property
+    def waiting(self) -> int:
+        with self._cond:
+            queued = len(self._queue)
+        return queued + sum(slot.waiting for slot in self.slots)
+
+    @property
+    def running(self) -> int:
+        return sum(slot.running for slot in self.slots)
 
     @property
     def stopping(self) -> bool:
@@ -155,7 +166,8 @@ class SlotPool:
                 self._ended(slot)
 
         try:
-            self.slots[slot].submit(Job(job.prepared, deliver, job.cancel))
+            # the same job (its cancel flag, its per-token callback) reporting back here
+            self.slots[slot].submit(replace(job, deliver=deliver))
         except ShuttingDownError:
             deliver(JobFailed(SHUTTING_DOWN))
 

@@ -19,10 +19,15 @@ from ds4.domain.generation.events import (
 
 @dataclass(frozen=True, slots=True)
 class PromptReady:
-    """The prompt is in the state: `cached_tokens` of `prompt_tokens` were reused."""
+    """The prompt is in the state: `cached_tokens` of `prompt_tokens` were reused.
+
+    `source` is the state the prefill continued from (serving.decision's source, or
+    "disk-text" after a disk load): the access log and /metrics report it.
+    """
 
     prompt_tokens: int
     cached_tokens: int
+    source: str = "none"
 
     def usage(self) -> Usage:
         return Usage(self.prompt_tokens, self.cached_tokens, 0)

@@ -102,8 +102,16 @@ class Worker:
             thinking=job.think_mode.thinking,
         )
 
-    def run(self, job: PreparedJob, *, cancel: CancelCheck = never_cancel) -> Iterator[ServedEvent]:
+    def run(
+        self,
+        job: PreparedJob,
+        *,
+        cancel: CancelCheck = never_cancel,
+        on_token: OnToken = ignore_token,
+    ) -> Iterator[ServedEvent]:
         """The job's events; the last is Finished (tool calls carrying their ids).
+        `on_token` runs after each decoded token, as decode_turn's does (the server
+        times tokens with it).
 
         Raises Ds4Error when the prompt cannot be prefilled (nothing was generated),
         ApiError 409 when it needs live tool state that is gone.
@@ -145,8 +153,8 @@ class Worker:
             raise
         self.live.keep_only(source)
         self.trace(f"--- prefill done --- cached={cached} evaluated={len(prompt) - cached}")
-        yield PromptReady(len(prompt), cached)
-        yield from self._decode(job, prompt, cached, cancel)
+        yield PromptReady(len(prompt), cached, source)
+        yield from self._decode(job, prompt, cached, cancel, on_token)
 
     def reusable(self, job: PreparedJob) -> int:
         """Live tokens this job would keep if it ran here (the slot choice of ADR 0045);
@@ -202,7 +210,12 @@ class Worker:
     # ---- decoding --------------------------------------------------------------
 
     def _decode(
-        self, job: PreparedJob, prompt: tuple[int, ...], cached: int, cancel: CancelCheck
+        self,
+        job: PreparedJob,
+        prompt: tuple[int, ...],
+        cached: int,
+        cancel: CancelCheck,
+        on_token: OnToken,
     ) -> Iterator[ServedEvent]:
         api: ToolApi = "anthropic" if job.request.api is Api.ANTHROPIC else "openai"
         shown: list[str] = []
@@ -213,7 +226,7 @@ class Worker:
             prompt_tokens=len(prompt),
             cached=cached,
             cancel=cancel,
-            on_token=self._on_token(job),
+            on_token=self._on_token(job, on_token),
         ):
             if isinstance(event, ToolCallStarted):
                 with self.memory_lock:
@@ -229,11 +242,21 @@ class Worker:
             else:
                 yield event
 
-    def _on_token(self, job: PreparedJob) -> OnToken:
-        """After each decoded token: the disk cache's continued saves (or nothing)."""
+    def _on_token(self, job: PreparedJob, caller: OnToken) -> OnToken:
+        """After each decoded token: the caller's callback, then the disk cache's
+        continued saves. The caller's goes first so that a token's time is when it
+        was evaluated, not after a checkpoint write."""
         if self.kv is None:
-            return ignore_token
-        return self.kv.continued_saver(self.session, tools_active=job.request.tools_active)
+            return caller
+        saver = self.kv.continued_saver(self.session, tools_active=job.request.tools_active)
+        if caller is ignore_token:
+            return saver
+
+        def both(token: int) -> None:
+            caller(token)
+            saver(token)
+
+        return both
 
     def _finish(self, finished: Finished, api: ToolApi, shown: list[str]) -> Finished:
         self.trace(f"--- generated text ---\n{finished.text}")
