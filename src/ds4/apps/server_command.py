@@ -325,10 +325,11 @@ def client_snippet(url: str, api_key: str | None) -> str:
         "Try it:\n"
         f"  curl {url}/v1/chat/completions -H 'Content-Type: application/json' "
         f"-H 'Authorization: Bearer {key}' "
-        '-d \'{"model":"deepseek-v4-flash","messages":[{"role":"user","content":"Hello"}]}\'\n'
+        '-d \'{"model":"deepseek-v4-flash","max_tokens":200,'
+        '"messages":[{"role":"user","content":"Hello"}]}\'\n'
         '  python -c "from openai import OpenAI; '
         f"c = OpenAI(base_url='{url}/v1', api_key='{key}'); "
-        "print(c.chat.completions.create(model='deepseek-v4-flash', "
+        "print(c.chat.completions.create(model='deepseek-v4-flash', max_tokens=200, "
         "messages=[{'role': 'user', 'content': 'Hello'}]).choices[0].message.content)\"\n"
         f"  Claude Code: ANTHROPIC_BASE_URL={url} ANTHROPIC_API_KEY={key} claude\n"
     )
