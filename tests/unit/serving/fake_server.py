@@ -136,9 +136,11 @@ def fake_server(
     ctx: int = 4096,
     store: MemoryKVStore | None = None,
     sessions: int = 1,
+    rewind_step: int = 1,
 ) -> FakeServer:
-    """The server graph from bootstrap_server with every adapter a fake."""
-    runner = FakeRunner(vocab=VOCAB, script=ReplyScript(replies))
+    """The server graph from bootstrap_server with every adapter a fake; `rewind_step`
+    models an engine that rewinds exactly only to multiples of it (bounded history)."""
+    runner = FakeRunner(vocab=VOCAB, script=ReplyScript(replies), rewind_step=rewind_step)
     if disk and store is None:
         store = MemoryKVStore()
     options = ServerOptions(

@@ -112,6 +112,16 @@ def test_a_disk_checkpoint_no_longer_than_the_shared_prefix_is_not_loaded() -> N
     assert [r for r, _ in server.saved()].count(SaveReason.COLD) == 1  # the cut was live
 
 
+def test_a_disk_checkpoint_beats_a_shared_prefix_the_live_state_cannot_reach() -> None:
+    """The live state shares 17 tokens but can rewind exactly only to 0 (its history is
+    bounded): the 15-token cold file is then worth loading (the Claude Code retry case)."""
+    server = fake_server(REPLIES, rewind_step=64)
+    server.run(server.chat(FIRST))
+    events = server.run(server.chat([SYSTEM, turn("user", "hey")]))
+    assert prompt_ready(events).source == "disk-text"
+    assert prompt_ready(events).cached_tokens == 15
+
+
 def test_without_a_disk_cache_a_miss_reuses_the_common_prefix() -> None:
     server = fake_server(REPLIES, disk=False)
     server.run(server.chat(FIRST))

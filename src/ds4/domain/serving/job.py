@@ -196,8 +196,11 @@ class Worker:
             )
         if self.kv is None:
             return None
+        # A checkpoint pays when it holds more than the live state can really keep: the
+        # common prefix may lie below what its bounded history rewinds to exactly.
+        reachable = self.session.reusable(decision.tokens)
         self.kv.save_evicted(self.session, self.live.disk_key(self.session.pos))
-        return self.kv.load(self.session, job.prompt_text, more_than=decision.common)
+        return self.kv.load(self.session, job.prompt_text, more_than=reachable)
 
     def _prefill(
         self, prompt: tuple[int, ...], *, cold: bool, cancel: CancelCheck
