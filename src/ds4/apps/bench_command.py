@@ -67,7 +67,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     bench.add_argument("-sys", "--system", default=DEFAULT_SYSTEM, help="with --chat-prompt-file")
     bench.add_argument("-m", "--model", metavar="GGUF", help="model file (default: $DS4_MODEL, "
-                       "else ./ds4flash.gguf)")  # fmt: skip
+                       "else ./ds4flash.gguf, else models/demo.gguf, the small demo model "
+                       "shipped in the repository)")  # fmt: skip
     add_backend_flags(bench)
     add_numerics_flag(bench)
     bench.add_argument("--ctx-start", type=int, default=2048, help="first frontier")

@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "-m",
         "--model",
         metavar="GGUF",
-        help="model file (default: $DS4_MODEL, else ./ds4flash.gguf)",
+        help="model file (default: $DS4_MODEL, else ./ds4flash.gguf, else models/demo.gguf, "
+        "the small demo model shipped in the repository)",
     )
     cli.add_argument(
         "--tokenizer",

@@ -1,15 +1,15 @@
 """`ds4 server`: OpenAI Chat/Completions/Responses and Anthropic Messages over HTTP.
 
-Model choice when -m is not given: $DS4_MODEL, then ./ds4flash.gguf, else a tiny
-random demo model generated once into ~/.cache/ds4/ (its answers are noise; it
-exists so that `make serve` works on a fresh checkout).
+Model choice when -m is not given: $DS4_MODEL, then ./ds4flash.gguf, else the small
+demo model shipped in the repository (models/demo.gguf, docs/demo-model.md), so that
+`make serve` answers on a fresh checkout. The rule is bootstrap.default_model_path,
+shared with `ds4 cli`.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -21,7 +21,6 @@ from ds4.apps.server_options import ServerOptions
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
 
-DEMO_MODEL = Path.home() / ".cache" / "ds4" / "tiny-demo.gguf"
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -44,8 +43,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "-m",
         "--model",
         metavar="GGUF",
-        help="model file (default: $DS4_MODEL, ./ds4flash.gguf, else a tiny random demo "
-        "model generated into ~/.cache/ds4/)",
+        help="model file (default: $DS4_MODEL, else ./ds4flash.gguf, else models/demo.gguf, "
+        "the small demo model shipped in the repository)",
     )
     p.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 for the LAN)")
     p.add_argument("--port", type=_positive, default=8000, help="TCP port")
@@ -183,30 +182,6 @@ def kv_cache_options(args: argparse.Namespace) -> KvCacheOptions:
     )
 
 
-def default_model(explicit: str | None) -> tuple[str, bool]:
-    """(path, is_demo)."""
-    for candidate in (explicit, os.environ.get("DS4_MODEL"), "ds4flash.gguf"):
-        if candidate and (candidate == explicit or Path(candidate).is_file()):
-            return candidate, False
-    if not DEMO_MODEL.is_file():
-        from ds4.apps.gguf_tiny import run_tiny
-
-        DEMO_MODEL.parent.mkdir(parents=True, exist_ok=True)
-        print(f"ds4 server: generating the tiny demo model into {DEMO_MODEL}", file=sys.stderr)
-        run_tiny(
-            argparse.Namespace(
-                out=str(DEMO_MODEL),
-                seed=0,
-                preset="tiny",
-                quant="q2",
-                q4_last_layers=None,
-                tokenizer=None,
-                quiet=True,
-            )
-        )
-    return str(DEMO_MODEL), True
-
-
 def _show_kv_cache_log() -> None:
     """KV cache decisions (stores, hits, evictions, removed files) go to stderr."""
     logger = logging.getLogger("ds4.kvcache")
@@ -235,7 +210,7 @@ def client_snippet(url: str, api_key: str | None) -> str:
 
 def run_server(args: argparse.Namespace) -> int:
     # The HTTP stack (Litestar) loads only when a server actually starts.
-    from ds4.apps.bootstrap import bootstrap_server
+    from ds4.apps.bootstrap import bootstrap_server, default_model_path, is_shipped_demo
 
     host = "127.0.0.1" if args.host == "localhost" else args.host
     if args.backend == "scripted":
@@ -243,7 +218,8 @@ def run_server(args: argparse.Namespace) -> int:
         if args.script is None:
             raise Ds4Error("--backend scripted needs --script FILE")
     else:
-        model, demo = default_model(args.model)
+        model = default_model_path(args.model)
+        demo = is_shipped_demo(model)
     options = ServerOptions(
         model=model,
         backend=args.backend,
@@ -274,7 +250,7 @@ def run_server(args: argparse.Namespace) -> int:
         url = f"http://{host}:{args.port}"
         label = "scripted outputs" if args.backend == "scripted" else model
         if demo:
-            label = f"{model} (TINY DEMO MODEL WITH RANDOM WEIGHTS: its answers are noise)"
+            label = f"{model} (the small demo model: docs/demo-model.md)"
         print(f"ds4 server: model {label}, ctx {args.ctx}", file=sys.stderr)
         print(f"ds4 server: listening on {url}", file=sys.stderr)
         print(client_snippet(url, args.api_key), file=sys.stderr)
