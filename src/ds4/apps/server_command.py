@@ -194,16 +194,21 @@ def _show_kv_cache_log() -> None:
 
 
 def client_snippet(url: str, api_key: str | None) -> str:
+    """Ready-to-paste clients. The prompt is the opening of *I promessi sposi*, what the
+    shipped demo model was trained to continue (docs/demo-model.md); max_tokens bounds
+    a model that does not stop."""
     key = api_key or "none"
     return (
         "Try it:\n"
         f"  curl {url}/v1/chat/completions -H 'Content-Type: application/json' "
         f"-H 'Authorization: Bearer {key}' "
-        '-d \'{"model":"deepseek-v4-flash","messages":[{"role":"user","content":"Hello"}]}\'\n'
+        '-d \'{"model":"deepseek-v4-flash","max_tokens":200,'
+        '"messages":[{"role":"user","content":"Quel ramo del lago di Como"}]}\'\n'
         '  python -c "from openai import OpenAI; '
         f"c = OpenAI(base_url='{url}/v1', api_key='{key}'); "
-        "print(c.chat.completions.create(model='deepseek-v4-flash', "
-        "messages=[{'role': 'user', 'content': 'Hello'}]).choices[0].message.content)\"\n"
+        "print(c.chat.completions.create(model='deepseek-v4-flash', max_tokens=200, "
+        "messages=[{'role': 'user', 'content': 'Quel ramo del lago di Como'}])"
+        '.choices[0].message.content)"\n'
         f"  Claude Code: ANTHROPIC_BASE_URL={url} ANTHROPIC_API_KEY={key} claude\n"
     )
 
