@@ -70,8 +70,8 @@ test: lint typecheck
 test-all: lint typecheck
 	$(BIN)/pytest -q -m ''
 
-# The server on the default model (-m / $$DS4_MODEL / ./ds4flash.gguf, else a tiny demo
-# model with random weights, generated once into ~/.cache/ds4/). Extra flags: ARGS="...".
+# The server on the default model (-m / $$DS4_MODEL / ./ds4flash.gguf, else the demo model
+# shipped in models/demo.gguf, docs/demo-model.md). Extra flags: ARGS="...".
 serve: $(SERVE_BUILT)
 	@echo "==> ds4: starting the server"
 	$(BIN)/ds4 server $(ARGS)

@@ -73,7 +73,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     bench.add_argument("-sys", "--system", default=DEFAULT_SYSTEM, help="with --chat-prompt-file")
     bench.add_argument("-m", "--model", type=flag_types.model_file, metavar="GGUF",
-                       help="model file (default: $DS4_MODEL, else ./ds4flash.gguf)")  # fmt: skip
+                       help="model file (default: $DS4_MODEL, else ./ds4flash.gguf, else "
+                       "models/demo.gguf, the small demo model shipped in the repo)")  # fmt: skip
     add_backend_flags(bench)
     add_numerics_flag(bench)
     tokens = flag_types.int_in(1, MAX_CTX)

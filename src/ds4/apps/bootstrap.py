@@ -15,13 +15,16 @@ imports ds4.adapters; those imports are lazy, so `ds4 cli` never loads the HTTP 
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ds4.apps import wiring
+from ds4.apps.flag_types import model_file_problem
 from ds4.apps.server_options import MAX_SESSIONS, ServerOptions
 from ds4.domain.api.prompt_bound import longest_token_bytes
 from ds4.domain.engine.session import Session
@@ -63,6 +66,55 @@ class Engine:
             return model_tag_for(self.runner.hparams)
         file = self.model.file
         return model_tag_for(self.runner.hparams, file.metadata, file.tensors.values())
+
+
+# ---- which model: cli, bench and the server ----------------------------------------
+
+DS4FLASH = "ds4flash.gguf"
+
+
+def shipped_demo_model() -> Path:
+    """models/demo.gguf of the source tree the package runs from (a checkout, an editable
+    install, PYTHONPATH=src). A wheel does not carry it (docs/demo-model.md)."""
+    return Path(__file__).resolve().parents[3] / "models" / "demo.gguf"
+
+
+def default_model_path(explicit: str | None) -> str:
+    """The one model-choice rule of `ds4 cli`, `ds4 bench` and `ds4 server`: -m, else
+    $DS4_MODEL, else ./ds4flash.gguf, else the shipped demo model (models/demo.gguf).
+
+    A model named by -m or $DS4_MODEL must exist: a typo is an error, never a fallback
+    to another model. An empty $DS4_MODEL counts as unset.
+    """
+    for origin, path in (("-m", explicit), ("DS4_MODEL", os.environ.get("DS4_MODEL") or None)):
+        if path is not None:
+            if not Path(path).exists():  # anything else there gets the GGUF reader's error
+                raise Ds4Error(
+                    f"model file {path} (from {origin}) not found; without -m and DS4_MODEL "
+                    f"the model is ./{DS4FLASH} or the shipped demo model (a random test "
+                    "model: ds4 gguf tiny --out FILE)"
+                )
+            _refuse_non_model_file(origin, Path(path))
+            return path
+    for candidate in (Path(DS4FLASH), shipped_demo_model()):
+        if candidate.exists():
+            _refuse_non_model_file(str(candidate), candidate)
+            return str(candidate)
+    raise Ds4Error(
+        f"no model: pass -m FILE or set DS4_MODEL (looked for ./{DS4FLASH} and "
+        f"{shipped_demo_model()}; a random test model: ds4 gguf tiny --out FILE)"
+    )
+
+
+def _refuse_non_model_file(origin: str, path: Path) -> None:
+    """A directory or FIFO there would otherwise hang or confuse the loader."""
+    problem = model_file_problem(path)
+    if problem is not None:
+        raise Ds4Error(f"{origin}: {problem}")
+
+
+def is_shipped_demo(path: str) -> bool:
+    return Path(path).resolve() == shipped_demo_model()
 
 
 def load_engine(

@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--model",
         type=flag_types.model_file,
         metavar="GGUF",
-        help="model file (default: $DS4_MODEL, else ./ds4flash.gguf)",
+        help="model file (default: $DS4_MODEL, else ./ds4flash.gguf, else models/demo.gguf, "
+        "the small demo model shipped in the repository)",
     )
     cli.add_argument(
         "--tokenizer",

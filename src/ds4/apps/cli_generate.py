@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 
-from ds4.apps import flag_types, wiring
-from ds4.apps.bootstrap import load_engine
+from ds4.apps import wiring
+from ds4.apps.bootstrap import default_model_path, load_engine
 from ds4.apps.cli_dumps import dump_logits, dump_logprobs
 from ds4.apps.cli_output import EventPrinter, Interrupt, PrefillMeter, Stopwatch
 from ds4.apps.cli_prompt import prompt_thinks, prompt_tokens
@@ -20,22 +18,10 @@ from ds4.domain.generation.loop import TurnSettings, decode_tokens, decode_turn,
 from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
 from ds4.ports.tokenizer import Tokenizer
 
-DEFAULT_MODEL = "ds4flash.gguf"
-
 
 def model_path(args: argparse.Namespace) -> str:
-    """-m (checked by its flag type), then $DS4_MODEL, then ./ds4flash.gguf; a clear
-    message when it is missing or not a regular file (a FIFO would hang the loader)."""
-    path = args.model or os.environ.get("DS4_MODEL") or DEFAULT_MODEL
-    if not Path(path).exists():  # anything else there gets the GGUF reader's error
-        raise Ds4Error(
-            f"model file {path} not found; pass -m FILE or set DS4_MODEL "
-            "(a demo model with random weights: ds4 gguf tiny --out FILE)"
-        )
-    problem = flag_types.model_file_problem(Path(path))
-    if problem is not None:
-        raise Ds4Error(problem)
-    return str(path)
+    """bootstrap.default_model_path: the server's rule too."""
+    return default_model_path(args.model)
 
 
 def sampling(args: argparse.Namespace) -> SamplingParams:

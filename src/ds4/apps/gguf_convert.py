@@ -22,7 +22,7 @@ from ds4.domain.convert.checkpoint_sources import (
 )
 from ds4.domain.convert.hf_config import hparams_from_config
 from ds4.domain.convert.planned import PlannedTensor
-from ds4.domain.convert.provenance import provenance_metadata
+from ds4.domain.convert.provenance import meta_flags, provenance_metadata
 from ds4.domain.convert.quant_presets import QUANT_PRESETS, QuantPlan, check_plan_fits, quant_plan
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.records import MetaValue, meta_str
@@ -85,6 +85,13 @@ def register(tools: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="JSON",
         default=None,
         help="tokenizer.json to embed (default: DIR/tokenizer.json, else the official one)",
+    )
+    p.add_argument(
+        "--meta",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra provenance string stored as ds4.convert.KEY, repeatable (default: none)",
     )
     p.add_argument(
         "--threads",
@@ -163,7 +170,9 @@ def run_convert(args: argparse.Namespace) -> int:
         tokenizer = args.tokenizer
         if tokenizer is None and (source / "tokenizer.json").is_file():
             tokenizer = str(source / "tokenizer.json")
-        extra = {"imatrix": Path(args.imatrix).name} if args.imatrix else {}
+        extra = meta_flags(args.meta)
+        if args.imatrix:
+            extra["imatrix"] = Path(args.imatrix).name
         metadata: dict[str, MetaValue] = {
             "general.name": meta_str(f"DeepSeek-V4 ({source.name})"),
             **hparams_metadata(hp),

@@ -1,14 +1,14 @@
 """`ds4 server`: OpenAI Chat/Completions/Responses and Anthropic Messages over HTTP.
 
-Model choice when -m is not given: $DS4_MODEL, then ./ds4flash.gguf, else a tiny
-random demo model generated once into ~/.cache/ds4/ (its answers are noise; it
-exists so that `make serve` works on a fresh checkout).
+Model choice when -m is not given: $DS4_MODEL, then ./ds4flash.gguf, else the small
+demo model shipped in the repository (models/demo.gguf, docs/demo-model.md), so that
+`make serve` answers on a fresh checkout. The rule is bootstrap.default_model_path,
+shared with `ds4 cli`.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -22,8 +22,6 @@ from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK, MAX_SESSIONS, ServerO
 from ds4.domain.api.loopback import is_loopback_host
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
-
-DEMO_MODEL = Path.home() / ".cache" / "ds4" / "tiny-demo.gguf"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,8 +38,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--model",
         type=flag_types.model_file,
         metavar="GGUF",
-        help="model file (default: $DS4_MODEL, ./ds4flash.gguf, else a tiny random demo "
-        "model generated into ~/.cache/ds4/)",
+        help="model file (default: $DS4_MODEL, else ./ds4flash.gguf, else models/demo.gguf, "
+        "the small demo model shipped in the repository)",
     )
     p.add_argument(
         "--host",
@@ -285,66 +283,42 @@ def kv_cache_options(args: argparse.Namespace) -> KvCacheOptions:
     )
 
 
-def default_model(explicit: str | None) -> tuple[str, bool]:
-    """(path, is_demo)."""
-    if explicit is not None:
-        return explicit, False  # checked by flag_types.model_file
-    from_env = os.environ.get("DS4_MODEL")
-    if from_env:
-        problem = flag_types.model_file_problem(Path(from_env))
-        if problem is not None:
-            raise Ds4Error(f"DS4_MODEL: {problem}")
-        return from_env, False
-    if Path("ds4flash.gguf").exists():
-        problem = flag_types.model_file_problem(Path("ds4flash.gguf"))
-        if problem is not None:
-            raise Ds4Error(problem)
-        return "ds4flash.gguf", False
-    if not DEMO_MODEL.is_file():
-        from ds4.apps.gguf_tiny import run_tiny
-
-        DEMO_MODEL.parent.mkdir(parents=True, exist_ok=True)
-        print(f"ds4 server: generating the tiny demo model into {DEMO_MODEL}", file=sys.stderr)
-        run_tiny(
-            argparse.Namespace(
-                out=str(DEMO_MODEL),
-                seed=0,
-                preset="tiny",
-                quant="q2",
-                q4_last_layers=None,
-                tokenizer=None,
-                quiet=True,
-            )
-        )
-    return str(DEMO_MODEL), True
-
-
 def client_snippet(url: str, api_key: str | None) -> str:
+    """Ready-to-paste clients. The prompt is the opening of *I promessi sposi*, what the
+    shipped demo model was trained to continue (docs/demo-model.md); max_tokens bounds
+    a model that does not stop."""
     key = api_key or "none"
     return (
         "Try it:\n"
         f"  curl {url}/v1/chat/completions -H 'Content-Type: application/json' "
         f"-H 'Authorization: Bearer {key}' "
         '-d \'{"model":"deepseek-v4-flash","max_tokens":200,'
-        '"messages":[{"role":"user","content":"Hello"}]}\'\n'
+        '"messages":[{"role":"user","content":"Quel ramo del lago di Como"}]}\'\n'
         '  python -c "from openai import OpenAI; '
         f"c = OpenAI(base_url='{url}/v1', api_key='{key}'); "
         "print(c.chat.completions.create(model='deepseek-v4-flash', max_tokens=200, "
-        "messages=[{'role': 'user', 'content': 'Hello'}]).choices[0].message.content)\"\n"
+        "messages=[{'role': 'user', 'content': 'Quel ramo del lago di Como'}])"
+        '.choices[0].message.content)"\n'
         f"  Claude Code: ANTHROPIC_BASE_URL={url} ANTHROPIC_API_KEY={key} claude\n"
     )
 
 
 def run_server(args: argparse.Namespace) -> int:
     # The HTTP stack (Litestar) loads only when a server actually starts.
-    from ds4.apps.bootstrap import bind_listener, bootstrap_server
+    from ds4.apps.bootstrap import (
+        bind_listener,
+        bootstrap_server,
+        default_model_path,
+        is_shipped_demo,
+    )
 
     check_flags(args)
     host = "127.0.0.1" if args.host == "localhost" else args.host
     if args.backend == "scripted":
         model, demo = args.model, False
     else:
-        model, demo = default_model(args.model)
+        model = default_model_path(args.model)
+        demo = is_shipped_demo(model)
     options = ServerOptions(
         model=model,
         backend=args.backend,
@@ -384,7 +358,7 @@ def run_server(args: argparse.Namespace) -> int:
         url = f"http://[{host}]:{args.port}" if ":" in host else f"http://{host}:{args.port}"
         label = "scripted outputs" if args.backend == "scripted" else model
         if demo:
-            label = f"{model} (TINY DEMO MODEL WITH RANDOM WEIGHTS: its answers are noise)"
+            label = f"{model} (the small demo model: docs/demo-model.md)"
         sessions = f", {args.sessions} sessions" if args.sessions > 1 else ""
         print(f"ds4 server: model {label}, ctx {args.ctx}{sessions}", file=sys.stderr)
         print(f"ds4 server: listening on {url}", file=sys.stderr)
