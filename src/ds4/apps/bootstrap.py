@@ -34,6 +34,7 @@ from ds4.domain.kvcache.model_identity import model_tag_for
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.kv_checkpoints import KvCheckpoints
 from ds4.domain.serving.live_bindings import EverySlotBindings
+from ds4.domain.serving.memory_checkpoints import MemoryCheckpoints
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.ports.clock import Clock
 from ds4.ports.compute import ComputeSession, ModelRunner
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from ds4.adapters.http.server_state import ServerState
 
 kv_log = logging.getLogger("ds4.kvcache")
+server_log = logging.getLogger("ds4.server")
 Log = Callable[[str], None]
 
 # ---- the engine: cli, bench and the server ---------------------------------------
@@ -209,8 +211,11 @@ def bootstrap_server(
     lock = threading.Lock()
     write_trace = _trace_writer(trace)
     disk = _disk_cache(options, engine, write_trace, store, clock)
+    checkpoints = _memory_checkpoints(options, engine, write_trace)
     sessions, gate = _live_sessions(engine.runner, options)
-    workers = _workers(options, engine, sessions, memory, lock, random, disk, write_trace)
+    workers = _workers(
+        options, engine, sessions, memory, lock, random, disk, checkpoints, write_trace
+    )
     if workers[0].kv is not None:
         workers[0].kv.import_tool_memory()  # one tool memory for every slot
     config = HttpConfig(
@@ -268,14 +273,17 @@ def _workers(
     memory_lock: threading.Lock,
     random: RandomSource,
     disk: DiskCache | None,
+    checkpoints: MemoryCheckpoints | None,
     write_trace: Log,
 ) -> list[Worker]:
     """One worker per live session; with several, each has its own bindings, disk
-    checkpoint frontier and trace tag, and they share the rest."""
+    checkpoint frontier and trace tag, and they share the rest (the in-memory
+    checkpoints too: any slot restores what another kept)."""
     disk_lock = threading.Lock()  # one disk cache for every slot
     workers = []
     for slot, compute in enumerate(sessions):
-        trace = write_trace if len(sessions) == 1 else _tagged(write_trace, f"[slot {slot}] ")
+        tag = "" if len(sessions) == 1 else f"[slot {slot}] "
+        trace = _tagged(write_trace, tag) if tag else write_trace
         kv = None
         if disk is not None:
             kv = KvCheckpoints(
@@ -296,6 +304,8 @@ def _workers(
                 memory_lock=memory_lock,
                 trace=trace,
                 kv=kv,
+                mem=checkpoints,
+                warn=_server_warning(tag),
             )
         )
     return workers
@@ -341,6 +351,28 @@ def _kv_log(write_trace: Log) -> Log:
         write_trace(line)
 
     return log
+
+
+def _server_warning(tag: str) -> Log:
+    def warn(line: str) -> None:
+        server_log.warning("%s%s", tag, line)
+
+    return warn
+
+
+def _memory_checkpoints(
+    options: ServerOptions, engine: Engine, write_trace: Log
+) -> MemoryCheckpoints | None:
+    """The in-memory KV checkpoints every slot shares (ADR 0049); None with no budget."""
+    if options.kv_mem_bytes <= 0:
+        return None
+    return MemoryCheckpoints(
+        options.kv_mem_bytes,
+        engine.tokenizer,
+        min_tokens=options.kv_cache.min_tokens,
+        lock=threading.Lock(),
+        log=_kv_log(write_trace),
+    )
 
 
 def _disk_cache(

@@ -18,7 +18,12 @@ from ds4.apps import flag_types, wiring
 from ds4.apps.flag_types import INT_MAX, MAX_CTX, MAX_THREADS
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.server_logging import LOG_FORMATS, configure_server_logging
-from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK, MAX_SESSIONS, ServerOptions
+from ds4.apps.server_options import (
+    DEFAULT_KV_MEM_MIB,
+    DEFAULT_PREFILL_CHUNK,
+    MAX_SESSIONS,
+    ServerOptions,
+)
 from ds4.domain.api.loopback import is_loopback_host
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
@@ -212,9 +217,21 @@ def check_flags(args: argparse.Namespace) -> None:
 
 
 def _register_kv_cache(p: argparse.ArgumentParser) -> None:
-    """The disk KV cache flags (docs/reference/formats.md §10.1)."""
+    """The KV checkpoint flags: in memory (ADR 0049), on disk (docs/reference/formats.md
+    §10.1)."""
     d = KvCacheOptions()
-    g = p.add_argument_group("disk KV cache")
+    g = p.add_argument_group("KV checkpoints in memory and on disk (docs/kv-cache.md)")
+    g.add_argument(
+        "--kv-mem-space-mb",
+        "--checkpoint-budget-mb",
+        dest="kv_mem_space_mb",
+        type=flag_types.int_in(0, MAX_KV_DISK_MIB),
+        default=DEFAULT_KV_MEM_MIB,
+        metavar="MIB",
+        help=f"RAM for copies of the KV state at prompt ends and of states a request "
+        f"replaced, so a retry or a return never prefills again what was prefilled "
+        f"(0..{MAX_KV_DISK_MIB}; least recently used go first; 0: none)",
+    )
     g.add_argument(
         "--kv-disk-dir",
         type=flag_types.output_dir,
@@ -336,6 +353,7 @@ def run_server(args: argparse.Namespace) -> int:
         sessions=args.sessions,
         kv_disk_dir=args.kv_disk_dir,
         kv_cache=kv_cache_options(args),
+        kv_mem_bytes=args.kv_mem_space_mb << 20,
         max_body_mb=args.max_body_mb,
         max_connections=args.max_connections,
         header_timeout=args.header_timeout,
