@@ -8,7 +8,13 @@ import sys
 from ds4.apps import wiring
 from ds4.apps.bootstrap import default_model_path, load_engine
 from ds4.apps.cli_dumps import dump_logits, dump_logprobs
-from ds4.apps.cli_output import EventPrinter, Interrupt, PrefillMeter, Stopwatch
+from ds4.apps.cli_output import (
+    EventPrinter,
+    Interrupt,
+    PrefillMeter,
+    Stopwatch,
+    warn_if_cut_by_context,
+)
 from ds4.apps.cli_prompt import prompt_thinks, prompt_tokens
 from ds4.domain.engine.cancel import CancelledError
 from ds4.domain.engine.session import Session
@@ -126,4 +132,5 @@ def _generate(
         printer.show(event)
         if isinstance(event, Finished):
             count = event.usage.completion_tokens
+            warn_if_cut_by_context(event, args.tokens, session.ctx)
     return count

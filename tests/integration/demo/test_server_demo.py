@@ -65,6 +65,19 @@ def test_banner_request_answers_in_italian_and_stops(server: LiveServer, seed: i
     assert re.search(r"\b(il|la|che|di|e|non|un|si)\b", text), text
 
 
+@pytest.mark.parametrize("think", [True, False])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_without_max_tokens_the_demo_stops_by_itself(
+    server: LiveServer, seed: int, think: bool
+) -> None:
+    """A request with no limit runs until the model stops or the context is full (ADR
+    0049): the demo model ends its answers itself, so it answers in a moment."""
+    body = {k: v for k, v in banner_body(server.url).items() if k != "max_tokens"}
+    reply = chat(server, {**body, "seed": seed, "think": think})
+    assert reply["choices"][0]["finish_reason"] == "stop"
+    assert reply["usage"]["completion_tokens"] < 400  # of the 32K context
+
+
 def test_read_file_round_trip(server: LiveServer) -> None:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Leggi il file note/renzo.txt."}]
     first = chat(

@@ -38,6 +38,7 @@ from ds4.domain.generation.events import Finished, PrefillProgress, ToolCallStar
 from ds4.domain.generation.loop import (
     OnToken,
     TurnSettings,
+    cut_by_context,
     decode_turn,
     ignore_token,
     prefill,
@@ -306,9 +307,9 @@ class Worker:
     def _warn_context_full(self, finished: Finished, max_tokens: int) -> None:
         """A reply cut short by the context, not by its max_tokens: say so, since the
         client only sees finish `length`."""
-        usage = finished.usage
-        if finished.finish != "length" or usage.completion_tokens >= max_tokens:
+        if not cut_by_context(finished, max_tokens):
             return
+        usage = finished.usage
         line = (
             f"reply stopped at the context limit: {usage.prompt_tokens} prompt + "
             f"{usage.completion_tokens} generated tokens of ctx {self.session.ctx} "
