@@ -303,19 +303,26 @@ def kv_cache_options(args: argparse.Namespace) -> KvCacheOptions:
 def client_snippet(url: str, api_key: str | None) -> str:
     """Ready-to-paste clients. The prompt is the opening of *I promessi sposi*, what the
     shipped demo model was trained to continue (docs/demo-model.md); max_tokens bounds
-    a model that does not stop."""
+    a model that does not stop. The python line uses the standard library only, so any
+    python3 runs it as pasted (the runtime venv has no openai package either)."""
     key = api_key or "none"
+    body = (
+        '{"model":"deepseek-v4-flash","max_tokens":200,'
+        '"messages":[{"role":"user","content":"Quel ramo del lago di Como"}]}'
+    )
+    body_py = (  # the same body as a Python literal, inside the shell's double quotes
+        "{'model': 'deepseek-v4-flash', 'max_tokens': 200, "
+        "'messages': [{'role': 'user', 'content': 'Quel ramo del lago di Como'}]}"
+    )
     return (
         "Try it:\n"
         f"  curl {url}/v1/chat/completions -H 'Content-Type: application/json' "
-        f"-H 'Authorization: Bearer {key}' "
-        '-d \'{"model":"deepseek-v4-flash","max_tokens":200,'
-        '"messages":[{"role":"user","content":"Quel ramo del lago di Como"}]}\'\n'
-        '  python -c "from openai import OpenAI; '
-        f"c = OpenAI(base_url='{url}/v1', api_key='{key}'); "
-        "print(c.chat.completions.create(model='deepseek-v4-flash', max_tokens=200, "
-        "messages=[{'role': 'user', 'content': 'Quel ramo del lago di Como'}])"
-        '.choices[0].message.content)"\n'
+        f"-H 'Authorization: Bearer {key}' -d '{body}'\n"
+        '  python3 -c "import json, urllib.request as u; '
+        f"r = u.Request('{url}/v1/chat/completions', data=json.dumps({body_py}).encode(), "
+        f"headers={{'Content-Type': 'application/json', 'Authorization': 'Bearer {key}'}}); "
+        "print(json.load(u.urlopen(r))['choices'][0]['message']['content'])\"\n"
+        f"  OpenAI SDKs: base_url {url}/v1, api_key {key}\n"
         f"  Claude Code: ANTHROPIC_BASE_URL={url} ANTHROPIC_API_KEY={key} claude\n"
     )
 

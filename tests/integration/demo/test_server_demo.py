@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,6 +78,19 @@ def test_without_max_tokens_the_demo_stops_by_itself(
     reply = chat(server, {**body, "seed": seed, "think": think})
     assert reply["choices"][0]["finish_reason"] == "stop"
     assert reply["usage"]["completion_tokens"] < 400  # of the 32K context
+
+
+def test_banner_python_line_runs_on_the_standard_library_alone(server: LiveServer) -> None:
+    """The python3 line as printed, run without site-packages (-S): no openai package,
+    none installed by `make serve`, is needed."""
+    match = re.search(r'python3 -c "(.*)"\n', client_snippet(server.url, None))
+    assert match is not None
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", match.group(1)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.split()) >= 3
 
 
 def test_read_file_round_trip(server: LiveServer) -> None:
