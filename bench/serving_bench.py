@@ -175,7 +175,7 @@ def running_server(args: Sequence[str], sessions: int, log: Path) -> Iterator[st
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     cmd = [sys.executable, "-m", "ds4", "server", *args, "--port", str(port), "-c", "4096",
-           "--sessions", str(sessions), "--kv-mem-space-mb", "0"]  # fmt: skip
+           "--sessions", str(sessions)]  # fmt: skip
     with log.open("w") as err:
         proc = subprocess.Popen(cmd, env=env, stderr=err, stdout=subprocess.DEVNULL)
         try:
@@ -198,23 +198,24 @@ def running_server(args: Sequence[str], sessions: int, log: Path) -> Iterator[st
 # ---- report --------------------------------------------------------------------------
 
 
-def pct(values: Sequence[float], scale: float) -> str:
+def pct(values: Sequence[float], scale: float, digits: int = 0) -> str:
+    """p50/p90/p99 (nearest rank) of `values` times `scale`."""
     if not values:
         return "-"
     ordered = sorted(values)
 
-    def at(q: float) -> float:
-        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * scale
+    def at(q: float) -> str:
+        return f"{ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * scale:.{digits}f}"
 
-    return f"{at(0.5):.0f}/{at(0.9):.0f}/{at(0.99):.0f}"
+    return f"{at(0.5)}/{at(0.9)}/{at(0.99)}"
 
 
 def report(title: str, runs: list[Run], sessions: int) -> None:
     print(f"\n{title}")
     print(f"{'sessions':>8} {'load':<14} {'req':>4} {'err':>3} {'TTFT ms':>16} "
-          f"{'ITL ms':>12} {'TPOT ms':>12} {'E2E ms':>17} {'out t/s':>8}")  # fmt: skip
-    print(f"{'':>8} {'':<14} {'':>4} {'':>3} {'p50/p90/p99':>16} {'p50/p90/p99':>12} "
-          f"{'p50/p90/p99':>12} {'p50/p90/p99':>17} {'median':>8}")  # fmt: skip
+          f"{'ITL ms':>15} {'TPOT ms':>15} {'E2E ms':>17} {'out t/s':>8}")  # fmt: skip
+    print(f"{'':>8} {'':<14} {'':>4} {'':>3} {'p50/p90/p99':>16} {'p50/p90/p99':>15} "
+          f"{'p50/p90/p99':>15} {'p50/p90/p99':>17} {'median':>8}")  # fmt: skip
     loads = list(dict.fromkeys(r.load for r in runs))
     for load in loads:
         for n in sorted({r.sessions for r in runs}):
@@ -228,7 +229,7 @@ def report(title: str, runs: list[Run], sessions: int) -> None:
             rate = statistics.median(r.rate for r in mine)
             label = str(n) if n else "-"  # a server started elsewhere (--url)
             print(f"{label:>8} {load:<14} {len(reqs):>4} {len(reqs) - len(ok):>3} "
-                  f"{pct(ttft, 1e3):>16} {pct(itl, 1e3):>12} {pct(tpot, 1e3):>12} "
+                  f"{pct(ttft, 1e3):>16} {pct(itl, 1e3, 1):>15} {pct(tpot, 1e3, 1):>15} "
                   f"{pct(e2e, 1e3):>17} {rate:>8.1f}")  # fmt: skip
     if sessions > 1:
         for load in loads:
@@ -265,8 +266,8 @@ def side_by_side(backend: str, args: argparse.Namespace, tmp: Path) -> list[Run]
         for n in counts:  # warm: kernels, scratch buffers, the first tokenization
             asyncio.run(closed_loop(urls[n], 1, 1, 4, run=-1 - n))
         for repeat in range(args.repeats):
-            for n in counts:
-                runs += asyncio.run(measure(urls[n], n, args, run=1000 * repeat + 10 * n))
+            for n in counts:  # the same prompts and arrival times for 1 and N
+                runs += asyncio.run(measure(urls[n], n, args, run=10 * repeat))
     return runs
 
 

@@ -26,7 +26,7 @@ def test_scripted_side_by_side_reports_percentiles_and_the_ratio() -> None:
         ("1", "closed C=2"), ("1", "poisson 8/s"), ("2", "closed C=2"), ("2", "poisson 8/s"),
     ]  # fmt: skip
     for *_, numbers in rows:  # TTFT, ITL, TPOT, E2E as p50/p90/p99, then t/s
-        assert len(re.findall(r"\d+/\d+/\d+", numbers)) == 4
+        assert len(re.findall(r"[\d.]+/[\d.]+/[\d.]+", numbers)) == 4
     ratios = re.findall(r"--sessions 2 / --sessions 1, (\S+ \S+): (\d+\.\d\d)", done.stdout)
     assert [load for load, _ in ratios] == ["closed C=2", "poisson 8/s"]
 
