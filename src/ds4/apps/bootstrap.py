@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, TextIO
 from ds4.apps import wiring
 from ds4.apps.flag_types import model_file_problem
 from ds4.apps.server_options import MAX_SESSIONS, ServerOptions
-from ds4.domain.api.prompt_bound import longest_token_bytes
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.disk_cache import DiskCache
@@ -34,6 +33,7 @@ from ds4.domain.kvcache.model_identity import model_tag_for
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.kv_checkpoints import KvCheckpoints
 from ds4.domain.serving.live_bindings import EverySlotBindings
+from ds4.domain.serving.prompt_bound import longest_token_bytes
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.ports.clock import Clock
 from ds4.ports.compute import ComputeSession, ModelRunner

@@ -19,9 +19,9 @@ from ds4.apps.flag_types import INT_MAX, MAX_CTX, MAX_THREADS
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.server_logging import LOG_FORMATS, configure_server_logging
 from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK, MAX_SESSIONS, ServerOptions
-from ds4.domain.api.loopback import is_loopback_host
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
+from ds4.wire.loopback import is_loopback_host
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

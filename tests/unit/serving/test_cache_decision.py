@@ -8,15 +8,15 @@ from typing import cast
 
 import pytest
 
-from ds4.domain.api.errors import ApiError
-from ds4.domain.api.generation_request import Api, GenerationRequest
 from ds4.domain.chat.messages import ThinkMode, UserMessage
 from ds4.domain.serving.decision import cache_decision
+from ds4.domain.serving.generation_request import Api, GenerationRequest
 from ds4.domain.serving.live_bindings import Binding, LiveBindings
 from ds4.domain.serving.live_tail import NO_PLAN, LivePlan
 from ds4.domain.serving.prepare import PreparedJob
 from ds4.domain.tools.replay_memory import ReplayStats
 from ds4.ports.tokenizer import Tokenizer
+from ds4.wire.errors import ApiError
 
 
 class CharTokenizer:

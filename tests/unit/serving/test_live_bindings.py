@@ -8,18 +8,18 @@ from typing import Any
 
 import pytest
 
-from ds4.domain.api.anthropic_request import parse_messages, validate_tool_results
-from ds4.domain.api.errors import ApiError
-from ds4.domain.api.generation_request import Api, GenerationRequest
-from ds4.domain.api.responses_request import parse_responses, validate_tool_outputs
 from ds4.domain.chat.constants import EOS
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.generation.events import Finished, FinishReason, Usage
 from ds4.domain.kvcache.kvc_header import KvcFlags
+from ds4.domain.serving.generation_request import Api, GenerationRequest
 from ds4.domain.serving.live_bindings import Binding, LiveBindings, TurnFacts
 from ds4.domain.serving.live_tail import anthropic_tail, responses_tail
 from ds4.domain.serving.prepare import live_plan
+from ds4.wire.anthropic_request import parse_messages, validate_tool_results
+from ds4.wire.errors import ApiError
+from ds4.wire.responses_request import parse_responses, validate_tool_outputs
 
 LS = [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}}]
 

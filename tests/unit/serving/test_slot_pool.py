@@ -20,9 +20,9 @@ from tests.unit.serving.test_worker_run import ANTHROPIC_LS, tool_call_dsml, tur
 from ds4.adapters.http.inference_worker import Job, JobFailed, JobOutput
 from ds4.adapters.http.slot_pool import SlotPool
 from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK
-from ds4.domain.api.served_events import PromptReady
 from ds4.domain.generation.events import Finished, PrefillProgress, TextDelta
 from ds4.domain.serving.prepare import PreparedJob
+from ds4.domain.serving.served_events import PromptReady
 
 WAIT = 30.0
 REPLIES = {"first": "One.", "second": "Two.", "third": "Three.", "fourth": "Four."}

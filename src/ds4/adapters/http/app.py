@@ -27,12 +27,12 @@ from ds4.adapters.http.guard import (
 from ds4.adapters.http.metrics_route import METRICS_PATH, metrics_route
 from ds4.adapters.http.post_route import Parser, handle_count_tokens, handle_post
 from ds4.adapters.http.server_state import ServerState
-from ds4.domain.api.anthropic_request import parse_messages
-from ds4.domain.api.chat_request import parse_chat_completion, parse_completion
-from ds4.domain.api.errors import ApiError, error_body
-from ds4.domain.api.generation_request import Api
-from ds4.domain.api.models import model_list, model_object
-from ds4.domain.api.responses_request import parse_responses
+from ds4.domain.serving.generation_request import Api
+from ds4.wire.anthropic_request import parse_messages
+from ds4.wire.chat_request import parse_chat_completion, parse_completion
+from ds4.wire.errors import ApiError, error_body
+from ds4.wire.models import model_list, model_object
+from ds4.wire.responses_request import parse_responses
 
 POST_ROUTES: dict[str, tuple[Api, Parser]] = {
     "/v1/chat/completions": (Api.CHAT, parse_chat_completion),

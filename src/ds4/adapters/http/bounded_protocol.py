@@ -24,7 +24,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
 from ds4.adapters.http.rate_limited_log import RateLimitedWarning
-from ds4.domain.api.errors import ApiError, openai_error_body
+from ds4.wire.errors import ApiError, openai_error_body
 
 log = RateLimitedWarning(logging.getLogger("ds4.server"))
 

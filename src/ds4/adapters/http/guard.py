@@ -12,7 +12,7 @@ from typing import Any
 
 from ds4.adapters.http.request_checks import cross_site, host_allowed, key_matches, text_plain_body
 from ds4.adapters.http.server_state import HttpConfig
-from ds4.domain.api.errors import ApiError, error_body
+from ds4.wire.errors import ApiError, error_body
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -18,13 +18,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ds4.domain.api.errors import ApiError
-from ds4.domain.api.served_events import ServedEvent
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished, Usage
 from ds4.domain.generation.loop import OnToken, ignore_token
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.prepare import PreparedJob
+from ds4.domain.serving.served_events import ServedEvent
+from ds4.wire.errors import ApiError
 
 log = logging.getLogger("ds4.server")
 

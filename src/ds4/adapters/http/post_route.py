@@ -17,15 +17,15 @@ from ds4.adapters.http.guard import Receive, Scope, Send, header, send_error, se
 from ds4.adapters.http.inference_worker import Job, JobFailed, JobOutput, ShuttingDownError
 from ds4.adapters.http.large_bodies import is_large
 from ds4.adapters.http.server_state import HttpConfig, ServerState
-from ds4.domain.api.count_tokens import count_tokens_body
-from ds4.domain.api.errors import ApiError, error_body, stream_error_frame
-from ds4.domain.api.generation_request import Api, GenerationRequest
-from ds4.domain.api.replies import reply_body, reply_context, stream_mapper
-from ds4.domain.api.reply_context import ReplyContext
-from ds4.domain.api.served_events import PromptReady
-from ds4.domain.api.sse import KEEPALIVE
 from ds4.domain.generation.events import Finished, PrefillProgress
+from ds4.domain.serving.generation_request import Api, GenerationRequest
 from ds4.domain.serving.prepare import PreparedJob, prepare_job
+from ds4.domain.serving.served_events import PromptReady
+from ds4.wire.count_tokens import count_tokens_body
+from ds4.wire.errors import ApiError, error_body, stream_error_frame
+from ds4.wire.replies import reply_body, reply_context, stream_mapper
+from ds4.wire.reply_context import ReplyContext
+from ds4.wire.sse import KEEPALIVE
 
 Parser = Callable[[bytes], GenerationRequest]
 

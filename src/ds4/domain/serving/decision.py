@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ds4.domain.api.errors import ApiError
-from ds4.domain.api.generation_request import Api
 from ds4.domain.engine.session import common_prefix
+from ds4.domain.serving.generation_request import Api
 from ds4.domain.serving.live_bindings import (
     ANTHROPIC_TOOL_OUTPUT,
     RESPONSES_TOOL_OUTPUT,
@@ -25,6 +24,7 @@ from ds4.domain.serving.live_bindings import (
 )
 from ds4.domain.serving.prepare import PreparedJob
 from ds4.ports.tokenizer import Tokenizer
+from ds4.wire.errors import ApiError
 
 RESPONSES_GONE = (
     "Responses continuation state is not available; retry by replaying the full input history"

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ds4.domain.api.anthropic_request import validate_tool_results
-from ds4.domain.api.errors import context_length_error
-from ds4.domain.api.generation_request import Api, GenerationRequest
-from ds4.domain.api.prompt_bound import refuse_certain_overflow
-from ds4.domain.api.responses_request import validate_tool_outputs
 from ds4.domain.chat.messages import ThinkMode, effective_think_mode
 from ds4.domain.chat.renderer import render_chat
+from ds4.domain.serving.generation_request import Api, GenerationRequest
 from ds4.domain.serving.live_bindings import KnownIds
 from ds4.domain.serving.live_tail import NO_PLAN, LivePlan, plan_for
+from ds4.domain.serving.prompt_bound import refuse_certain_overflow
 from ds4.domain.tools.replay_memory import ReplayStats, ToolReplayMemory
 from ds4.ports.tokenizer import Tokenizer
+from ds4.wire.anthropic_request import validate_tool_results
+from ds4.wire.errors import context_length_error
+from ds4.wire.responses_request import validate_tool_outputs
 
 PROMPT_PARAM = {
     Api.CHAT: "messages",

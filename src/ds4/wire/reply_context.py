@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from ds4.domain.api.generation_request import WireTool
 from ds4.domain.dsml.json_text import object_members
+from ds4.domain.serving.generation_request import WireTool
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ds4.domain.api.anthropic_reply import MessageStream, message_body
-from ds4.domain.api.completions_reply import CompletionStream, completion_body
-from ds4.domain.api.errors import anthropic_error_body, context_length_error, openai_error_body
-from ds4.domain.api.generation_request import WireTool
-from ds4.domain.api.openai_chat_reply import ChatCompletionStream, chat_completion_body
-from ds4.domain.api.reply_context import ReplyContext
-from ds4.domain.api.responses_reply import ResponseStream, response_body
-from ds4.domain.api.served_events import PromptReady, ToolCallOpened
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.generation.events import (
     Finished,
@@ -24,6 +16,14 @@ from ds4.domain.generation.events import (
     ToolCallFinished,
     Usage,
 )
+from ds4.domain.serving.generation_request import WireTool
+from ds4.domain.serving.served_events import PromptReady, ToolCallOpened
+from ds4.wire.anthropic_reply import MessageStream, message_body
+from ds4.wire.completions_reply import CompletionStream, completion_body
+from ds4.wire.errors import anthropic_error_body, context_length_error, openai_error_body
+from ds4.wire.openai_chat_reply import ChatCompletionStream, chat_completion_body
+from ds4.wire.reply_context import ReplyContext
+from ds4.wire.responses_reply import ResponseStream, response_body
 
 USAGE = Usage(prompt_tokens=10, cached_tokens=7, completion_tokens=2)
 CALL = ToolCall("bash", '{"command":"ls"}', "call_x")

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import msgspec
 
-from ds4.domain.api.errors import ApiError
-from ds4.domain.api.json_body import JsonObject
+from ds4.wire.errors import ApiError
+from ds4.wire.json_body import JsonObject
 
 CHAT_NON_TEXT_PARTS = frozenset({"image_url", "input_audio", "file"})
 ANTHROPIC_NON_TEXT_BLOCKS = frozenset({"image", "document"})

@@ -8,8 +8,8 @@ to the free context anyway, and the sampler caps top_k at 1024).
 
 from __future__ import annotations
 
-from ds4.domain.api.errors import ApiError
-from ds4.domain.api.generation_request import Sampling
+from ds4.domain.serving.generation_request import Sampling
+from ds4.wire.errors import ApiError
 
 INT_MAX = 2**31 - 1
 MAX_STOPS = 16

@@ -13,13 +13,6 @@ from collections.abc import Collection, Sequence
 
 import msgspec
 
-from ds4.domain.api.custom_tools import custom_call_arguments, custom_tool_definition
-from ds4.domain.api.errors import ApiError, invalid_request
-from ds4.domain.api.generation_request import DEFAULT_MODEL, Api, GenerationRequest, WireTool
-from ds4.domain.api.json_body import decode_as, decode_object
-from ds4.domain.api.request_fields import check_tool_count, clamp_int, sampling
-from ds4.domain.api.thinking import ThinkingControls, effort_mode, resolve_think_mode
-from ds4.domain.api.unsupported_fields import refuse_responses_part
 from ds4.domain.chat.messages import (
     AssistantMessage,
     Message,
@@ -31,6 +24,13 @@ from ds4.domain.chat.renderer import unanswerable
 from ds4.domain.chat.tool_schemas import ToolSchema, canonical_json, tool_schema
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.errors import Ds4Error
+from ds4.domain.serving.generation_request import DEFAULT_MODEL, Api, GenerationRequest, WireTool
+from ds4.wire.custom_tools import custom_call_arguments, custom_tool_definition
+from ds4.wire.errors import ApiError, invalid_request
+from ds4.wire.json_body import decode_as, decode_object
+from ds4.wire.request_fields import check_tool_count, clamp_int, sampling
+from ds4.wire.thinking import ThinkingControls, effort_mode, resolve_think_mode
+from ds4.wire.unsupported_fields import refuse_responses_part
 
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
 _SUMMARIES = frozenset({"auto", "concise", "detailed"})

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ds4.domain.api.custom_tools import custom_call_input
-from ds4.domain.api.generation_request import WireTool
-from ds4.domain.api.reply_context import ReplyContext, arguments_object, arguments_string
-from ds4.domain.api.served_events import PromptReady, ServedEvent, cut_reason, cut_short
-from ds4.domain.api.sse import data_frame, json_body
-from ds4.domain.api.usage import responses_usage
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.generation.events import Finished, ReasoningDelta, TextDelta
+from ds4.domain.serving.generation_request import WireTool
+from ds4.domain.serving.served_events import PromptReady, ServedEvent, cut_reason, cut_short
+from ds4.wire.custom_tools import custom_call_input
+from ds4.wire.reply_context import ReplyContext, arguments_object, arguments_string
+from ds4.wire.sse import data_frame, json_body
+from ds4.wire.usage import responses_usage
 
 ITEM_ID_KEYS = ("rs", "msg")  # ReplyContext.item_ids keys; calls use "fc<index>"
 

@@ -8,10 +8,6 @@ the end, so every parsed call reaches the client exactly once.
 
 from __future__ import annotations
 
-from ds4.domain.api.reply_context import ReplyContext, arguments_string
-from ds4.domain.api.served_events import PromptReady, ServedEvent, ToolCallOpened, wire_finish
-from ds4.domain.api.sse import DONE, data_frame, json_body
-from ds4.domain.api.usage import openai_usage
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.generation.events import (
     Finished,
@@ -19,6 +15,10 @@ from ds4.domain.generation.events import (
     TextDelta,
     ToolCallArguments,
 )
+from ds4.domain.serving.served_events import PromptReady, ServedEvent, ToolCallOpened, wire_finish
+from ds4.wire.reply_context import ReplyContext, arguments_string
+from ds4.wire.sse import DONE, data_frame, json_body
+from ds4.wire.usage import openai_usage
 
 
 def _call(index: int, call: ToolCall) -> dict[str, object]:

@@ -8,14 +8,14 @@ import json
 import pytest
 from tests.unit.generation.byte_tokenizer import ByteTokenizer
 
-from ds4.domain.api.chat_request import parse_chat_completion
-from ds4.domain.api.count_tokens import count_tokens_body
-from ds4.domain.api.errors import ApiError
-from ds4.domain.api.json_body import MAX_VALUES, decode_object
-from ds4.domain.api.json_scan import scan_json
-from ds4.domain.api.prompt_bound import longest_token_bytes, tokens_at_least
 from ds4.domain.serving.prepare import prepare_job
+from ds4.domain.serving.prompt_bound import longest_token_bytes, tokens_at_least
 from ds4.domain.tools.replay_memory import ToolReplayMemory
+from ds4.wire.chat_request import parse_chat_completion
+from ds4.wire.count_tokens import count_tokens_body
+from ds4.wire.errors import ApiError
+from ds4.wire.json_body import MAX_VALUES, decode_object
+from ds4.wire.json_scan import scan_json
 
 
 class CountingRandom:

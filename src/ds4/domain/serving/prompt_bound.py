@@ -9,8 +9,8 @@ of text (a 60 MiB body took 2 GB) and seconds of CPU per 10 MiB.
 
 from __future__ import annotations
 
-from ds4.domain.api.errors import context_length_error
 from ds4.ports.tokenizer import Tokenizer
+from ds4.wire.errors import context_length_error
 
 
 def longest_token_bytes(tokenizer: Tokenizer) -> int:

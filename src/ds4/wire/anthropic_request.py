@@ -13,17 +13,6 @@ from collections.abc import Collection, Sequence
 
 import msgspec
 
-from ds4.domain.api.errors import ApiError
-from ds4.domain.api.generation_request import DEFAULT_MODEL, Api, GenerationRequest
-from ds4.domain.api.json_body import decode_as, decode_object
-from ds4.domain.api.request_fields import check_tool_count, clamp_int, sampling, stop_list
-from ds4.domain.api.thinking import (
-    ThinkingControls,
-    effort_mode,
-    resolve_think_mode,
-    thinking_switch,
-)
-from ds4.domain.api.unsupported_fields import check_anthropic_content
 from ds4.domain.chat.messages import (
     AssistantMessage,
     Message,
@@ -36,6 +25,17 @@ from ds4.domain.chat.request_rendering import content_text
 from ds4.domain.chat.tool_schemas import ToolSchema, tool_schema
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.errors import Ds4Error
+from ds4.domain.serving.generation_request import DEFAULT_MODEL, Api, GenerationRequest
+from ds4.wire.errors import ApiError
+from ds4.wire.json_body import decode_as, decode_object
+from ds4.wire.request_fields import check_tool_count, clamp_int, sampling, stop_list
+from ds4.wire.thinking import (
+    ThinkingControls,
+    effort_mode,
+    resolve_think_mode,
+    thinking_switch,
+)
+from ds4.wire.unsupported_fields import check_anthropic_content
 
 _BILLING_PREFIX = "x-anthropic-"
 # Tool keys that only steer the client/provider; kept out of the prompt so they do

@@ -12,20 +12,20 @@ from dataclasses import replace
 
 import msgspec
 
-from ds4.domain.api.errors import ApiError
-from ds4.domain.api.generation_request import DEFAULT_MODEL, Api, GenerationRequest
-from ds4.domain.api.json_body import JsonObject, decode_as, decode_object
-from ds4.domain.api.request_fields import check_tool_count, clamp_int, sampling, stop_list
-from ds4.domain.api.thinking import ThinkingControls, effort_mode, resolve_think_mode
-from ds4.domain.api.thinking import thinking_switch as read_thinking_switch
-from ds4.domain.api.unsupported_fields import (
+from ds4.domain.chat.messages import SystemMessage, ThinkMode, UserMessage
+from ds4.domain.chat.request_rendering import ChatRequestError, parse_chat_request
+from ds4.domain.errors import Ds4Error
+from ds4.domain.serving.generation_request import DEFAULT_MODEL, Api, GenerationRequest
+from ds4.wire.errors import ApiError
+from ds4.wire.json_body import JsonObject, decode_as, decode_object
+from ds4.wire.request_fields import check_tool_count, clamp_int, sampling, stop_list
+from ds4.wire.thinking import ThinkingControls, effort_mode, resolve_think_mode
+from ds4.wire.thinking import thinking_switch as read_thinking_switch
+from ds4.wire.unsupported_fields import (
     check_chat_content,
     check_choices,
     check_logprobs,
 )
-from ds4.domain.chat.messages import SystemMessage, ThinkMode, UserMessage
-from ds4.domain.chat.request_rendering import ChatRequestError, parse_chat_request
-from ds4.domain.errors import Ds4Error
 
 COMPLETION_SYSTEM = "You are a helpful assistant"
 

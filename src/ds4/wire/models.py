@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ds4.domain.api.sse import json_body
+from ds4.wire.sse import json_body
 
 CREATED = 1767225600
 SUPPORTED_PARAMETERS = (

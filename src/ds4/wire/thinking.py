@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ds4.domain.api.errors import ApiError
 from ds4.domain.chat.messages import ThinkMode
+from ds4.wire.errors import ApiError
 
 EFFORTS = {
     "max": ThinkMode.MAX,

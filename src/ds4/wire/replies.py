@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ds4.domain.api.anthropic_reply import MessageStream, message_body
-from ds4.domain.api.completions_reply import CompletionStream, completion_body
-from ds4.domain.api.generation_request import Api, GenerationRequest
-from ds4.domain.api.openai_chat_reply import ChatCompletionStream, chat_completion_body
-from ds4.domain.api.reply_context import ReplyContext
-from ds4.domain.api.responses_reply import ResponseStream, response_body
-from ds4.domain.api.served_events import PromptReady, ServedEvent
 from ds4.domain.generation.events import Finished
+from ds4.domain.serving.generation_request import Api, GenerationRequest
+from ds4.domain.serving.served_events import PromptReady, ServedEvent
 from ds4.ports.random_source import RandomSource
+from ds4.wire.anthropic_reply import MessageStream, message_body
+from ds4.wire.completions_reply import CompletionStream, completion_body
+from ds4.wire.openai_chat_reply import ChatCompletionStream, chat_completion_body
+from ds4.wire.reply_context import ReplyContext
+from ds4.wire.responses_reply import ResponseStream, response_body
 
 MAX_ITEM_IDS = 64  # Responses call item ids drawn up front; later calls get fc_<index>
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 
 import msgspec
 
-from ds4.domain.api.errors import ApiError, invalid_request
 from ds4.domain.dsml.json_text import object_members, parse_json
+from ds4.wire.errors import ApiError, invalid_request
 
 INPUT_PARAMETER = "arguments"
 FREEFORM = "The raw input as plain text (not JSON)."

@@ -18,8 +18,8 @@ from typing import TypeVar
 
 import msgspec
 
-from ds4.domain.api.errors import ApiError, invalid_request
-from ds4.domain.api.json_scan import scan_json
+from ds4.wire.errors import ApiError, invalid_request
+from ds4.wire.json_scan import scan_json
 
 T = TypeVar("T")
 

@@ -12,17 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ds4.domain.api.errors import stream_error_frame
-from ds4.domain.api.reply_context import ReplyContext, arguments_object, arguments_string
-from ds4.domain.api.served_events import (
-    PromptReady,
-    ServedEvent,
-    ToolCallOpened,
-    cut_reason,
-    cut_short,
-)
-from ds4.domain.api.sse import event_frame, json_body
-from ds4.domain.api.usage import anthropic_usage
 from ds4.domain.generation.events import (
     Finished,
     ReasoningDelta,
@@ -31,6 +20,17 @@ from ds4.domain.generation.events import (
     ToolCallFinished,
     Usage,
 )
+from ds4.domain.serving.served_events import (
+    PromptReady,
+    ServedEvent,
+    ToolCallOpened,
+    cut_reason,
+    cut_short,
+)
+from ds4.wire.errors import stream_error_frame
+from ds4.wire.reply_context import ReplyContext, arguments_object, arguments_string
+from ds4.wire.sse import event_frame, json_body
+from ds4.wire.usage import anthropic_usage
 
 # A body cut short (only an engine failure: a cancelled non-streaming request is a
 # 503) says max_tokens, the stop reason for output that ends before the model ended it.

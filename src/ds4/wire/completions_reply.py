@@ -6,12 +6,12 @@ that is the reasoning, `</think>`, then the answer, as the reference does.
 
 from __future__ import annotations
 
-from ds4.domain.api.reply_context import ReplyContext
-from ds4.domain.api.served_events import PromptReady, ServedEvent, wire_finish
-from ds4.domain.api.sse import DONE, data_frame, json_body
-from ds4.domain.api.usage import openai_usage
 from ds4.domain.dsml.syntax import THINK_CLOSE
 from ds4.domain.generation.events import Finished, ReasoningDelta, TextDelta
+from ds4.domain.serving.served_events import PromptReady, ServedEvent, wire_finish
+from ds4.wire.reply_context import ReplyContext
+from ds4.wire.sse import DONE, data_frame, json_body
+from ds4.wire.usage import openai_usage
 
 
 def raw_text(finished: Finished) -> str:

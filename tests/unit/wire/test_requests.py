@@ -7,11 +7,6 @@ from typing import Any
 
 import pytest
 
-from ds4.domain.api.anthropic_request import parse_messages, read_messages
-from ds4.domain.api.chat_request import parse_chat_completion, parse_completion
-from ds4.domain.api.errors import ApiError
-from ds4.domain.api.json_scan import scan_json
-from ds4.domain.api.responses_request import parse_responses
 from ds4.domain.chat.messages import (
     AssistantMessage,
     SystemMessage,
@@ -19,6 +14,11 @@ from ds4.domain.chat.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from ds4.wire.anthropic_request import parse_messages, read_messages
+from ds4.wire.chat_request import parse_chat_completion, parse_completion
+from ds4.wire.errors import ApiError
+from ds4.wire.json_scan import scan_json
+from ds4.wire.responses_request import parse_responses
 
 HI = [{"role": "user", "content": "hi"}]
 

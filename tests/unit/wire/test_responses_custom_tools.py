@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from ds4.domain.api.custom_tools import custom_call_input
-from ds4.domain.api.errors import ApiError
-from ds4.domain.api.reply_context import ReplyContext
-from ds4.domain.api.responses_reply import ResponseStream, response_body
-from ds4.domain.api.responses_request import parse_responses
 from ds4.domain.chat.messages import AssistantMessage, ThinkMode, ToolResultMessage
 from ds4.domain.chat.renderer import render_chat
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.dsml.render import render_tool_calls
 from ds4.domain.dsml.turn import finish_turn
 from ds4.domain.generation.events import Finished, Usage
+from ds4.wire.custom_tools import custom_call_input
+from ds4.wire.errors import ApiError
+from ds4.wire.reply_context import ReplyContext
+from ds4.wire.responses_reply import ResponseStream, response_body
+from ds4.wire.responses_request import parse_responses
 
 D = "｜DSML｜"
 GRAMMAR = 'start: "*** Begin Patch" LF hunk+ "*** End Patch"'
