@@ -24,6 +24,7 @@ from ds4.domain.serving.served_events import (
     PromptReady,
     ServedEvent,
     ToolCallOpened,
+    cut_kind,
     cut_reason,
     cut_short,
 )
@@ -167,8 +168,7 @@ class MessageStream:
 
     def _close(self, finished: Finished) -> list[bytes]:
         if cut_short(finished):
-            status = 503 if finished.finish == "cancelled" else 500
-            error = stream_error_frame(cut_reason(finished), anthropic=True, status=status)
+            error = stream_error_frame(cut_reason(finished), cut_kind(finished), anthropic=True)
             return [*self._stop(), error]
         frames: list[bytes] = []
         content = finished.content

@@ -9,8 +9,6 @@ a user turn's text a user message after them.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-
 import msgspec
 
 from ds4.domain.chat.messages import (
@@ -24,9 +22,8 @@ from ds4.domain.chat.renderer import unanswerable
 from ds4.domain.chat.request_rendering import content_text
 from ds4.domain.chat.tool_schemas import ToolSchema, tool_schema
 from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.errors import Ds4Error
+from ds4.domain.errors import Ds4Error, RequestError
 from ds4.domain.serving.generation_request import DEFAULT_MODEL, Api, GenerationRequest
-from ds4.wire.errors import ApiError
 from ds4.wire.json_body import decode_as, decode_object
 from ds4.wire.request_fields import check_tool_count, clamp_int, sampling, stop_list
 from ds4.wire.thinking import (
@@ -158,7 +155,7 @@ def parse_messages(body: bytes) -> GenerationRequest:
     request = read_messages(body)
     problem = unanswerable(request.messages)
     if problem is not None:
-        raise ApiError(400, f"messages: {problem}")
+        raise RequestError(f"messages: {problem}")
     return request
 
 
@@ -166,8 +163,8 @@ def _check_roles(messages: list[_Message]) -> None:
     for index, message in enumerate(messages):
         if message.role is not None and message.role not in ROLES:
             expected = ", ".join(ROLES)
-            raise ApiError(
-                400, f"messages.{index}.role: unknown role {message.role!r} (expected {expected})"
+            raise RequestError(
+                f"messages.{index}.role: unknown role {message.role!r} (expected {expected})"
             )
 
 
@@ -177,7 +174,7 @@ def read_messages(body: bytes) -> GenerationRequest:
     obj = decode_object(body)
     wire = decode_as(body, _Wire)
     if wire.messages is None:
-        raise ApiError(400, "missing messages")
+        raise RequestError("missing messages")
     _check_roles(wire.messages)
     check_anthropic_content(obj)
     check_tool_count(len(wire.tools or ()))
@@ -202,7 +199,7 @@ def read_messages(body: bytes) -> GenerationRequest:
             messages.append(SystemMessage(system))
         schemas = _schemas(wire.tools, obj.get("tool_choice"))
     except (Ds4Error, msgspec.DecodeError) as error:
-        raise ApiError(400, f"invalid JSON request: {error}") from None
+        raise RequestError(f"invalid JSON request: {error}") from None
     return GenerationRequest(
         api=Api.ANTHROPIC,
         model=model,
@@ -214,26 +211,3 @@ def read_messages(body: bytes) -> GenerationRequest:
         stops=stop_list(obj.get("stop_sequences")),
         stream=bool(wire.stream),
     )
-
-
-def validate_tool_results(messages: Sequence[Message], live_ids: Collection[str]) -> bool:
-    """Every tool_result's tool_use_id must be live-known or have a tool_use earlier in
-    the request (docs/reference/server.md §5.4); True when a live-only id requires live tool
-    state."""
-    replayed: set[str] = set()
-    live_state = False
-    for message in messages:
-        if isinstance(message, AssistantMessage):
-            replayed.update(call.id for call in message.tool_calls if call.id)
-        elif isinstance(message, ToolResultMessage) and message.tool_call_id:
-            tool_id = message.tool_call_id
-            if tool_id in replayed:
-                continue
-            if tool_id not in live_ids:
-                raise ApiError(
-                    400,
-                    f"Anthropic continuation state is not available for tool_use_id {tool_id}; "
-                    "retry by replaying the full messages history",
-                )
-            live_state = True
-    return live_state

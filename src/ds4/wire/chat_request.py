@@ -14,9 +14,8 @@ import msgspec
 
 from ds4.domain.chat.messages import SystemMessage, ThinkMode, UserMessage
 from ds4.domain.chat.request_rendering import ChatRequestError, parse_chat_request
-from ds4.domain.errors import Ds4Error
+from ds4.domain.errors import Ds4Error, RequestError
 from ds4.domain.serving.generation_request import DEFAULT_MODEL, Api, GenerationRequest
-from ds4.wire.errors import ApiError
 from ds4.wire.json_body import JsonObject, decode_as, decode_object
 from ds4.wire.request_fields import check_tool_count, clamp_int, sampling, stop_list
 from ds4.wire.thinking import ThinkingControls, effort_mode, resolve_think_mode
@@ -83,7 +82,7 @@ def _request(obj: JsonObject, wire: _Wire, api: Api, think_mode: ThinkMode) -> G
 def parse_chat_completion(body: bytes) -> GenerationRequest:
     obj, wire = _decode(body)
     if "messages" not in obj:
-        raise ApiError(400, "missing messages")
+        raise RequestError("missing messages")
     check_choices(obj)
     check_logprobs(obj)
     check_chat_content(obj)
@@ -92,10 +91,10 @@ def parse_chat_completion(body: bytes) -> GenerationRequest:
         chat = parse_chat_request(body)
     except ChatRequestError as error:
         if error.param is not None:  # a readable body the model cannot be asked
-            raise ApiError(400, str(error), param=error.param) from None
-        raise ApiError(400, f"invalid JSON request: {error}") from None
+            raise RequestError(str(error), param=error.param) from None
+        raise RequestError(f"invalid JSON request: {error}") from None
     except Ds4Error as error:
-        raise ApiError(400, f"invalid JSON request: {error}") from None
+        raise RequestError(f"invalid JSON request: {error}") from None
     base = _request(obj, wire, Api.CHAT, chat.think_mode)
     return replace(base, messages=chat.messages, schemas=chat.schemas)
 
@@ -109,7 +108,7 @@ def _prompt_text(value: object) -> str:
 def parse_completion(body: bytes) -> GenerationRequest:
     obj, wire = _decode(body)
     if "prompt" not in obj:
-        raise ApiError(400, "missing prompt")
+        raise RequestError("missing prompt")
     check_choices(obj, completions=True)
     check_logprobs(obj, completions=True)
     controls = read_thinking_switch(obj.get("thinking"), "thinking" in obj)

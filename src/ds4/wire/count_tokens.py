@@ -21,12 +21,12 @@ from ds4.wire.sse import json_body
 def count_tokens_body(
     body: bytes, tokenizer: Tokenizer, ctx: int, longest_token: int | None = None
 ) -> bytes:
-    """The reply body; ApiError (Anthropic shape at the route) for a bad request. With
+    """The reply body; RequestError (Anthropic shape at the route) for a bad request. With
     `longest_token`, a prompt too long for any use of it (more tokens than the context
     for certain) is a context_length_exceeded error, not counted (ADR 0044)."""
     request = read_messages(body)
     mode = effective_think_mode(request.think_mode, ctx)
     text = render_chat(request.messages, request.schemas, mode)
     if longest_token is not None:
-        refuse_certain_overflow(text, ctx, longest_token, "messages")
+        refuse_certain_overflow(text, ctx, longest_token)
     return json_body({"input_tokens": len(tokenizer.encode(text))})

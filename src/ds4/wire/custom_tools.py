@@ -17,14 +17,15 @@ from collections.abc import Mapping
 import msgspec
 
 from ds4.domain.dsml.json_text import object_members, parse_json
-from ds4.wire.errors import ApiError, invalid_request
+from ds4.domain.errors import RequestError
+from ds4.wire.errors import invalid_request
 
 INPUT_PARAMETER = "arguments"
 FREEFORM = "The raw input as plain text (not JSON)."
 _SYNTAXES = ("lark", "regex")
 
 
-def _refuse(what: str) -> ApiError:
+def _refuse(what: str) -> RequestError:
     return invalid_request(f"invalid JSON request: custom tool {what}")
 
 
@@ -47,7 +48,7 @@ def _format_hint(value: object) -> str:
 
 
 def custom_tool_definition(tool: Mapping[str, object]) -> dict[str, object]:
-    """The function the model sees for a custom tool (ApiError 400 on a bad one)."""
+    """The function the model sees for a custom tool (RequestError 400 on a bad one)."""
     name = tool.get("name")
     if not isinstance(name, str) or not name:
         raise _refuse("needs a non-empty string 'name'")

@@ -1,4 +1,6 @@
-"""API errors and their bodies in each API's own shape (docs/reference/server.md §1.3, §1.4).
+"""Request errors on the wire: the HTTP status and each API's error type chosen from
+the error's kind, and the bodies in each API's own shape (docs/reference/server.md
+§1.3, §1.4; docs/adr/0048-wire-formats-at-the-edge.md).
 
 OpenAI endpoints answer `{"error":{"message","type",...}}`; the Anthropic endpoint
 answers `{"type":"error","error":{"type","message",...}}` (docs/adr/0040-server-http-layer.md
@@ -7,116 +9,99 @@ overrides the reference, which used the OpenAI shape everywhere).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import msgspec
 
-from ds4.domain.errors import Ds4Error
-
-_OPENAI_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    408: "invalid_request_error",
-    409: "invalid_request_error",
-    413: "invalid_request_error",
-    415: "invalid_request_error",
-    500: "server_error",
-    503: "server_error",
-}
-_ANTHROPIC_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    408: "invalid_request_error",
-    409: "invalid_request_error",
-    413: "request_too_large",
-    415: "invalid_request_error",
-    500: "api_error",
-    503: "overloaded_error",
-}
-
-
-class ApiError(Ds4Error):
-    """A request the server refuses with an HTTP status and a protocol error body."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        param: str | None = None,
-        code: str | None = None,
-        extra: dict[str, int] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.param = param
-        self.code = code
-        self.extra = extra or {}
+from ds4.domain.errors import ContextLengthError, ErrorKind, RequestError
+from ds4.domain.serving.generation_request import Api
 
 
 @dataclass(frozen=True)
-class ContextLimit:
-    n_prompt_tokens: int
-    n_ctx: int
-    extra: dict[str, int] = field(default_factory=dict)
+class _Status:
+    http: int
+    openai_type: str
+    anthropic_type: str
 
 
-def invalid_request(message: str = "invalid JSON request") -> ApiError:
-    return ApiError(400, message)
+STATUSES: dict[ErrorKind, _Status] = {
+    ErrorKind.INVALID_REQUEST: _Status(400, "invalid_request_error", "invalid_request_error"),
+    ErrorKind.CONTEXT_LENGTH: _Status(400, "invalid_request_error", "invalid_request_error"),
+    ErrorKind.UNAUTHORIZED: _Status(401, "authentication_error", "authentication_error"),
+    ErrorKind.FORBIDDEN: _Status(403, "permission_error", "permission_error"),
+    ErrorKind.NOT_FOUND: _Status(404, "not_found_error", "not_found_error"),
+    ErrorKind.METHOD_NOT_ALLOWED: _Status(405, "invalid_request_error", "api_error"),
+    ErrorKind.TIMEOUT: _Status(408, "invalid_request_error", "invalid_request_error"),
+    ErrorKind.CONFLICT: _Status(409, "invalid_request_error", "invalid_request_error"),
+    ErrorKind.TOO_LARGE: _Status(413, "invalid_request_error", "request_too_large"),
+    ErrorKind.UNSUPPORTED_MEDIA_TYPE: _Status(
+        415, "invalid_request_error", "invalid_request_error"
+    ),
+    ErrorKind.INTERNAL: _Status(500, "server_error", "api_error"),
+    ErrorKind.UNAVAILABLE: _Status(503, "server_error", "overloaded_error"),
+}
+
+# The field that holds the prompt: the `param` of a context_length_exceeded error.
+PROMPT_PARAM = {
+    Api.CHAT: "messages",
+    Api.COMPLETIONS: "prompt",
+    Api.ANTHROPIC: "messages",
+    Api.RESPONSES: "input",
+}
 
 
-def context_length_error(
-    n_prompt: int, n_ctx: int, param: str, *, lower_bound: bool = False
-) -> ApiError:
-    """The pre-check error; `param` is the field that holds the prompt. lower_bound:
-    the prompt was not tokenized, `n_prompt` is the least it can have (prompt_bound)."""
-    count = f"at least {n_prompt}" if lower_bound else str(n_prompt)
-    return ApiError(
-        400,
-        f"Prompt has {count} tokens, but the configured context size is {n_ctx} tokens",
-        param=param,
-        code="context_length_exceeded",
-        extra={"n_prompt_tokens": n_prompt, "n_ctx": n_ctx},
-    )
+def http_status(kind: ErrorKind) -> int:
+    return STATUSES[kind].http
 
 
-def openai_error_body(error: ApiError) -> bytes:
+def _details(error: RequestError) -> dict[str, object]:
+    if isinstance(error, ContextLengthError):
+        return {"n_prompt_tokens": error.n_prompt_tokens, "n_ctx": error.n_ctx}
+    return {}
+
+
+def openai_error_body(error: RequestError, api: Api | None = None) -> bytes:
     inner: dict[str, object] = {
         "message": error.message,
-        "type": _OPENAI_TYPES.get(error.status, "invalid_request_error"),
+        "type": STATUSES[error.kind].openai_type,
     }
-    if error.param is not None:
-        inner["param"] = error.param
-    if error.code is not None:
-        inner["code"] = error.code
-    inner.update(error.extra)
+    param = error.param
+    if param is None and error.kind is ErrorKind.CONTEXT_LENGTH and api is not None:
+        param = PROMPT_PARAM[api]
+    if param is not None:
+        inner["param"] = param
+    if error.kind is ErrorKind.CONTEXT_LENGTH:
+        inner["code"] = "context_length_exceeded"
+    inner.update(_details(error))
     return msgspec.json.encode({"error": inner}) + b"\n"
 
 
-def anthropic_error_body(error: ApiError) -> bytes:
+def anthropic_error_body(error: RequestError) -> bytes:
     inner: dict[str, object] = {
-        "type": _ANTHROPIC_TYPES.get(error.status, "api_error"),
+        "type": STATUSES[error.kind].anthropic_type,
         "message": error.message,
     }
-    inner.update(error.extra)
+    inner.update(_details(error))
     return msgspec.json.encode({"type": "error", "error": inner}) + b"\n"
 
 
-def error_body(error: ApiError, *, anthropic: bool) -> bytes:
-    return anthropic_error_body(error) if anthropic else openai_error_body(error)
+def error_body(error: RequestError, api: Api | None) -> bytes:
+    """The body in the shape of `api`'s endpoint (None: a route outside the four APIs,
+    answered in the OpenAI shape)."""
+    if api is Api.ANTHROPIC:
+        return anthropic_error_body(error)
+    return openai_error_body(error, api)
 
 
-def stream_error_frame(message: str, *, anthropic: bool, status: int = 500) -> bytes:
-    """An error after the SSE head was sent (docs/reference/server.md §1.3); `status` picks the
-    Anthropic error type as for a body (503: overloaded_error)."""
+def stream_error_frame(message: str, kind: ErrorKind, *, anthropic: bool) -> bytes:
+    """An error after the SSE head was sent (docs/reference/server.md §1.3)."""
+    status = STATUSES[kind]
     if anthropic:
-        kind = _ANTHROPIC_TYPES.get(status, "api_error")
-        payload = {"type": "error", "error": {"type": kind, "message": message}}
+        payload = {"type": "error", "error": {"type": status.anthropic_type, "message": message}}
         return b"event: error\ndata: " + msgspec.json.encode(payload) + b"\n\n"
-    body = msgspec.json.encode({"error": {"message": message, "type": "server_error"}})
+    body = msgspec.json.encode({"error": {"message": message, "type": status.openai_type}})
     return b"event: error\ndata: " + body + b"\n\n"
+
+
+def invalid_request(message: str = "invalid JSON request") -> RequestError:
+    return RequestError(message)

@@ -18,7 +18,8 @@ from typing import TypeVar
 
 import msgspec
 
-from ds4.wire.errors import ApiError, invalid_request
+from ds4.domain.errors import RequestError
+from ds4.wire.errors import invalid_request
 from ds4.wire.json_scan import scan_json
 
 T = TypeVar("T")
@@ -74,6 +75,6 @@ def decode_as(body: bytes, wire_type: type[T]) -> T:
     try:
         return msgspec.json.decode(body, type=wire_type)
     except msgspec.ValidationError as error:
-        raise ApiError(400, f"invalid JSON request: {error}") from None
+        raise RequestError(f"invalid JSON request: {error}") from None
     except msgspec.DecodeError as error:
         raise invalid_request(f"invalid JSON request: {error}") from None

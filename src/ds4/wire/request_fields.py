@@ -8,8 +8,8 @@ to the free context anyway, and the sampler caps top_k at 1024).
 
 from __future__ import annotations
 
+from ds4.domain.errors import RequestError
 from ds4.domain.serving.generation_request import Sampling
-from ds4.wire.errors import ApiError
 
 INT_MAX = 2**31 - 1
 MAX_STOPS = 16
@@ -44,12 +44,12 @@ def stop_list(value: object) -> tuple[str, ...]:
     items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
     stops = tuple(s for s in items if isinstance(s, str) and s)
     if len(stops) > MAX_STOPS:
-        raise ApiError(400, f"too many stop sequences (at most {MAX_STOPS})")
+        raise RequestError(f"too many stop sequences (at most {MAX_STOPS})")
     if any(len(s.encode()) > MAX_STOP_BYTES for s in stops):
-        raise ApiError(400, f"stop sequence longer than {MAX_STOP_BYTES} bytes")
+        raise RequestError(f"stop sequence longer than {MAX_STOP_BYTES} bytes")
     return stops
 
 
 def check_tool_count(count: int) -> None:
     if count > MAX_TOOLS:
-        raise ApiError(400, f"too many tools (at most {MAX_TOOLS})")
+        raise RequestError(f"too many tools (at most {MAX_TOOLS})")

@@ -9,8 +9,6 @@ Reasoning items collect into a buffer that the next assistant-side item takes.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-
 import msgspec
 
 from ds4.domain.chat.messages import (
@@ -23,10 +21,10 @@ from ds4.domain.chat.messages import (
 from ds4.domain.chat.renderer import unanswerable
 from ds4.domain.chat.tool_schemas import ToolSchema, canonical_json, tool_schema
 from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.errors import Ds4Error
+from ds4.domain.errors import Ds4Error, RequestError
 from ds4.domain.serving.generation_request import DEFAULT_MODEL, Api, GenerationRequest, WireTool
 from ds4.wire.custom_tools import custom_call_arguments, custom_tool_definition
-from ds4.wire.errors import ApiError, invalid_request
+from ds4.wire.errors import invalid_request
 from ds4.wire.json_body import decode_as, decode_object
 from ds4.wire.request_fields import check_tool_count, clamp_int, sampling
 from ds4.wire.thinking import ThinkingControls, effort_mode, resolve_think_mode
@@ -57,8 +55,8 @@ _EMPTY_PARAMETERS = {"type": "object", "properties": {}}
 _ROLES = ("user", "system", "developer", "assistant")
 
 
-def _refuse_input(message: str) -> ApiError:
-    return ApiError(400, message, param="input")
+def _refuse_input(message: str) -> RequestError:
+    return RequestError(message, param="input")
 
 
 class _Reasoning(msgspec.Struct):
@@ -258,10 +256,10 @@ class _Items:
 def _tool_choice_enabled(value: object) -> bool:
     if isinstance(value, str):
         if value not in ("none", "auto"):
-            raise ApiError(400, f"tool_choice={value} not supported")
+            raise RequestError(f"tool_choice={value} not supported")
         return value == "auto"
     if isinstance(value, dict):
-        raise ApiError(400, "forced tool_choice not supported")
+        raise RequestError("forced tool_choice not supported")
     return True
 
 
@@ -269,10 +267,10 @@ def parse_responses(body: bytes) -> GenerationRequest:
     obj = decode_object(body)
     wire = decode_as(body, _Wire)
     if "input" not in obj:
-        raise ApiError(400, "missing input")
+        raise RequestError("missing input")
     for key in ("previous_response_id", "conversation"):
         if obj.get(key) is not None:
-            raise ApiError(400, f"{key} is not supported; replay full input instead")
+            raise RequestError(f"{key} is not supported; replay full input instead")
     check_tool_count(len(wire.tools or ()))
     tools_enabled = _tool_choice_enabled(obj.get("tool_choice"))
     reasoning = wire.reasoning or _Reasoning()
@@ -293,10 +291,10 @@ def parse_responses(body: bytes) -> GenerationRequest:
             raise invalid_request("invalid JSON request: input must be a string or an array")
         if items.pending:
             items.messages.append(AssistantMessage("", items.take_reasoning()))
-    except ApiError:
+    except RequestError:
         raise
     except Ds4Error as error:
-        raise ApiError(400, f"invalid JSON request: {error}") from None
+        raise RequestError(f"invalid JSON request: {error}") from None
     messages = items.messages
     problem = unanswerable(messages)
     if problem is not None:
@@ -316,30 +314,3 @@ def parse_responses(body: bytes) -> GenerationRequest:
         reasoning_summary=reasoning.summary in _SUMMARIES,
         wire_tools=tools.wire,
     )
-
-
-def validate_tool_outputs(
-    messages: Sequence[Message], live_ids: Collection[str], thinking: bool
-) -> tuple[bool, bool]:
-    """Every tool output's call_id must be live-known or replayed earlier
-    (docs/reference/server.md §5.3); returns (requires_live_tool_state,
-    requires_live_reasoning), else 400."""
-    calls: dict[str, AssistantMessage] = {}
-    live_state = live_reasoning = False
-    for message in messages:
-        if isinstance(message, AssistantMessage):
-            calls.update((call.id, message) for call in message.tool_calls if call.id)
-        elif isinstance(message, ToolResultMessage) and message.tool_call_id:
-            tool_id = message.tool_call_id
-            prior = calls.get(tool_id)
-            if prior is not None:
-                live_reasoning |= thinking and not prior.reasoning
-            elif tool_id in live_ids:
-                live_state = True
-            else:
-                raise ApiError(
-                    400,
-                    f"Responses continuation state is not available for call_id {tool_id}; "
-                    "retry by replaying the full input history",
-                )
-    return live_state, live_reasoning

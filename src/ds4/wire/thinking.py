@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ds4.domain.chat.messages import ThinkMode
-from ds4.wire.errors import ApiError
+from ds4.domain.errors import RequestError
 
 EFFORTS = {
     "max": ThinkMode.MAX,
@@ -32,7 +32,7 @@ def effort_mode(value: object, field: str) -> ThinkMode | None:
         return None
     if isinstance(value, str) and value in EFFORTS:
         return EFFORTS[value]
-    raise ApiError(400, f"invalid JSON request: unsupported {field} {value!r}")
+    raise RequestError(f"invalid JSON request: unsupported {field} {value!r}")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import msgspec
 
-from ds4.wire.errors import ApiError
+from ds4.domain.errors import RequestError
 from ds4.wire.json_body import JsonObject
 
 CHAT_NON_TEXT_PARTS = frozenset({"image_url", "input_audio", "file"})
@@ -31,8 +31,8 @@ class _Message(msgspec.Struct):
     content: msgspec.Raw = msgspec.Raw()
 
 
-def _refuse(param: str, message: str) -> ApiError:
-    return ApiError(400, message, param=param)
+def _refuse(param: str, message: str) -> RequestError:
+    return RequestError(message, param=param)
 
 
 def check_choices(obj: JsonObject, *, completions: bool = False) -> None:

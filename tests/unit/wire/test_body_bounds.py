@@ -8,12 +8,14 @@ import json
 import pytest
 from tests.unit.generation.byte_tokenizer import ByteTokenizer
 
+from ds4.domain.errors import ContextLengthError, RequestError
+from ds4.domain.serving.generation_request import Api
 from ds4.domain.serving.prepare import prepare_job
 from ds4.domain.serving.prompt_bound import longest_token_bytes, tokens_at_least
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.wire.chat_request import parse_chat_completion
 from ds4.wire.count_tokens import count_tokens_body
-from ds4.wire.errors import ApiError
+from ds4.wire.errors import http_status, openai_error_body
 from ds4.wire.json_body import MAX_VALUES, decode_object
 from ds4.wire.json_scan import scan_json
 
@@ -47,9 +49,9 @@ def test_scan(body: bytes, expected: tuple[bool, bool, bool]) -> None:
 
 def test_too_many_values_is_a_400_before_decoding() -> None:
     body = b'{"messages": [' + b"{}," * MAX_VALUES + b"{}]}"
-    with pytest.raises(ApiError) as caught:
+    with pytest.raises(RequestError) as caught:
         parse_chat_completion(body)
-    assert caught.value.status == 400
+    assert http_status(caught.value.kind) == 400
     assert f"more than {MAX_VALUES} values" in caught.value.message
 
 
@@ -57,9 +59,11 @@ def test_members_decode_on_demand_and_bad_bodies_are_400() -> None:
     obj = decode_object(b'{"a": [1, 2], "b": "x"}')
     assert "a" in obj and obj.get("a") == [1, 2] and obj.get("zz") is None
     for bad in (b'{"b": "\\ud800"}', b"[1, 2]", b'{"a": NaN}'):
-        with pytest.raises(ApiError) as caught:
+        with pytest.raises(RequestError) as caught:
             decode_object(bad)
-        assert caught.value.status == 400 and caught.value.message.startswith("invalid JSON")
+        assert http_status(caught.value.kind) == 400 and caught.value.message.startswith(
+            "invalid JSON"
+        )
 
 
 def test_tokens_at_least() -> None:
@@ -81,12 +85,12 @@ def test_a_prompt_that_cannot_fit_is_refused_untokenized() -> None:
         json.dumps({"messages": [{"role": "user", "content": content}]}).encode()
     )
     memory = ToolReplayMemory(CountingRandom())
-    with pytest.raises(ApiError) as caught:
+    with pytest.raises(ContextLengthError) as caught:
         prepare_job(request, tokenizer, memory, ctx, longest_token=longest)
-    error = caught.value
-    assert error.code == "context_length_exceeded" and error.param == "messages"
-    assert error.message.startswith("Prompt has at least ")
-    assert error.extra["n_ctx"] == ctx and error.extra["n_prompt_tokens"] >= ctx
+    error = json.loads(openai_error_body(caught.value, Api.CHAT))["error"]
+    assert error["code"] == "context_length_exceeded" and error["param"] == "messages"
+    assert error["message"].startswith("Prompt has at least ")
+    assert error["n_ctx"] == ctx and error["n_prompt_tokens"] >= ctx
     body = json.dumps({"messages": [{"role": "user", "content": content}]}).encode()
-    with pytest.raises(ApiError):
+    with pytest.raises(RequestError):
         count_tokens_body(body, tokenizer, ctx, longest)

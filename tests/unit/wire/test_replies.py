@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.errors import ContextLengthError
 from ds4.domain.generation.events import (
     Finished,
     FinishReason,
@@ -16,11 +17,11 @@ from ds4.domain.generation.events import (
     ToolCallFinished,
     Usage,
 )
-from ds4.domain.serving.generation_request import WireTool
+from ds4.domain.serving.generation_request import Api, WireTool
 from ds4.domain.serving.served_events import PromptReady, ToolCallOpened
 from ds4.wire.anthropic_reply import MessageStream, message_body
 from ds4.wire.completions_reply import CompletionStream, completion_body
-from ds4.wire.errors import anthropic_error_body, context_length_error, openai_error_body
+from ds4.wire.errors import anthropic_error_body, openai_error_body
 from ds4.wire.openai_chat_reply import ChatCompletionStream, chat_completion_body
 from ds4.wire.reply_context import ReplyContext
 from ds4.wire.responses_reply import ResponseStream, response_body
@@ -150,8 +151,8 @@ def test_responses_namespace_and_incomplete_status() -> None:
 
 
 def test_error_shapes_a54() -> None:
-    error = context_length_error(16, 16, "messages")
-    assert json.loads(openai_error_body(error)) == {
+    error = ContextLengthError(16, 16)
+    assert json.loads(openai_error_body(error, Api.CHAT)) == {
         "error": {
             "message": "Prompt has 16 tokens, but the configured context size is 16 tokens",
             "type": "invalid_request_error",
@@ -161,7 +162,7 @@ def test_error_shapes_a54() -> None:
             "n_ctx": 16,
         }
     }
-    anthropic = json.loads(anthropic_error_body(context_length_error(20, 20, "messages")))
+    anthropic = json.loads(anthropic_error_body(ContextLengthError(20, 20)))
     assert anthropic["type"] == "error" and anthropic["error"]["n_prompt_tokens"] == 20
 
 

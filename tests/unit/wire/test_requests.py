@@ -14,9 +14,10 @@ from ds4.domain.chat.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from ds4.domain.errors import RequestError
 from ds4.wire.anthropic_request import parse_messages, read_messages
 from ds4.wire.chat_request import parse_chat_completion, parse_completion
-from ds4.wire.errors import ApiError
+from ds4.wire.errors import http_status
 from ds4.wire.json_scan import scan_json
 from ds4.wire.responses_request import parse_responses
 
@@ -57,9 +58,9 @@ def test_unknown_effort_and_wrong_types_are_400() -> None:
         body(messages=HI, max_tokens=1.5),
         b'{"messages": [], "temperature": NaN}',
     ):
-        with pytest.raises(ApiError) as caught:
+        with pytest.raises(RequestError) as caught:
             parse_chat_completion(bad)
-        assert caught.value.status == 400
+        assert http_status(caught.value.kind) == 400
 
 
 def test_nesting_limit_a59() -> None:
@@ -67,7 +68,7 @@ def test_nesting_limit_a59() -> None:
     assert scan_json(b"[" * 257 + b"]" * 257, max_depth=256, max_values=10**6).too_deep
     quoted = b'[["[[[[\\"[["]]'  # brackets inside strings (escaped quotes too) do not count
     assert not scan_json(quoted, max_depth=2, max_values=10**6).too_deep
-    with pytest.raises(ApiError):
+    with pytest.raises(RequestError):
         parse_chat_completion(b"[" * 257 + b"]" * 257)
 
 
@@ -87,7 +88,7 @@ def test_completion_renders_as_fixed_template_messages() -> None:
     request = parse_completion(body(prompt=["first", "ignored"], think=False))
     assert request.messages == (SystemMessage("You are a helpful assistant"), UserMessage("first"))
     assert request.think_mode is ThinkMode.NONE
-    with pytest.raises(ApiError, match="missing prompt"):
+    with pytest.raises(RequestError, match="missing prompt"):
         parse_completion(body(model="m"))
 
 
@@ -189,15 +190,15 @@ def test_responses_codex_request() -> None:
 
 
 def test_responses_policies() -> None:
-    with pytest.raises(ApiError, match="tool_choice=required not supported"):
+    with pytest.raises(RequestError, match="tool_choice=required not supported"):
         parse_responses(body(input="x", tool_choice="required"))
-    with pytest.raises(ApiError, match="forced tool_choice"):
+    with pytest.raises(RequestError, match="forced tool_choice"):
         parse_responses(body(input="x", tool_choice={"type": "function", "name": "f"}))
-    with pytest.raises(ApiError, match="input_image content is not supported"):
+    with pytest.raises(RequestError, match="input_image content is not supported"):
         parse_responses(body(input=[{"role": "user", "content": [{"type": "input_image"}]}]))
-    with pytest.raises(ApiError, match="unsupported content part"):
+    with pytest.raises(RequestError, match="unsupported content part"):
         parse_responses(body(input=[{"role": "user", "content": [{"type": "other"}]}]))
-    with pytest.raises(ApiError, match="missing input"):
+    with pytest.raises(RequestError, match="missing input"):
         parse_responses(body(model="m"))
 
 
@@ -252,9 +253,9 @@ ASSISTANT = {"role": "assistant", "content": "hello"}
 def test_unknown_roles_and_nothing_to_answer_are_400_naming_the_field(
     parse: Any, fields: dict[str, object], message: str, param: str | None
 ) -> None:
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(RequestError) as refused:
         parse(body(**fields))
-    assert refused.value.status == 400
+    assert http_status(refused.value.kind) == 400
     assert refused.value.message.startswith(message)
     assert refused.value.param == param
 
@@ -266,5 +267,5 @@ def test_anthropic_system_role_in_messages_and_count_tokens_of_a_finished_turn()
     # count_tokens counts a conversation ending with the assistant's turn, as the real
     # API does; an unknown role is refused there too.
     assert read_messages(body(messages=[*HI, ASSISTANT])).messages[-1] == AssistantMessage("hello")
-    with pytest.raises(ApiError, match="unknown role"):
+    with pytest.raises(RequestError, match="unknown role"):
         read_messages(body(messages=[{"role": "robot", "content": "x"}]))

@@ -14,9 +14,10 @@ from ds4.domain.chat.renderer import render_chat
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.dsml.render import render_tool_calls
 from ds4.domain.dsml.turn import finish_turn
+from ds4.domain.errors import RequestError
 from ds4.domain.generation.events import Finished, Usage
 from ds4.wire.custom_tools import custom_call_input
-from ds4.wire.errors import ApiError
+from ds4.wire.errors import http_status
 from ds4.wire.reply_context import ReplyContext
 from ds4.wire.responses_reply import ResponseStream, response_body
 from ds4.wire.responses_request import parse_responses
@@ -75,9 +76,11 @@ def test_custom_tool_is_a_function_with_one_string_parameter() -> None:
     ],
 )
 def test_bad_custom_tools_are_a_400(tool: dict[str, Any], message: str) -> None:
-    with pytest.raises(ApiError, match=message) as refused:
+    with pytest.raises(RequestError, match=message) as refused:
         request("x", [tool])
-    assert refused.value.status == 400 and refused.value.message.startswith("invalid JSON")
+    assert http_status(refused.value.kind) == 400 and refused.value.message.startswith(
+        "invalid JSON"
+    )
 
 
 def test_replayed_custom_call_renders_like_the_spec_mapping_of_its_input() -> None:
@@ -137,9 +140,9 @@ def test_custom_input_that_looks_like_json_stays_one_parameter() -> None:
     ],
 )
 def test_bad_custom_items_are_a_400(item: dict[str, Any]) -> None:
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(RequestError) as refused:
         request([{"role": "user", "content": "x"}, item])
-    assert refused.value.status == 400
+    assert http_status(refused.value.kind) == 400
 
 
 def test_custom_call_input_comes_back_out_of_the_parsed_call() -> None:

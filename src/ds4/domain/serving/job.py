@@ -114,7 +114,7 @@ class Worker:
         times tokens with it).
 
         Raises Ds4Error when the prompt cannot be prefilled (nothing was generated),
-        ApiError 409 when it needs live tool state that is gone.
+        RequestError (CONFLICT) when it needs live tool state that is gone.
         """
         request = job.request
         self.trace(

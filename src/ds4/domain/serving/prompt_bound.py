@@ -9,8 +9,8 @@ of text (a 60 MiB body took 2 GB) and seconds of CPU per 10 MiB.
 
 from __future__ import annotations
 
+from ds4.domain.errors import ContextLengthError
 from ds4.ports.tokenizer import Tokenizer
-from ds4.wire.errors import context_length_error
 
 
 def longest_token_bytes(tokenizer: Tokenizer) -> int:
@@ -22,9 +22,9 @@ def tokens_at_least(text: str, longest_token: int) -> int:
     return -(-len(text) // max(longest_token, 1))
 
 
-def refuse_certain_overflow(text: str, ctx: int, longest_token: int, param: str) -> None:
-    """context_length_exceeded, with the token count's lower bound, for a text too long
-    for `ctx` whatever its tokens; `param` is the field that holds the prompt."""
+def refuse_certain_overflow(text: str, ctx: int, longest_token: int) -> None:
+    """ContextLengthError, with the token count's lower bound, for a text too long for
+    `ctx` whatever its tokens."""
     least = tokens_at_least(text, longest_token)
     if least >= ctx:
-        raise context_length_error(least, ctx, param, lower_bound=True)
+        raise ContextLengthError(least, ctx, lower_bound=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ds4.domain.errors import ErrorKind
 from ds4.domain.generation.events import (
     Finished,
     PrefillProgress,
@@ -67,9 +68,7 @@ def cut_reason(finished: Finished) -> str:
     return "server shutting down" if finished.finish == "cancelled" else "generation failed"
 
 
-def wire_finish(finished: Finished) -> str:
-    """OpenAI's finish_reason (chat completions, completions): `stop`, `length` or
-    `tool_calls`. A turn the server cut short is `length`, the one value the API
-    defines for output that stops before the model ended it
-    (docs/adr/0047-responses-reasons-and-reasoning-only.md)."""
-    return "length" if cut_short(finished) else finished.finish
+def cut_kind(finished: Finished) -> ErrorKind:
+    """The error kind of a turn cut short: shutdown makes the server unavailable, an
+    engine failure is internal (Anthropic's error event type follows from it)."""
+    return ErrorKind.UNAVAILABLE if finished.finish == "cancelled" else ErrorKind.INTERNAL
