@@ -20,10 +20,10 @@ from ds4.apps.cli_prompt import DEFAULT_SYSTEM
 from ds4.apps.flag_types import INT_MAX, MAX_CTX, MAX_THREADS, SEED_MAX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.chat.messages import ThinkMode
-from ds4.domain.chat.request_rendering import render_chat_request
 from ds4.domain.errors import Ds4Error
 from ds4.domain.sampling.params import MAX_TOP_K
 from ds4.ports.tokenizer import Tokenizer
+from ds4.wire.chat_request import render_chat_request
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

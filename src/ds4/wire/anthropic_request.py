@@ -19,19 +19,15 @@ from ds4.domain.chat.messages import (
     UserMessage,
 )
 from ds4.domain.chat.renderer import unanswerable
-from ds4.domain.chat.request_rendering import content_text
 from ds4.domain.chat.tool_schemas import ToolSchema, tool_schema
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.errors import Ds4Error, RequestError
-from ds4.domain.serving.generation_request import DEFAULT_MODEL, Api, GenerationRequest
-from ds4.wire.json_body import decode_as, decode_object
+from ds4.domain.serving.generation_request import Api, GenerationRequest
+from ds4.wire.chat_messages import content_text
+from ds4.wire.json_body import InvalidJsonError, decode_body
+from ds4.wire.models import DEFAULT_MODEL
 from ds4.wire.request_fields import check_tool_count, clamp_int, sampling, stop_list
-from ds4.wire.thinking import (
-    ThinkingControls,
-    effort_mode,
-    resolve_think_mode,
-    thinking_switch,
-)
+from ds4.wire.thinking import anthropic_think_mode
 from ds4.wire.unsupported_fields import check_anthropic_content
 
 _BILLING_PREFIX = "x-anthropic-"
@@ -45,14 +41,16 @@ ROLES = ("user", "assistant", "system", "developer")
 
 class _Message(msgspec.Struct):
     role: str | None = None
-    content: msgspec.Raw = msgspec.Raw()
+    content: object = None
 
 
 class _OutputConfig(msgspec.Struct):
     effort: str | None = None
 
 
-class _Wire(msgspec.Struct):
+class MessagesBody(msgspec.Struct):
+    """Every member the endpoint reads: the body is decoded once, into this."""
+
     messages: list[_Message] | None = None
     model: str | None = None
     max_tokens: int | None = None
@@ -63,10 +61,10 @@ class _Wire(msgspec.Struct):
     tools: list[dict[str, object]] | None = None
     output_config: _OutputConfig | None = None
     reasoning_effort: str | None = None
-
-
-def _decode(raw: msgspec.Raw) -> object:
-    return msgspec.json.decode(raw) if len(raw) else None
+    thinking: object = msgspec.UNSET
+    system: object = None
+    tool_choice: object = None
+    stop_sequences: object = None
 
 
 def _blocks(content: object) -> list[object]:
@@ -171,35 +169,31 @@ def _check_roles(messages: list[_Message]) -> None:
 def read_messages(body: bytes) -> GenerationRequest:
     """The body as a request, whatever its last message (count_tokens counts a
     conversation that ends with the assistant's turn, as the real API does)."""
-    obj = decode_object(body)
-    wire = decode_as(body, _Wire)
+    wire = decode_body(body, MessagesBody)
     if wire.messages is None:
         raise RequestError("missing messages")
     _check_roles(wire.messages)
-    check_anthropic_content(obj)
+    check_anthropic_content([message.content for message in wire.messages])
     check_tool_count(len(wire.tools or ()))
-    effort = effort_mode(wire.output_config.effort if wire.output_config else None, "effort")
-    if effort is None:
-        effort = effort_mode(wire.reasoning_effort, "reasoning_effort")
-    switch = thinking_switch(obj.get("thinking"), "thinking" in obj)
+    output_effort = wire.output_config.effort if wire.output_config else None
     model = wire.model or DEFAULT_MODEL
-    mode = resolve_think_mode(model, ThinkingControls(switch.explicit, switch.enabled, effort))
+    mode = anthropic_think_mode(model, wire.thinking, output_effort, wire.reasoning_effort)
     try:
         messages: list[Message] = []
         for message in wire.messages:
-            blocks = _blocks(_decode(message.content))
+            blocks = _blocks(message.content)
             if message.role == "assistant":
                 messages.append(_assistant_message(blocks))
             elif message.role in ("system", "developer"):
                 messages.append(SystemMessage(_system_text(blocks)))
             else:
                 messages += _user_messages(blocks)
-        system = _system_text(obj.get("system"))
+        system = _system_text(wire.system)
         if system:
             messages.append(SystemMessage(system))
-        schemas = _schemas(wire.tools, obj.get("tool_choice"))
-    except (Ds4Error, msgspec.DecodeError) as error:
-        raise RequestError(f"invalid JSON request: {error}") from None
+        schemas = _schemas(wire.tools, wire.tool_choice)
+    except Ds4Error as error:  # a tool schema or tool input that is not JSON
+        raise InvalidJsonError(str(error)) from None
     return GenerationRequest(
         api=Api.ANTHROPIC,
         model=model,
@@ -208,6 +202,6 @@ def read_messages(body: bytes) -> GenerationRequest:
         think_mode=mode,
         max_tokens=clamp_int(wire.max_tokens),
         sampling=sampling(wire.temperature, wire.top_p, wire.top_k),
-        stops=stop_list(obj.get("stop_sequences")),
+        stops=stop_list(wire.stop_sequences),
         stream=bool(wire.stream),
     )

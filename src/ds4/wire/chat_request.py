@@ -1,30 +1,35 @@
-"""POST /v1/chat/completions and /v1/completions bodies (docs/reference/server.md §2.4, §3.6).
+"""POST /v1/chat/completions and /v1/completions bodies (docs/reference/server.md §2.4, §3.6),
+and `ds4 cli --render-chat FILE.json`, which reads a chat body the way the endpoint does.
 
-Messages, tools, tool_choice and thinking go through the chat domain's own intake
-(chat.request_rendering, the one implementation of those rules); this module adds the
-fields that only the server reads. Completions become a two-message chat whose
-rendering is byte-identical to the reference's fixed completion template.
+Each body is decoded once (json_body.decode_body) into ChatBody or CompletionBody;
+messages and tools go through chat_messages and the thinking controls through
+thinking, the one implementation of those rules. Completions become a two-message
+chat whose rendering is byte-identical to the reference's fixed completion template.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import msgspec
 
-from ds4.domain.chat.messages import SystemMessage, ThinkMode, UserMessage
-from ds4.domain.chat.request_rendering import ChatRequestError, parse_chat_request
-from ds4.domain.errors import Ds4Error, RequestError
-from ds4.domain.serving.generation_request import DEFAULT_MODEL, Api, GenerationRequest
-from ds4.wire.json_body import JsonObject, decode_as, decode_object
-from ds4.wire.request_fields import check_tool_count, clamp_int, sampling, stop_list
-from ds4.wire.thinking import ThinkingControls, effort_mode, resolve_think_mode
-from ds4.wire.thinking import thinking_switch as read_thinking_switch
-from ds4.wire.unsupported_fields import (
-    check_chat_content,
-    check_choices,
-    check_logprobs,
+from ds4.domain.chat.messages import (
+    Message,
+    SystemMessage,
+    ThinkMode,
+    UserMessage,
+    effective_think_mode,
 )
+from ds4.domain.chat.renderer import render_chat, unanswerable
+from ds4.domain.chat.tool_schemas import ToolSchema
+from ds4.domain.errors import Ds4Error, RequestError
+from ds4.domain.serving.generation_request import Api, GenerationRequest
+from ds4.wire.chat_messages import WireMessage, chat_messages, chat_schemas
+from ds4.wire.json_body import InvalidJsonError, decode_body, present
+from ds4.wire.models import DEFAULT_MODEL
+from ds4.wire.request_fields import check_tool_count, clamp_int, sampling, stop_list
+from ds4.wire.thinking import openai_think_mode
+from ds4.wire.unsupported_fields import check_chat_content, check_choices, check_logprobs
 
 COMPLETION_SYSTEM = "You are a helpful assistant"
 
@@ -33,7 +38,9 @@ class _StreamOptions(msgspec.Struct):
     include_usage: bool | None = None
 
 
-class _Wire(msgspec.Struct):
+class _OpenAIBody(msgspec.Struct):
+    """The members both endpoints read."""
+
     model: str | None = None
     max_tokens: int | None = None
     max_completion_tokens: int | None = None
@@ -44,59 +51,88 @@ class _Wire(msgspec.Struct):
     seed: int | float | None = None
     stream: bool | None = None
     stream_options: _StreamOptions | None = None
-    tools: list[msgspec.Raw] | None = None
+    tools: list[object] | None = None
+    thinking: object = msgspec.UNSET
     think: bool | None = None
     reasoning_effort: str | None = None
+    stop: object = None
+    n: object = None
+    logprobs: object = None
+    top_logprobs: object = None
 
 
-def _decode(body: bytes) -> tuple[JsonObject, _Wire]:
-    obj = decode_object(body)
-    wire = decode_as(body, _Wire)
-    check_tool_count(len(wire.tools or ()))
-    return obj, wire
+class ChatBody(_OpenAIBody):
+    messages: list[WireMessage] | msgspec.UnsetType = msgspec.UNSET
+    tool_choice: object = None
 
 
-def _request(obj: JsonObject, wire: _Wire, api: Api, think_mode: ThinkMode) -> GenerationRequest:
-    seed = wire.seed
-    max_tokens = wire.max_completion_tokens if wire.max_tokens is None else wire.max_tokens
+class CompletionBody(_OpenAIBody):
+    prompt: object = msgspec.UNSET
+    best_of: object = None
+
+
+@dataclass(frozen=True)
+class ChatPrompt:
+    """What a chat body asks the model: the conversation, tools and think mode."""
+
+    messages: tuple[Message, ...]
+    schemas: tuple[ToolSchema, ...]
+    think_mode: ThinkMode  # as requested, before the context-size fallback
+
+
+def _think_mode(body: _OpenAIBody) -> ThinkMode:
+    return openai_think_mode(body.model, body.thinking, body.think, body.reasoning_effort)
+
+
+def _chat_prompt(body: ChatBody, messages: list[WireMessage]) -> ChatPrompt:
+    """Think mode, messages and schemas; RequestError when they cannot be read or the
+    conversation has nothing to answer (renderer.unanswerable)."""
+    think_mode = _think_mode(body)
+    converted = chat_messages(messages)
+    try:
+        schemas = chat_schemas(body.tools, body.tool_choice)
+    except Ds4Error as error:  # a tool schema that is not one
+        raise InvalidJsonError(str(error)) from None
+    problem = unanswerable(converted)
+    if problem is not None:
+        raise RequestError(f"messages: {problem}", param="messages")
+    return ChatPrompt(converted, schemas, think_mode)
+
+
+def _request(body: _OpenAIBody, api: Api, think_mode: ThinkMode) -> GenerationRequest:
+    seed = body.seed
+    max_tokens = body.max_completion_tokens if body.max_tokens is None else body.max_tokens
     return GenerationRequest(
         api=api,
-        model=wire.model or DEFAULT_MODEL,
+        model=body.model or DEFAULT_MODEL,
         messages=(),
         schemas=(),
         think_mode=think_mode,
         max_tokens=clamp_int(max_tokens),
         sampling=sampling(
-            wire.temperature,
-            wire.top_p,
-            wire.top_k,
-            wire.min_p,
+            body.temperature,
+            body.top_p,
+            body.top_k,
+            body.min_p,
             int(seed) if seed is not None and abs(seed) < 2**62 else None,
         ),
-        stops=stop_list(obj.get("stop")),
-        stream=bool(wire.stream),
-        include_usage=bool(wire.stream_options and wire.stream_options.include_usage),
+        stops=stop_list(body.stop),
+        stream=bool(body.stream),
+        include_usage=bool(body.stream_options and body.stream_options.include_usage),
     )
 
 
 def parse_chat_completion(body: bytes) -> GenerationRequest:
-    obj, wire = _decode(body)
-    if "messages" not in obj:
+    chat = decode_body(body, ChatBody)
+    check_tool_count(len(chat.tools or ()))
+    if isinstance(chat.messages, msgspec.UnsetType):
         raise RequestError("missing messages")
-    check_choices(obj)
-    check_logprobs(obj)
-    check_chat_content(obj)
-    effort_mode(wire.reasoning_effort, "reasoning_effort")  # validates the name
-    try:
-        chat = parse_chat_request(body)
-    except ChatRequestError as error:
-        if error.param is not None:  # a readable body the model cannot be asked
-            raise RequestError(str(error), param=error.param) from None
-        raise RequestError(f"invalid JSON request: {error}") from None
-    except Ds4Error as error:
-        raise RequestError(f"invalid JSON request: {error}") from None
-    base = _request(obj, wire, Api.CHAT, chat.think_mode)
-    return replace(base, messages=chat.messages, schemas=chat.schemas)
+    check_choices({"n": chat.n})
+    check_logprobs(chat.logprobs, chat.top_logprobs)
+    check_chat_content([message.content for message in chat.messages])
+    prompt = _chat_prompt(chat, chat.messages)
+    base = _request(chat, Api.CHAT, prompt.think_mode)
+    return replace(base, messages=prompt.messages, schemas=prompt.schemas)
 
 
 def _prompt_text(value: object) -> str:
@@ -106,18 +142,32 @@ def _prompt_text(value: object) -> str:
 
 
 def parse_completion(body: bytes) -> GenerationRequest:
-    obj, wire = _decode(body)
-    if "prompt" not in obj:
+    completion = decode_body(body, CompletionBody)
+    check_tool_count(len(completion.tools or ()))
+    if not present(completion.prompt):
         raise RequestError("missing prompt")
-    check_choices(obj, completions=True)
-    check_logprobs(obj, completions=True)
-    controls = read_thinking_switch(obj.get("thinking"), "thinking" in obj)
-    if wire.think is not None:
-        controls = ThinkingControls(explicit=True, enabled=wire.think)
-    effort = effort_mode(wire.reasoning_effort, "reasoning_effort")
-    controls = ThinkingControls(controls.explicit, controls.enabled, effort)
-    prompt = _prompt_text(obj.get("prompt"))
-    mode = resolve_think_mode(wire.model or DEFAULT_MODEL, controls)
-    base = _request(obj, wire, Api.COMPLETIONS, mode)
+    check_choices({"n": completion.n, "best_of": completion.best_of})
+    check_logprobs(completion.logprobs, completion.top_logprobs, completions=True)
+    mode = _think_mode(completion)
+    prompt = _prompt_text(completion.prompt)
+    base = _request(completion, Api.COMPLETIONS, mode)
     messages = (SystemMessage(COMPLETION_SYSTEM), UserMessage(prompt))
     return replace(base, messages=messages, prompt=prompt)
+
+
+def render_chat_request(body: bytes, *, mode: ThinkMode | None, context_size: int) -> str:
+    """Prompt text for a chat body (`ds4 cli --render-chat`). `mode` (a --think /
+    --nothink / --think-max flag) overrides the body's own thinking controls; Think Max
+    falls back to Think below 384 Ki. RequestError when the body cannot be read (its
+    message starts `invalid chat request:`), names an unknown role or has nothing to
+    answer."""
+    try:
+        chat = decode_body(body, ChatBody)
+        if isinstance(chat.messages, msgspec.UnsetType):
+            raise InvalidJsonError("missing messages")
+        prompt = _chat_prompt(chat, chat.messages)
+    except InvalidJsonError as error:
+        raise RequestError(f"invalid chat request: {error.detail}") from None
+    requested = prompt.think_mode if mode is None else mode
+    effective = effective_think_mode(requested, context_size)
+    return render_chat(prompt.messages, prompt.schemas, effective)

@@ -17,16 +17,15 @@ from collections.abc import Mapping
 import msgspec
 
 from ds4.domain.dsml.json_text import object_members, parse_json
-from ds4.domain.errors import RequestError
-from ds4.wire.errors import invalid_request
+from ds4.wire.json_body import InvalidJsonError
 
 INPUT_PARAMETER = "arguments"
 FREEFORM = "The raw input as plain text (not JSON)."
 _SYNTAXES = ("lark", "regex")
 
 
-def _refuse(what: str) -> RequestError:
-    return invalid_request(f"invalid JSON request: custom tool {what}")
+def _refuse(what: str) -> InvalidJsonError:
+    return InvalidJsonError(f"custom tool {what}")
 
 
 def _format_hint(value: object) -> str:
@@ -48,7 +47,7 @@ def _format_hint(value: object) -> str:
 
 
 def custom_tool_definition(tool: Mapping[str, object]) -> dict[str, object]:
-    """The function the model sees for a custom tool (RequestError 400 on a bad one)."""
+    """The function the model sees for a custom tool (InvalidJsonError on a bad one)."""
     name = tool.get("name")
     if not isinstance(name, str) or not name:
         raise _refuse("needs a non-empty string 'name'")
@@ -70,7 +69,7 @@ def custom_tool_definition(tool: Mapping[str, object]) -> dict[str, object]:
 def custom_call_arguments(value: object) -> str:
     """A `custom_tool_call` item's `input` as call arguments ({"arguments": input})."""
     if not isinstance(value, str):
-        raise invalid_request("invalid JSON request: custom_tool_call 'input' must be a string")
+        raise InvalidJsonError("custom_tool_call 'input' must be a string")
     return msgspec.json.encode({INPUT_PARAMETER: value}).decode()
 
 

@@ -101,7 +101,3 @@ def stream_error_frame(message: str, kind: ErrorKind, *, anthropic: bool) -> byt
         return b"event: error\ndata: " + msgspec.json.encode(payload) + b"\n\n"
     body = msgspec.json.encode({"error": {"message": message, "type": status.openai_type}})
     return b"event: error\ndata: " + body + b"\n\n"
-
-
-def invalid_request(message: str = "invalid JSON request") -> RequestError:
-    return RequestError(message)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ds4.wire.sse import json_body
 
+DEFAULT_MODEL = "deepseek-v4-flash"  # the model a body that names none gets, and /v1/models' id
 CREATED = 1767225600
 SUPPORTED_PARAMETERS = (
     "tools",

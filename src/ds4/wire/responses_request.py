@@ -22,12 +22,12 @@ from ds4.domain.chat.renderer import unanswerable
 from ds4.domain.chat.tool_schemas import ToolSchema, canonical_json, tool_schema
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.errors import Ds4Error, RequestError
-from ds4.domain.serving.generation_request import DEFAULT_MODEL, Api, GenerationRequest, WireTool
+from ds4.domain.serving.generation_request import Api, GenerationRequest, WireTool
 from ds4.wire.custom_tools import custom_call_arguments, custom_tool_definition
-from ds4.wire.errors import invalid_request
-from ds4.wire.json_body import decode_as, decode_object
+from ds4.wire.json_body import InvalidJsonError, decode_body, present
+from ds4.wire.models import DEFAULT_MODEL
 from ds4.wire.request_fields import check_tool_count, clamp_int, sampling
-from ds4.wire.thinking import ThinkingControls, effort_mode, resolve_think_mode
+from ds4.wire.thinking import responses_think_mode
 from ds4.wire.unsupported_fields import refuse_responses_part
 
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
@@ -55,6 +55,11 @@ _EMPTY_PARAMETERS = {"type": "object", "properties": {}}
 _ROLES = ("user", "system", "developer", "assistant")
 
 
+def _malformed() -> RequestError:
+    """An input value of a shape the endpoint does not take."""
+    return RequestError("invalid JSON request")
+
+
 def _refuse_input(message: str) -> RequestError:
     return RequestError(message, param="input")
 
@@ -64,7 +69,9 @@ class _Reasoning(msgspec.Struct):
     summary: str | None = None
 
 
-class _Wire(msgspec.Struct):
+class ResponsesBody(msgspec.Struct):
+    """Every member the endpoint reads: the body is decoded once, into this."""
+
     model: str | None = None
     instructions: str | None = None
     max_output_tokens: int | None = None
@@ -74,6 +81,10 @@ class _Wire(msgspec.Struct):
     stream: bool | None = None
     reasoning: _Reasoning | None = None
     tools: list[dict[str, object]] | None = None
+    input: object = msgspec.UNSET
+    tool_choice: object = None
+    previous_response_id: object = None
+    conversation: object = None
 
 
 def _text(value: object) -> str:
@@ -83,7 +94,7 @@ def _text(value: object) -> str:
     if isinstance(value, str):
         return value
     if not isinstance(value, list):
-        raise invalid_request()
+        raise _malformed()
     out: list[str] = []
     for part in value:
         if isinstance(part, str):
@@ -91,11 +102,11 @@ def _text(value: object) -> str:
         elif isinstance(part, dict) and part.get("type") in _TEXT_PARTS and "text" in part:
             text = part["text"]
             if text is not None and not isinstance(text, str):
-                raise invalid_request()
+                raise _malformed()
             out.append(text or "")
         else:
             refuse_responses_part(part.get("type") if isinstance(part, dict) else None)
-            raise invalid_request("invalid JSON request: unsupported content part")
+            raise InvalidJsonError("unsupported content part")
     return "".join(out)
 
 
@@ -112,7 +123,7 @@ class _Tools:
 
     def add(self, tools: object) -> None:
         if not isinstance(tools, list):
-            raise invalid_request()
+            raise _malformed()
         for tool in tools:
             if isinstance(tool, dict):
                 self._add_one(tool)
@@ -177,10 +188,10 @@ class _Items:
 
     def add(self, index: int, item: object) -> None:
         if not isinstance(item, dict):
-            raise invalid_request()
+            raise _malformed()
         status = item.get("status")
         if status is not None and status != "completed":
-            raise invalid_request("invalid JSON request: input item status is not completed")
+            raise InvalidJsonError("input item status is not completed")
         kind = item.get("type", "message")
         if kind == "reasoning":
             for key in ("summary", "content"):
@@ -264,37 +275,36 @@ def _tool_choice_enabled(value: object) -> bool:
 
 
 def parse_responses(body: bytes) -> GenerationRequest:
-    obj = decode_object(body)
-    wire = decode_as(body, _Wire)
-    if "input" not in obj:
+    wire = decode_body(body, ResponsesBody)
+    if not present(wire.input):
         raise RequestError("missing input")
-    for key in ("previous_response_id", "conversation"):
-        if obj.get(key) is not None:
+    stored = {"previous_response_id": wire.previous_response_id, "conversation": wire.conversation}
+    for key, value in stored.items():  # state a server would keep; this one keeps none
+        if value is not None:
             raise RequestError(f"{key} is not supported; replay full input instead")
     check_tool_count(len(wire.tools or ()))
-    tools_enabled = _tool_choice_enabled(obj.get("tool_choice"))
+    tools_enabled = _tool_choice_enabled(wire.tool_choice)
     reasoning = wire.reasoning or _Reasoning()
-    effort = effort_mode(reasoning.effort, "reasoning.effort")
-    controls = ThinkingControls(explicit=effort is not None, enabled=True, effort=effort)
     model = wire.model or DEFAULT_MODEL
+    think_mode = responses_think_mode(model, reasoning.effort)
     tools = _Tools()
     items = _Items(tools)
     try:
         tools.add(wire.tools or [])
-        raw_input = obj.get("input")
+        raw_input = wire.input
         if isinstance(raw_input, str):
             items.messages.append(UserMessage(raw_input))
         elif isinstance(raw_input, list):
             for index, item in enumerate(raw_input):
                 items.add(index, item)
         else:
-            raise invalid_request("invalid JSON request: input must be a string or an array")
+            raise InvalidJsonError("input must be a string or an array")
         if items.pending:
             items.messages.append(AssistantMessage("", items.take_reasoning()))
     except RequestError:
         raise
-    except Ds4Error as error:
-        raise RequestError(f"invalid JSON request: {error}") from None
+    except Ds4Error as error:  # a tool schema that is not one
+        raise InvalidJsonError(str(error)) from None
     messages = items.messages
     problem = unanswerable(messages)
     if problem is not None:
@@ -307,7 +317,7 @@ def parse_responses(body: bytes) -> GenerationRequest:
         model=model,
         messages=tuple(messages),
         schemas=tuple(tools.schemas) if tools_enabled else (),
-        think_mode=resolve_think_mode(model, controls),
+        think_mode=think_mode,
         max_tokens=clamp_int(max_tokens),
         sampling=sampling(wire.temperature, wire.top_p),
         stream=bool(wire.stream),

@@ -1,9 +1,20 @@
-"""Thinking controls and model aliases to a think mode (docs/reference/server.md §2.2).
+"""Which request fields select the think mode, per API: the one place these rules live
+(docs/reference/server.md §2.2; ADR 0048).
 
-Sources differ per API but resolve the same way: thinking is on by default; the
-`deepseek-chat` / `deepseek-reasoner` aliases switch it only when no explicit switch
-was sent; an explicit switch (`thinking`, `think`, Responses `reasoning.effort`)
-wins; an effort of "none" turns it off and "max" asks for Think Max.
+All APIs resolve the same way: thinking is on by default; the `deepseek-chat` /
+`deepseek-reasoner` aliases switch it only when no explicit switch was sent; an
+explicit switch wins; an effort of "none" turns it off and "max" asks for Think Max.
+What counts as a switch or an effort differs:
+
+- chat completions, completions and `ds4 cli --render-chat`: the switch is `thinking`
+  (a bool, or `{"type": "enabled" | "disabled"}`), with `think` (a bool) over it; the
+  effort is `reasoning_effort`;
+- Anthropic messages: the switch is `thinking`; the effort `output_config.effort`,
+  else `reasoning_effort`;
+- Responses: no switch; an effort in `reasoning.effort` counts as one.
+
+A `thinking` value that is neither (`{"type": "adaptive"}`, null, a number) leaves the
+switch on but still counts as explicit, so it turns the model alias off.
 """
 
 from __future__ import annotations
@@ -11,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ds4.domain.chat.messages import ThinkMode
-from ds4.domain.errors import RequestError
+from ds4.wire.json_body import InvalidJsonError, present
 
 EFFORTS = {
     "max": ThinkMode.MAX,
@@ -26,13 +37,13 @@ NON_THINKING_ALIASES = frozenset({"deepseek-chat"})
 THINKING_ALIASES = frozenset({"deepseek-reasoner"})
 
 
-def effort_mode(value: object, field: str) -> ThinkMode | None:
-    """An effort name to its mode; null -> None; anything else is a 400."""
+def effort_mode(value: str | None, field: str) -> ThinkMode | None:
+    """An effort name to its mode; None when not sent; an unknown name is a 400."""
     if value is None:
         return None
-    if isinstance(value, str) and value in EFFORTS:
+    if value in EFFORTS:
         return EFFORTS[value]
-    raise RequestError(f"invalid JSON request: unsupported {field} {value!r}")
+    raise InvalidJsonError(f"unsupported {field} {value!r}")
 
 
 @dataclass(frozen=True)
@@ -42,10 +53,9 @@ class ThinkingControls:
     effort: ThinkMode | None = None
 
 
-def thinking_switch(value: object, present: bool) -> ThinkingControls:
-    """`thinking`: a bool, or an object with type enabled/disabled; any other value
-    (adaptive, null, a number) leaves the switch alone but still counts as explicit."""
-    if not present:
+def thinking_switch(value: object) -> ThinkingControls:
+    """The `thinking` member (msgspec.UNSET when absent)."""
+    if not present(value):
         return ThinkingControls()
     if isinstance(value, bool):
         return ThinkingControls(explicit=True, enabled=value)
@@ -54,14 +64,38 @@ def thinking_switch(value: object, present: bool) -> ThinkingControls:
     return ThinkingControls(explicit=True)
 
 
-def resolve_think_mode(model: str, controls: ThinkingControls) -> ThinkMode:
-    enabled = True
+def resolve_think_mode(model: str | None, controls: ThinkingControls) -> ThinkMode:
+    enabled = controls.enabled
     if not controls.explicit and model in NON_THINKING_ALIASES:
         enabled = False
     elif not controls.explicit and model in THINKING_ALIASES:
         enabled = True
-    if controls.explicit:
-        enabled = controls.enabled
     if not enabled or controls.effort is ThinkMode.NONE:
         return ThinkMode.NONE
     return ThinkMode.MAX if controls.effort is ThinkMode.MAX else ThinkMode.HIGH
+
+
+def openai_think_mode(
+    model: str | None, thinking: object, think: bool | None, reasoning_effort: str | None
+) -> ThinkMode:
+    """Chat completions and completions (and the CLI's chat bodies)."""
+    effort = effort_mode(reasoning_effort, "reasoning_effort")
+    switch = thinking_switch(thinking)
+    if think is not None:
+        switch = ThinkingControls(explicit=True, enabled=think)
+    return resolve_think_mode(model, ThinkingControls(switch.explicit, switch.enabled, effort))
+
+
+def anthropic_think_mode(
+    model: str | None, thinking: object, output_effort: str | None, reasoning_effort: str | None
+) -> ThinkMode:
+    effort = effort_mode(output_effort, "effort")
+    if effort is None:
+        effort = effort_mode(reasoning_effort, "reasoning_effort")
+    switch = thinking_switch(thinking)
+    return resolve_think_mode(model, ThinkingControls(switch.explicit, switch.enabled, effort))
+
+
+def responses_think_mode(model: str | None, reasoning_effort: str | None) -> ThinkMode:
+    effort = effort_mode(reasoning_effort, "reasoning.effort")
+    return resolve_think_mode(model, ThinkingControls(effort is not None, True, effort))

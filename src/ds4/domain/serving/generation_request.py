@@ -12,8 +12,6 @@ from enum import Enum
 from ds4.domain.chat.messages import Message, ThinkMode
 from ds4.domain.chat.tool_schemas import ToolSchema
 
-DEFAULT_MODEL = "deepseek-v4-flash"
-
 
 class Api(Enum):
     CHAT = "chat"  # POST /v1/chat/completions
