@@ -26,6 +26,7 @@ from ds4.domain.serving.generation_request import Api, GenerationRequest
 from ds4.wire.chat_messages import content_text
 from ds4.wire.json_body import InvalidJsonError, decode_body
 from ds4.wire.models import DEFAULT_MODEL
+from ds4.wire.parsed_request import ParsedRequest
 from ds4.wire.request_fields import check_tool_count, clamp_int, sampling, stop_list
 from ds4.wire.thinking import anthropic_think_mode
 from ds4.wire.unsupported_fields import check_anthropic_content
@@ -147,14 +148,14 @@ def _schemas(tools: list[dict[str, object]] | None, tool_choice: object) -> tupl
     return tuple(schemas)
 
 
-def parse_messages(body: bytes) -> GenerationRequest:
-    """A generation request: besides what read_messages refuses, a conversation with
-    nothing to answer is a 400 (renderer.unanswerable)."""
+def parse_messages(body: bytes) -> ParsedRequest:
+    """Besides what read_messages refuses, a conversation with nothing to answer is a
+    400 (renderer.unanswerable)."""
     request = read_messages(body)
     problem = unanswerable(request.messages)
     if problem is not None:
         raise RequestError(f"messages: {problem}")
-    return request
+    return ParsedRequest(request)
 
 
 def _check_roles(messages: list[_Message]) -> None:

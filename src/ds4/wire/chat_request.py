@@ -27,6 +27,7 @@ from ds4.domain.serving.generation_request import Api, GenerationRequest
 from ds4.wire.chat_messages import WireMessage, chat_messages, chat_schemas
 from ds4.wire.json_body import InvalidJsonError, decode_body, present
 from ds4.wire.models import DEFAULT_MODEL
+from ds4.wire.parsed_request import ParsedRequest, ReplyOptions
 from ds4.wire.request_fields import check_tool_count, clamp_int, sampling, stop_list
 from ds4.wire.thinking import openai_think_mode
 from ds4.wire.unsupported_fields import check_chat_content, check_choices, check_logprobs
@@ -118,11 +119,16 @@ def _request(body: _OpenAIBody, api: Api, think_mode: ThinkMode) -> GenerationRe
         ),
         stops=stop_list(body.stop),
         stream=bool(body.stream),
-        include_usage=bool(body.stream_options and body.stream_options.include_usage),
     )
 
 
-def parse_chat_completion(body: bytes) -> GenerationRequest:
+def _reply(body: _OpenAIBody) -> ReplyOptions:
+    return ReplyOptions(
+        include_usage=bool(body.stream_options and body.stream_options.include_usage)
+    )
+
+
+def parse_chat_completion(body: bytes) -> ParsedRequest:
     chat = decode_body(body, ChatBody)
     check_tool_count(len(chat.tools or ()))
     if isinstance(chat.messages, msgspec.UnsetType):
@@ -132,7 +138,8 @@ def parse_chat_completion(body: bytes) -> GenerationRequest:
     check_chat_content([message.content for message in chat.messages])
     prompt = _chat_prompt(chat, chat.messages)
     base = _request(chat, Api.CHAT, prompt.think_mode)
-    return replace(base, messages=prompt.messages, schemas=prompt.schemas)
+    request = replace(base, messages=prompt.messages, schemas=prompt.schemas)
+    return ParsedRequest(request, _reply(chat))
 
 
 def _prompt_text(value: object) -> str:
@@ -141,7 +148,7 @@ def _prompt_text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def parse_completion(body: bytes) -> GenerationRequest:
+def parse_completion(body: bytes) -> ParsedRequest:
     completion = decode_body(body, CompletionBody)
     check_tool_count(len(completion.tools or ()))
     if not present(completion.prompt):
@@ -152,7 +159,7 @@ def parse_completion(body: bytes) -> GenerationRequest:
     prompt = _prompt_text(completion.prompt)
     base = _request(completion, Api.COMPLETIONS, mode)
     messages = (SystemMessage(COMPLETION_SYSTEM), UserMessage(prompt))
-    return replace(base, messages=messages, prompt=prompt)
+    return ParsedRequest(replace(base, messages=messages), _reply(completion))
 
 
 def render_chat_request(body: bytes, *, mode: ThinkMode | None, context_size: int) -> str:

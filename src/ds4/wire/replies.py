@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Protocol
 
 from ds4.domain.generation.events import Finished
-from ds4.domain.serving.generation_request import Api, GenerationRequest
+from ds4.domain.serving.generation_request import Api
 from ds4.domain.serving.served_events import PromptReady, ServedEvent
 from ds4.ports.random_source import RandomSource
 from ds4.wire.anthropic_reply import MessageStream, message_body
 from ds4.wire.completions_reply import CompletionStream, completion_body
 from ds4.wire.openai_chat_reply import ChatCompletionStream, chat_completion_body
+from ds4.wire.parsed_request import ParsedRequest
 from ds4.wire.reply_context import ReplyContext
 from ds4.wire.responses_reply import ResponseStream, response_body
 
@@ -28,10 +29,11 @@ def _hex_id(random: RandomSource, prefix: str) -> str:
 
 
 def reply_context(
-    request: GenerationRequest, sequence: int, created: int, random: RandomSource
+    parsed: ParsedRequest, sequence: int, created: int, random: RandomSource
 ) -> ReplyContext:
     """Ids: chatcmpl-<n>, cmpl-<n>; msg_ + 24 hex for Anthropic messages, as the real
     API's ids look (ADR 0044); resp_/rs_/msg_/fc_ + 24 hex for Responses."""
+    request, options = parsed.generation, parsed.reply
     if request.api is Api.RESPONSES:
         item_ids = {"rs": _hex_id(random, "rs_"), "msg": _hex_id(random, "msg_")}
         return ReplyContext(
@@ -40,7 +42,7 @@ def reply_context(
             model=request.model,
             item_ids=item_ids | _CallIds(random),
             reasoning_summary=request.reasoning_summary,
-            wire_tools=request.wire_tools,
+            wire_tools=options.wire_tools,
         )
     if request.api is Api.ANTHROPIC:
         reply_id = _hex_id(random, "msg_")
@@ -50,7 +52,7 @@ def reply_context(
         reply_id=reply_id,
         created=created,
         model=request.model,
-        include_usage=request.include_usage,
+        include_usage=options.include_usage,
     )
 
 

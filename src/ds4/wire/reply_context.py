@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from ds4.domain.dsml.json_text import object_members
-from ds4.domain.serving.generation_request import WireTool
+from ds4.wire.parsed_request import WireTool
 
 
 @dataclass(frozen=True)

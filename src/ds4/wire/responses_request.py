@@ -22,10 +22,11 @@ from ds4.domain.chat.renderer import unanswerable
 from ds4.domain.chat.tool_schemas import ToolSchema, canonical_json, tool_schema
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.errors import Ds4Error, RequestError
-from ds4.domain.serving.generation_request import Api, GenerationRequest, WireTool
+from ds4.domain.serving.generation_request import Api, GenerationRequest
 from ds4.wire.custom_tools import custom_call_arguments, custom_tool_definition
 from ds4.wire.json_body import InvalidJsonError, decode_body, present
 from ds4.wire.models import DEFAULT_MODEL
+from ds4.wire.parsed_request import ParsedRequest, ReplyOptions, WireTool
 from ds4.wire.request_fields import check_tool_count, clamp_int, sampling
 from ds4.wire.thinking import responses_think_mode
 from ds4.wire.unsupported_fields import refuse_responses_part
@@ -274,7 +275,7 @@ def _tool_choice_enabled(value: object) -> bool:
     return True
 
 
-def parse_responses(body: bytes) -> GenerationRequest:
+def parse_responses(body: bytes) -> ParsedRequest:
     wire = decode_body(body, ResponsesBody)
     if not present(wire.input):
         raise RequestError("missing input")
@@ -312,7 +313,7 @@ def parse_responses(body: bytes) -> GenerationRequest:
     if wire.instructions:
         messages.insert(0, SystemMessage(wire.instructions))
     max_tokens = wire.max_output_tokens if wire.max_output_tokens is not None else wire.max_tokens
-    return GenerationRequest(
+    request = GenerationRequest(
         api=Api.RESPONSES,
         model=model,
         messages=tuple(messages),
@@ -322,5 +323,5 @@ def parse_responses(body: bytes) -> GenerationRequest:
         sampling=sampling(wire.temperature, wire.top_p),
         stream=bool(wire.stream),
         reasoning_summary=reasoning.summary in _SUMMARIES,
-        wire_tools=tools.wire,
     )
+    return ParsedRequest(request, ReplyOptions(wire_tools=tools.wire))

@@ -98,11 +98,11 @@ class FakeServer:
 
     def chat(self, messages: list[dict[str, Any]], **extra: Any) -> PreparedJob:
         body = {"messages": messages, "think": False, **extra}
-        return self._prepare(parse_chat_completion(json.dumps(body).encode()))
+        return self._prepare(parse_chat_completion(json.dumps(body).encode()).generation)
 
     def anthropic(self, messages: list[dict[str, Any]], **extra: Any) -> PreparedJob:
         body = {"max_tokens": 200, "messages": messages, **extra}
-        return self._prepare(parse_messages(json.dumps(body).encode()))
+        return self._prepare(parse_messages(json.dumps(body).encode()).generation)
 
     def _prepare(self, request: Any) -> PreparedJob:
         state = self.built.state

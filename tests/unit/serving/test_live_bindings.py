@@ -27,11 +27,11 @@ LS = [{"type": "function", "name": "exec_command", "parameters": {"type": "objec
 
 
 def responses(items: list[Any]) -> GenerationRequest:
-    return parse_responses(json.dumps({"input": items, "tools": LS}).encode())
+    return parse_responses(json.dumps({"input": items, "tools": LS}).encode()).generation
 
 
 def anthropic(messages: list[Any], **fields: Any) -> GenerationRequest:
-    return parse_messages(json.dumps({"messages": messages, **fields}).encode())
+    return parse_messages(json.dumps({"messages": messages, **fields}).encode()).generation
 
 
 def output(call_id: str) -> dict[str, str]:
@@ -61,7 +61,7 @@ def test_responses_tail_with_a_replayed_call_takes_its_ids_and_instructions_end_
     request = responses([*call("call_a"), output("call_a")])
     assert responses_tail(request.messages, ThinkMode.HIGH)[0] == ("call_a",)
     body = {"input": [output("call_a")], "instructions": "be brief"}
-    with_system = parse_responses(json.dumps(body).encode())
+    with_system = parse_responses(json.dumps(body).encode()).generation
     assert responses_tail(with_system.messages, ThinkMode.HIGH) == ((), "")  # [QUIRK] -> 409
 
 

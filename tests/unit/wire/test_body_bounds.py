@@ -168,7 +168,7 @@ def test_a_prompt_that_cannot_fit_is_refused_untokenized() -> None:
     content = "x" * (ctx * longest + 1)
     request = parse_chat_completion(
         json.dumps({"messages": [{"role": "user", "content": content}]}).encode()
-    )
+    ).generation
     memory = ToolReplayMemory(CountingRandom())
     with pytest.raises(ContextLengthError) as caught:
         prepare_job(request, tokenizer, memory, ctx, longest_token=longest)

@@ -29,7 +29,7 @@ def body(**fields: object) -> bytes:
 
 
 def test_chat_defaults_a01() -> None:
-    request = parse_chat_completion(body(messages=HI))
+    request = parse_chat_completion(body(messages=HI)).generation
     assert request.think_mode is ThinkMode.HIGH
     s = request.sampling
     assert (s.temperature, s.top_p, s.top_k, s.min_p) == (1.0, 1.0, 0, 0.05)
@@ -48,7 +48,7 @@ def test_chat_defaults_a01() -> None:
     ],
 )
 def test_chat_thinking_controls(fields: dict[str, object], mode: ThinkMode) -> None:
-    assert parse_chat_completion(body(messages=HI, **fields)).think_mode is mode
+    assert parse_chat_completion(body(messages=HI, **fields)).generation.think_mode is mode
 
 
 def test_unknown_effort_and_wrong_types_are_400() -> None:
@@ -73,7 +73,7 @@ def test_nesting_limit_a59() -> None:
 
 
 def test_stops_and_usage_options() -> None:
-    request = parse_chat_completion(
+    parsed = parse_chat_completion(
         body(
             messages=HI,
             stop=["END", "", 3, "STOP"],
@@ -81,11 +81,11 @@ def test_stops_and_usage_options() -> None:
             stream_options={"include_usage": True},
         )
     )
-    assert request.stops == ("END", "STOP") and request.include_usage
+    assert parsed.generation.stops == ("END", "STOP") and parsed.reply.include_usage
 
 
 def test_completion_renders_as_fixed_template_messages() -> None:
-    request = parse_completion(body(prompt=["first", "ignored"], think=False))
+    request = parse_completion(body(prompt=["first", "ignored"], think=False)).generation
     assert request.messages == (SystemMessage("You are a helpful assistant"), UserMessage("first"))
     assert request.think_mode is ThinkMode.NONE
     with pytest.raises(RequestError, match="missing prompt"):
@@ -132,7 +132,7 @@ def test_anthropic_claude_code_request() -> None:
                 },
             ],
         )
-    )
+    ).generation
     assert request.think_mode is ThinkMode.MAX  # adaptive counts as explicit, effort max
     assert "cache_control" not in request.schemas[0].line
     assistant = request.messages[1]
@@ -179,7 +179,7 @@ def test_responses_codex_request() -> None:
             client_metadata={"a": "b"},
             store=False,
         )
-    )
+    ).generation
     assert [s.name for s in request.schemas] == ["shell"]
     assert request.reasoning_summary and request.think_mode is ThinkMode.HIGH
     assert request.messages[0] == SystemMessage("be a coder")
@@ -262,7 +262,7 @@ def test_unknown_roles_and_nothing_to_answer_are_400_naming_the_field(
 
 def test_anthropic_system_role_in_messages_and_count_tokens_of_a_finished_turn() -> None:
     # Claude Code sends role "system" inside messages (docs/agents.md): still accepted.
-    request = parse_messages(body(messages=[{"role": "system", "content": "s"}, *HI]))
+    request = parse_messages(body(messages=[{"role": "system", "content": "s"}, *HI])).generation
     assert request.messages == (SystemMessage("s"), UserMessage("hi"))
     # count_tokens counts a conversation ending with the assistant's turn, as the real
     # API does; an unknown role is refused there too.

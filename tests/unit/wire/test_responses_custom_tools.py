@@ -16,8 +16,10 @@ from ds4.domain.dsml.render import render_tool_calls
 from ds4.domain.dsml.turn import finish_turn
 from ds4.domain.errors import RequestError
 from ds4.domain.generation.events import Finished, Usage
+from ds4.domain.serving.generation_request import GenerationRequest
 from ds4.wire.custom_tools import custom_call_input
 from ds4.wire.errors import http_status
+from ds4.wire.parsed_request import ParsedRequest
 from ds4.wire.reply_context import ReplyContext
 from ds4.wire.responses_reply import ResponseStream, response_body
 from ds4.wire.responses_request import parse_responses
@@ -34,9 +36,13 @@ PATCH = '*** Begin Patch\n*** Update File: a.py\n-x = "<a> & b"\n+x = 1\n*** End
 USAGE = Usage(prompt_tokens=10, cached_tokens=0, completion_tokens=2)
 
 
-def request(items: object, tools: list[Any] | None = None) -> Any:
+def parsed_request(items: object, tools: list[Any] | None = None) -> ParsedRequest:
     body = {"input": items, "tools": [APPLY_PATCH] if tools is None else tools}
     return parse_responses(json.dumps(body).encode())
+
+
+def request(items: object, tools: list[Any] | None = None) -> GenerationRequest:
+    return parsed_request(items, tools).generation
 
 
 def context(wire: Any) -> ReplyContext:
@@ -45,16 +51,17 @@ def context(wire: Any) -> ReplyContext:
 
 
 def test_custom_tool_is_a_function_with_one_string_parameter() -> None:
-    parsed = request("patch it")
-    (schema,) = parsed.schemas
+    parsed = parsed_request("patch it")
+    (schema,) = parsed.generation.schemas
     line = json.loads(schema.line)
     assert line["name"] == "apply_patch" and line["description"] == "Edit files with a patch."
     assert line["parameters"]["required"] == ["arguments"]
     hint = line["parameters"]["properties"]["arguments"]
     assert hint["type"] == "string" and hint["description"].endswith("lark grammar:\n" + GRAMMAR)
-    assert parsed.wire_tools["apply_patch"].custom
-    plain = request("x", [{"type": "custom", "name": "note"}])
-    assert "plain text" in plain.schemas[0].line and plain.wire_tools["note"].custom
+    assert parsed.reply.wire_tools["apply_patch"].custom
+    plain = parsed_request("x", [{"type": "custom", "name": "note"}])
+    assert "plain text" in plain.generation.schemas[0].line
+    assert plain.reply.wire_tools["note"].custom
 
 
 @pytest.mark.parametrize(
@@ -120,7 +127,9 @@ def test_replayed_custom_call_renders_like_the_spec_mapping_of_its_input() -> No
 def test_custom_input_that_looks_like_json_stays_one_parameter() -> None:
     item = {"type": "custom_tool_call", "call_id": "c", "name": "apply_patch", "input": '{"a":1}'}
     output = {"type": "custom_tool_call_output", "call_id": "c", "output": "ok"}
-    (call,) = request([item, output]).messages[0].tool_calls
+    message = request([item, output]).messages[0]
+    assert isinstance(message, AssistantMessage)
+    (call,) = message.tool_calls
     assert '<｜DSML｜parameter name="arguments" string="true">{"a":1}<' in render_tool_calls([call])
 
 
@@ -161,7 +170,7 @@ def test_custom_call_input_comes_back_out_of_the_parsed_call() -> None:
 
 
 def test_non_streamed_custom_tool_call_item() -> None:
-    wire = request("x").wire_tools
+    wire = parsed_request("x").reply.wire_tools
     call = ToolCall("apply_patch", json.dumps({"arguments": PATCH}), "call_9")
     finished = Finished("tool_calls", "Patching.", None, (call,), USAGE)
     body = json.loads(response_body(context(wire), finished))
@@ -177,7 +186,7 @@ def test_non_streamed_custom_tool_call_item() -> None:
 
 
 def test_streamed_custom_tool_call_events() -> None:
-    wire = request("x").wire_tools
+    wire = parsed_request("x").reply.wire_tools
     call = ToolCall("apply_patch", json.dumps({"arguments": PATCH}), "call_9")
     stream = ResponseStream(context(wire))
     frames = stream.open() + stream.feed(Finished("tool_calls", "", None, (call,), USAGE))

@@ -24,11 +24,12 @@ from ds4.domain.serving.prepare import PreparedJob, prepare_job
 from ds4.domain.serving.served_events import PromptReady
 from ds4.wire.count_tokens import count_tokens_body
 from ds4.wire.errors import stream_error_frame
+from ds4.wire.parsed_request import ParsedRequest
 from ds4.wire.replies import reply_body, reply_context, stream_mapper
 from ds4.wire.reply_context import ReplyContext
 from ds4.wire.sse import KEEPALIVE
 
-Parser = Callable[[bytes], GenerationRequest]
+Parser = Callable[[bytes], ParsedRequest]
 
 
 class _ClientGoneError(Exception):
@@ -140,9 +141,9 @@ async def handle_post(
         large = is_large(header(scope, b"content-length"))
         async with state.large_bodies.turn(large):
             body = await _read_body(scope, receive, state.config)
-            request = await state.large_bodies.run(large, parse, body)
+            parsed = await state.large_bodies.run(large, parse, body)
             del body  # up to --max-body-mb, not needed while rendering and tokenizing
-            prepared = await state.large_bodies.run(large, _prepare, state, request)
+            prepared = await state.large_bodies.run(large, _prepare, state, parsed.generation)
         job = Job(prepared, deliver, on_token=record.on_token)
         state.inference.submit(job)
     except _ClientGoneError:
@@ -153,11 +154,10 @@ async def handle_post(
     except RequestError as error:  # a bad body, a prompt too long, shutdown begun
         await send_error(send, scope, error, api)
         return
-    request = prepared.request
-    ctx = reply_context(request, next(state.sequence), int(state.clock()), state.random)
+    ctx = reply_context(parsed, next(state.sequence), int(state.clock()), state.random)
     watcher = asyncio.create_task(_watch_disconnect(receive, job))
     try:
-        if request.stream:
+        if parsed.generation.stream:
             await _stream(state, api, ctx, outputs, scope, send)
         else:
             await _json(scope, api, ctx, outputs, send)

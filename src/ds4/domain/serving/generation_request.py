@@ -1,12 +1,13 @@
 """What every POST endpoint is reduced to before the worker sees it (docs/reference/server.md §2.1).
 
-The wire modules (chat_request, anthropic_request, responses_request) build these
-from JSON; the serving layer renders and runs them. Nothing here knows JSON.
+The wire package (ds4.wire: chat_request, anthropic_request, responses_request)
+builds these from JSON; the serving layer renders and runs them. Nothing here knows
+JSON, HTTP or a reply's shape (docs/adr/0048-wire-formats-at-the-edge.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 from ds4.domain.chat.messages import Message, ThinkMode
@@ -14,14 +15,14 @@ from ds4.domain.chat.tool_schemas import ToolSchema
 
 
 class Api(Enum):
+    """The protocol a conversation arrives through. The serving rules depend on it, not
+    only the wire: which live bindings a turn leaves and may continue from, and how
+    tool ids look (docs/reference/server.md §5)."""
+
     CHAT = "chat"  # POST /v1/chat/completions
     COMPLETIONS = "completions"  # POST /v1/completions
     ANTHROPIC = "anthropic"  # POST /v1/messages
     RESPONSES = "responses"  # POST /v1/responses
-
-    @property
-    def anthropic_shaped(self) -> bool:
-        return self is Api.ANTHROPIC
 
 
 @dataclass(frozen=True)
@@ -36,31 +37,19 @@ class Sampling:
 
 
 @dataclass(frozen=True)
-class WireTool:
-    """How a prompt-side tool name maps back to the Responses wire (namespace tools,
-    hosted tool_search, custom tools); chat and Anthropic use the prompt name as is."""
-
-    wire_name: str
-    namespace: str | None = None
-    hosted_tool_search: bool = False
-    custom: bool = False  # a freeform custom tool: calls are custom_tool_call items
-
-
-@dataclass(frozen=True)
 class GenerationRequest:
     api: Api
     model: str
-    messages: tuple[Message, ...]  # empty for completions
+    messages: tuple[Message, ...]  # completions: the fixed system message and the prompt
     schemas: tuple[ToolSchema, ...]  # active schemas (tool_choice none -> empty)
     think_mode: ThinkMode  # as requested; the server applies the context fallback
     max_tokens: int | None  # None: the server default (--tokens)
     sampling: Sampling = Sampling()
     stops: tuple[str, ...] = ()
     stream: bool = False
-    include_usage: bool = False
-    prompt: str | None = None  # completions only: the raw prompt string
-    reasoning_summary: bool = False  # Responses: surface reasoning as summary items
-    wire_tools: dict[str, WireTool] = field(default_factory=dict)
+    # Responses: the client sees reasoning as summary items, so the visible transcript
+    # the live binding keeps includes it (serving.live_bindings).
+    reasoning_summary: bool = False
 
     @property
     def tools_active(self) -> bool:
