@@ -3,11 +3,13 @@
 Input items are strict (an unexpected item or content part is a 400) while unknown
 top-level fields are ignored, so Codex's `include`, `prompt_cache_key`,
 `client_metadata`, `store`, `text`, and hosted tools such as `web_search` pass.
-Freeform custom tools become one-string-parameter functions (api.custom_tools).
+Freeform custom tools become one-string-parameter functions (wire.custom_tools).
 Reasoning items collect into a buffer that the next assistant-side item takes.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 import msgspec
 
@@ -56,6 +58,11 @@ _EMPTY_PARAMETERS = {"type": "object", "properties": {}}
 _ROLES = ("user", "system", "developer", "assistant")
 
 
+def _named(kind: object, names: Collection[str]) -> bool:
+    """`kind` is one of `names` (a list or object sent as a type is none of them)."""
+    return isinstance(kind, str) and kind in names
+
+
 def _malformed() -> RequestError:
     """An input value of a shape the endpoint does not take."""
     return RequestError("invalid JSON request")
@@ -100,7 +107,7 @@ def _text(value: object) -> str:
     for part in value:
         if isinstance(part, str):
             out.append(part)
-        elif isinstance(part, dict) and part.get("type") in _TEXT_PARTS and "text" in part:
+        elif isinstance(part, dict) and _named(part.get("type"), _TEXT_PARTS) and "text" in part:
             text = part["text"]
             if text is not None and not isinstance(text, str):
                 raise _malformed()
@@ -203,9 +210,9 @@ class _Items:
             return
         elif kind == "message":
             self._message(index, item)
-        elif kind in _CALL_ITEMS:
+        elif _named(kind, _CALL_ITEMS):
             self._call(str(kind), item)
-        elif kind in _OUTPUT_ITEMS:
+        elif _named(kind, _OUTPUT_ITEMS):
             self._output(str(kind), item)
         else:
             raise _refuse_input(f"input[{index}].type: unsupported input item type {kind!r}")

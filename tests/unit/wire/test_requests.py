@@ -269,3 +269,23 @@ def test_anthropic_system_role_in_messages_and_count_tokens_of_a_finished_turn()
     assert read_messages(body(messages=[*HI, ASSISTANT])).messages[-1] == AssistantMessage("hello")
     with pytest.raises(RequestError, match="unknown role"):
         read_messages(body(messages=[{"role": "robot", "content": "x"}]))
+
+
+def test_a_type_that_is_not_a_string_is_read_as_no_type_never_a_crash() -> None:
+    """Content parts and items whose `type` is a list or an object (unhashable) once
+    crashed the content checks; they are parts of no known type."""
+    chat = parse_chat_completion(
+        body(messages=[{"role": "user", "content": [{"type": [1], "text": "a"}, "b"]}])
+    )
+    assert chat.generation.messages == (UserMessage("ab"),)
+    blocks = [{"type": {}}, {"type": "tool_result", "tool_use_id": "t", "content": [{"type": [2]}]}]
+    anthropic = parse_messages(body(messages=[{"role": "user", "content": [*blocks, "q"]}]))
+    assert anthropic.generation.messages == (
+        ToolResultMessage("", tool_call_id="t"),
+        UserMessage("q"),
+    )
+    with pytest.raises(RequestError, match="unsupported content part") as part:
+        parse_responses(body(input=[{"role": "user", "content": [{"type": [1], "text": "x"}]}]))
+    with pytest.raises(RequestError, match=r"input\[0\]\.type: unsupported input item") as item:
+        parse_responses(body(input=[{"type": [1]}]))
+    assert http_status(part.value.kind) == http_status(item.value.kind) == 400
