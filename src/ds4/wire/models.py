@@ -5,6 +5,8 @@ from __future__ import annotations
 from ds4.wire.sse import json_body
 
 DEFAULT_MODEL = "deepseek-v4-flash"  # the model a body that names none gets, and /v1/models' id
+# The ids GET /v1/models/{id} also answers for, besides the server's own.
+MODEL_ALIASES = ("deepseek-v4-flash", "deepseek-v4-pro", "deepseek-chat", "deepseek-reasoner")
 CREATED = 1767225600
 SUPPORTED_PARAMETERS = (
     "tools",

@@ -32,7 +32,7 @@ from ds4.domain.serving.generation_request import Api
 from ds4.wire.anthropic_request import parse_messages
 from ds4.wire.chat_request import parse_chat_completion, parse_completion
 from ds4.wire.errors import error_body, http_status
-from ds4.wire.models import model_list, model_object
+from ds4.wire.models import MODEL_ALIASES, model_list, model_object
 from ds4.wire.responses_request import parse_responses
 
 POST_ROUTES: dict[str, tuple[Api, Parser]] = {
@@ -42,7 +42,6 @@ POST_ROUTES: dict[str, tuple[Api, Parser]] = {
     "/v1/responses": (Api.RESPONSES, parse_responses),
 }
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
-MODEL_ALIASES = ("deepseek-v4-flash", "deepseek-v4-pro", "deepseek-chat", "deepseek-reasoner")
 # The `api` label of the access log and of /metrics; a key ending in "/" is a prefix.
 ROUTE_LABELS = {
     **{path: api.value for path, (api, _) in POST_ROUTES.items()},
