@@ -11,7 +11,15 @@ import json
 from collections.abc import Mapping, Sequence
 
 from ds4.apps.flag_types import MAX_CTX
-from ds4.domain.chat.messages import Message, ThinkMode, effective_think_mode
+from ds4.domain.chat.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ThinkMode,
+    ToolResultMessage,
+    UserMessage,
+    effective_think_mode,
+)
 from ds4.domain.chat.renderer import render_chat as render_messages
 from ds4.domain.chat.request_rendering import render_chat_request as render_body
 from ds4.domain.chat.tool_schemas import ToolSchema, tool_schema
@@ -28,6 +36,21 @@ def _think_mode(think: ThinkMode | str) -> ThinkMode:
         return ThinkMode(think)
     except ValueError:
         raise Ds4Error(f"think {think!r}: use one of {THINK_NAMES}") from None
+
+
+def _checked_messages(messages: Sequence[Message]) -> list[Message]:
+    """The renderer skips anything that is not a message; a caller's dict would vanish
+    from the prompt without a word, so it is refused here."""
+    kinds = (SystemMessage, UserMessage, AssistantMessage, ToolResultMessage)
+    out = list(messages)
+    for index, message in enumerate(out):
+        if not isinstance(message, kinds):
+            raise Ds4Error(
+                f"messages[{index}] is a {type(message).__name__}, not a message "
+                "(SystemMessage, UserMessage, AssistantMessage, ToolResultMessage; "
+                "render_chat_request reads JSON messages)"
+            )
+    return out
 
 
 def _schema(tool: object) -> ToolSchema:
@@ -54,7 +77,7 @@ def render_chat(
     """
     int_in("ctx", ctx, 2, MAX_CTX)
     mode = effective_think_mode(_think_mode(think), ctx)
-    return render_messages(list(messages), [_schema(t) for t in tools], mode)
+    return render_messages(_checked_messages(messages), [_schema(t) for t in tools], mode)
 
 
 def render_chat_request(

@@ -40,6 +40,16 @@ def _ignore_event(_event: GenerationEvent) -> None:
     return None
 
 
+def _checked_stops(stops: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(stops, str):  # a bare string would become one stop per character
+        raise Ds4Error("stops must be a list of strings, not a str")
+    out = tuple(stops)
+    for index, stop in enumerate(out):
+        if not isinstance(stop, str) or not stop:
+            raise Ds4Error(f"stops[{index}] = {stop!r} is not a non-empty string")
+    return out
+
+
 def _checked_sampling(sampling: SamplingParams | None) -> SamplingParams:
     if sampling is None:
         return GREEDY
@@ -131,7 +141,7 @@ class Session:
         settings = TurnSettings(
             sampling=_checked_sampling(sampling),
             max_tokens=max_tokens,
-            stops=tuple(stops),
+            stops=_checked_stops(stops),
             tools_active=tools,
             thinking=self._live.tokens[-1] == self._tokenizer.special.think_open,
         )

@@ -104,6 +104,10 @@ def test_bad_numbers_are_refused(model: ds4.Model, session: ds4.Session) -> None
         model.kv_files("unused", budget_mb=-1)
     with pytest.raises(ds4.Ds4Error, match="max_ids 0 is out of range"):
         ds4.tool_memory(max_ids=0)
+    with pytest.raises(ds4.Ds4Error, match="stops must be a list of strings"):
+        session.generate(stops="\n")
+    with pytest.raises(ds4.Ds4Error, match=r"stops\[1\] = '' is not a non-empty string"):
+        session.generate(stops=["a", ""])
 
 
 def test_prompts_that_do_not_fit(model: ds4.Model) -> None:
@@ -174,6 +178,9 @@ def test_think_modes_and_their_fallback() -> None:
     assert MAX_PREFIX_START in ds4.render_chat(user, think=ds4.ThinkMode.MAX)
     with pytest.raises(ds4.Ds4Error, match="think 'maybe': use one of 'none', 'high', 'max'"):
         ds4.render_chat(user, think="maybe")
+    wire = {"role": "user", "content": "x"}
+    with pytest.raises(ds4.Ds4Error, match=r"messages\[1\] is a dict, not a message"):
+        ds4.render_chat([*user, wire])  # type: ignore[list-item]
     with pytest.raises(ds4.Ds4Error, match="non-empty string 'name'"):
         ds4.render_chat(user, tools=[{"type": "function", "function": {"name": ""}}])
 
