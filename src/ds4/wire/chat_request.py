@@ -35,6 +35,12 @@ from ds4.wire.unsupported_fields import check_chat_content, check_choices, check
 COMPLETION_SYSTEM = "You are a helpful assistant"
 
 
+class ChatRequestError(RequestError):
+    """A chat body render_chat_request cannot render: unreadable (the message starts
+    `invalid chat request:`), an unknown role, or nothing to answer; `param` names the
+    field at fault when there is one."""
+
+
 class _StreamOptions(msgspec.Struct):
     include_usage: bool | None = None
 
@@ -163,18 +169,18 @@ def parse_completion(body: bytes) -> ParsedRequest:
 
 
 def render_chat_request(body: bytes, *, mode: ThinkMode | None, context_size: int) -> str:
-    """Prompt text for a chat body (`ds4 cli --render-chat`). `mode` (a --think /
-    --nothink / --think-max flag) overrides the body's own thinking controls; Think Max
-    falls back to Think below 384 Ki. RequestError when the body cannot be read (its
-    message starts `invalid chat request:`), names an unknown role or has nothing to
-    answer."""
+    """Prompt text for a chat body (`ds4 cli --render-chat`, ds4.lib). `mode` (a --think
+    / --nothink / --think-max flag) overrides the body's own thinking controls; Think
+    Max falls back to Think below 384 Ki. ChatRequestError names what is wrong."""
     try:
         chat = decode_body(body, ChatBody)
         if isinstance(chat.messages, msgspec.UnsetType):
             raise InvalidJsonError("missing messages")
         prompt = _chat_prompt(chat, chat.messages)
     except InvalidJsonError as error:
-        raise RequestError(f"invalid chat request: {error.detail}") from None
+        raise ChatRequestError(f"invalid chat request: {error.detail}") from None
+    except RequestError as error:  # an unknown role, nothing to answer
+        raise ChatRequestError(error.message, param=error.param) from None
     requested = prompt.think_mode if mode is None else mode
     effective = effective_think_mode(requested, context_size)
     return render_chat(prompt.messages, prompt.schemas, effective)

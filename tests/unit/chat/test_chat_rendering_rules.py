@@ -21,8 +21,7 @@ from ds4.domain.chat.renderer import render_chat, render_continuation_tail
 from ds4.domain.chat.tool_schemas import ToolSchemaError, tool_schema
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.dsml.syntax import FULL, escape_attribute
-from ds4.domain.errors import RequestError
-from ds4.wire.chat_request import render_chat_request
+from ds4.wire.chat_request import ChatRequestError, render_chat_request
 
 SCHEMA = tool_schema({"name": "bash", "parameters": {}})
 
@@ -190,7 +189,7 @@ def test_thinking_controls_and_flags(
     ],
 )
 def test_bad_request_bodies_get_a_one_line_error(body: bytes, message: str) -> None:
-    with pytest.raises(RequestError, match=message) as error:
+    with pytest.raises(ChatRequestError, match=message) as error:
         render_chat_request(body, mode=None, context_size=32_768)
     assert "\n" not in str(error.value)
 
@@ -222,7 +221,7 @@ def test_unknown_roles_and_conversations_with_nothing_to_answer(
     if message is None:
         assert render_chat_request(body, mode=None, context_size=32_768).endswith("<think>")
         return
-    with pytest.raises(RequestError, match=message) as error:
+    with pytest.raises(ChatRequestError, match=message) as error:
         render_chat_request(body, mode=None, context_size=32_768)
     assert error.value.param == "messages"
 
