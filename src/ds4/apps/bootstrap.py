@@ -79,6 +79,12 @@ def shipped_demo_model() -> Path:
     return Path(__file__).resolve().parents[3] / "models" / "demo.gguf"
 
 
+def shipped_test_vectors() -> Path:
+    """tests/test-vectors of the source tree: DeepSeek's official API vectors
+    (docs/test-vectors.md); like the demo model, a wheel does not carry them."""
+    return Path(__file__).resolve().parents[3] / "tests" / "test-vectors"
+
+
 def default_model_path(explicit: str | None) -> str:
     """The one model-choice rule of `ds4 cli`, `ds4 bench` and `ds4 server`: -m, else
     $DS4_MODEL, else ./ds4flash.gguf, else the shipped demo model (models/demo.gguf).

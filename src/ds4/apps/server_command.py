@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ds4.apps import flag_types, wiring
+from ds4.apps.engine_flags import add_model_flag
 from ds4.apps.flag_types import INT_MAX, MAX_CTX, MAX_THREADS
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.server_logging import LOG_FORMATS, configure_server_logging
@@ -33,14 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "/v1/messages (plus GET /v1/models, /health and the Prometheus /metrics) from one "
         "local model.",
     )
-    p.add_argument(
-        "-m",
-        "--model",
-        type=flag_types.model_file,
-        metavar="GGUF",
-        help="model file (default: $DS4_MODEL, else ./ds4flash.gguf, else models/demo.gguf, "
-        "the small demo model shipped in the repository)",
-    )
+    add_model_flag(p)
     p.add_argument(
         "--host",
         type=flag_types.host,
