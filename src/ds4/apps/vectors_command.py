@@ -99,11 +99,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(run=run)
 
 
-def selected_vectors(args: argparse.Namespace) -> tuple[VectorSet, list[VectorCase]]:
+def vectors_dir(flag: str | None) -> str:
+    return flag if flag is not None else str(shipped_test_vectors())
+
+
+def selected_vectors(
+    directory: str | None, only: list[str] | None, skip_ids: list[str] | None
+) -> tuple[VectorSet, list[VectorCase]]:
     """The vector set (validated) and the cases --only/--skip leave."""
-    directory = args.vectors if args.vectors is not None else str(shipped_test_vectors())
-    vectors = load_vectors(directory, args.only)
-    skip = set(args.skip or ())
+    vectors = load_vectors(vectors_dir(directory), only)
+    skip = set(skip_ids or ())
     unknown = sorted(skip - set(vectors.case_ids()))
     if unknown:
         raise Ds4Error(f"--skip {unknown[0]}: no such case among {', '.join(vectors.case_ids())}")
@@ -116,10 +121,10 @@ def selected_vectors(args: argparse.Namespace) -> tuple[VectorSet, list[VectorCa
 def run(args: argparse.Namespace) -> int:
     if args.steps is not None and args.write_vectors is None:
         raise Ds4Error("--steps only applies with --write-vectors")
-    vectors, cases = selected_vectors(args)
+    vectors, cases = selected_vectors(args.vectors, args.only, args.skip)
     model = default_model_path(args.model)
     engine = load_engine(model, backend=args.backend, numerics=args.numerics, threads=args.threads)
-    directory = args.vectors or str(shipped_test_vectors())
+    directory = vectors_dir(args.vectors)
     print(
         f"ds4 test-vectors: {model} ({args.backend} backend, numerics {args.numerics}) "
         f"against {directory}: {len(cases)} case(s) recorded by {vectors.source} "

@@ -12,6 +12,7 @@ from ds4.domain.vectors.local_run import CaseReport
 from ds4.domain.vectors.records import VectorToken
 
 REPORT_SCHEMA = "ds4-test-vectors-report-v1"
+SHOWN_PROBLEMS = 3
 
 
 def _f(value: float | None, places: int = 3) -> str:
@@ -46,6 +47,9 @@ def _step_text(step: StepReport, top_k: int, tolerance: float) -> str:
         f"max |Δ| {_f(step.max_abs_delta)}"
     )
     problems = step.problems(top_k, tolerance)
+    if len(problems) > SHOWN_PROBLEMS:  # the --json report lists every one
+        more = len(problems) - SHOWN_PROBLEMS
+        problems = [*problems[:SHOWN_PROBLEMS], f"{more} more alternatives"]
     return text + (" -- " + "; ".join(problems) if problems else "")
 
 
