@@ -37,8 +37,8 @@ def prompt_ids(tokenizer: Tokenizer, prompt: str) -> list[int]:
 
 
 def check_fits(case_id: str, ids: Sequence[int], steps: int, ctx: int) -> None:
-    # The last step's token is never evaluated, so n + steps - 1 positions are used.
-    if len(ids) + steps - 1 >= ctx:
+    # The last step's token is never evaluated: n + steps - 1 positions are used.
+    if len(ids) >= ctx or len(ids) + steps - 1 > ctx:
         raise Ds4Error(
             f"case {case_id}: {len(ids)} prompt tokens and {steps} steps do not fit a "
             f"session of {ctx} tokens"
