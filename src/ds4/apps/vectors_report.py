@@ -25,7 +25,7 @@ def case_text(report: CaseReport, top_k: int, tolerance: float, seconds: float) 
     verdict = "PASS" if report.passed else f"FAIL at step {report.first_failure}"
     lines = [
         f"{verdict}  {case.id}: ctx {case.ctx}, {report.prompt_tokens} prompt tokens{recorded}, "
-        f"max |Δlogprob| {_f(report.max_abs_delta)}, {seconds:.1f} s"
+        f"max |Δlogprob| {_f(report.max_abs_delta)}, {seconds:.2f} s"
     ]
     if case.prompt_tokens is not None and case.prompt_tokens != report.prompt_tokens:
         lines.append(
