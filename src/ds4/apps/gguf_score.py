@@ -83,7 +83,9 @@ def register(tools: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="ID",
         help="with --vectors: score only this case; repeatable (default: every case)",
     )
-    p.add_argument("--skip", action="append", metavar="ID", help="with --vectors: leave out")
+    p.add_argument(
+        "--skip", action="append", metavar="ID", help="with --vectors: leave this case out"
+    )
     p.add_argument(
         "--chunk",
         type=flag_types.int_in(1, MAX_CTX),
@@ -104,7 +106,11 @@ def register(tools: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=32768,
         help=f"with --text: session size, 2..{MAX_CTX}; tokens past it are not scored",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar (default: a bar on stderr when it is a terminal)",
+    )
     p.set_defaults(run=run)
 
 

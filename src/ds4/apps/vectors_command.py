@@ -78,7 +78,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--json",
         type=flag_types.output_file,
         metavar="FILE",
-        help="also write the whole report, every step and alternative, as JSON",
+        help="also write the whole report, every step and alternative, as JSON (default: "
+        "the text report only)",
     )
     p.add_argument(
         "--write-vectors",
@@ -86,7 +87,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="DIR",
         help="instead of checking, record this model's greedy steps on the cases' prompts "
         "and write them to DIR in the same format (a model checked against its own "
-        "recording passes; record with --numerics fp32 for a reference)",
+        "recording passes; record with --numerics fp32 for a reference; default: check)",
     )
     p.add_argument(
         "--steps",
@@ -95,7 +96,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help=f"with --write-vectors: steps per case, 1..{MAX_STEPS} (default: each case's "
         "own count)",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar (default: a bar on stderr when it is a terminal)",
+    )
     p.set_defaults(run=run)
 
 
@@ -121,6 +126,14 @@ def selected_vectors(
 def run(args: argparse.Namespace) -> int:
     if args.steps is not None and args.write_vectors is None:
         raise Ds4Error("--steps only applies with --write-vectors")
+    if args.write_vectors is not None:
+        if args.json is not None:
+            raise Ds4Error("--json reports a check; --write-vectors records instead")
+        if Path(args.write_vectors).resolve() == Path(vectors_dir(args.vectors)).resolve():
+            raise Ds4Error(
+                f"--write-vectors {args.write_vectors} is the directory being read; "
+                "write a local recording elsewhere"
+            )
     vectors, cases = selected_vectors(args.vectors, args.only, args.skip)
     model = default_model_path(args.model)
     engine = load_engine(model, backend=args.backend, numerics=args.numerics, threads=args.threads)

@@ -161,6 +161,8 @@ def _token_id(model: Path, raw: bytes) -> int:
         (("--skip", "nope"), "--skip nope: no such case"),
         (("--only", "short_italian_fact", "--skip", "short_italian_fact"), "leave no case"),
         (("--steps", "3"), "--steps only applies with --write-vectors"),
+        (("--write-vectors", "tests/test-vectors"), "is the directory being read"),
+        (("--write-vectors", "out", "--json", "r.json"), "--json reports a check"),
         (("--vectors", "."), "no manifest.json (not a test-vector directory)"),
         (("--tolerance", "-1"), "argument --tolerance: -1 is not in 0..1000"),
         (("--steps", "17"), "argument --steps: 17 is not in 1..16"),
