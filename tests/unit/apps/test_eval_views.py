@@ -55,7 +55,7 @@ def make_state() -> tuple[TuiState, RunControls, list[CaseResult], StepTimer]:
 
 
 def test_the_screen_follows_a_case() -> None:
-    state, controls, results, base = make_state()
+    state, _, results, base = make_state()
     results[0].state, results[0].limit = CaseState.PREFILL, 1000
     state.case_started(results[0])
     state.prefill(50, 200)

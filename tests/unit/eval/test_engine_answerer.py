@@ -45,9 +45,7 @@ class Runner:
         return FakeComputeSession(vocab=VOCAB, ctx=ctx, script=self.says)
 
 
-def answer(
-    text: str, limit: int, reply: ReplyLimits, mode: ThinkMode = ThinkMode.HIGH
-) -> Answer:
+def answer(text: str, limit: int, reply: ReplyLimits, mode: ThinkMode = ThinkMode.HIGH) -> Answer:
     answerer = EngineAnswerer(TOKENIZER, Runner(text), backend="fake")  # type: ignore[arg-type]
     answerer.open(4096)
     prompt = case_prompt(CASE, mode)

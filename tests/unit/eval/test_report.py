@@ -15,10 +15,22 @@ CASE = EvalCase("GPQA Diamond", "recNu3MXkvWUzHZr9", "q", "B", AnswerKind.MULTIP
 def results() -> list[CaseResult]:
     return [
         CaseResult(1, CASE, CaseState.PASSED, 201, 2048, picked="B"),
-        CaseResult(2, EvalCase("X", "i", "q", "7", AnswerKind.INTEGER, suites=frozenset({"hard"})),
-                   CaseState.SKIPPED, 5000, 0, note="prompt does not fit context"),  # fmt: skip
-        CaseResult(3, EvalCase("X", "j", "q", "8", AnswerKind.INTEGER), CaseState.FAILED, 10, 20,
-                   picked="?"),  # fmt: skip
+        CaseResult(
+            2,
+            EvalCase("X", "i", "q", "7", AnswerKind.INTEGER, suites=frozenset({"hard"})),
+            CaseState.SKIPPED,
+            5000,
+            0,
+            note="prompt does not fit context",
+        ),
+        CaseResult(
+            3,
+            EvalCase("X", "j", "q", "8", AnswerKind.INTEGER),
+            CaseState.FAILED,
+            10,
+            20,
+            picked="?",
+        ),
     ]
 
 
@@ -56,7 +68,9 @@ def test_json_cases_carry_id_state_answer_and_correctness() -> None:
         ("j", "FAILED", "?", False),
     ]
     assert (report["passed"], report["failed"], report["total"]) == (1, 1, 3)
-    suites = {s["name"]: (s["passed"], s["total"]) for s in report["suites"]}  # type: ignore[union-attr, index]
+    suite_rows = report["suites"]
+    assert isinstance(suite_rows, list)
+    suites = {s["name"]: (s["passed"], s["total"]) for s in suite_rows}
     assert suites == {"core": (1, 2), "hard": (0, 1)}
 
 

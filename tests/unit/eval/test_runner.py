@@ -29,7 +29,8 @@ def make(
     replies: list[Reply], settings: RunSettings | None = None, **answerer: object
 ) -> tuple[EvalRun, FakeAnswerer, FakeControl, RecordingView, list[str]]:
     fake = FakeAnswerer(replies, **answerer)  # type: ignore[arg-type]
-    control, view, trace = FakeControl(), RecordingView(), []
+    control, view = FakeControl(), RecordingView()
+    trace: list[str] = []
     run = EvalRun(
         CASES, fake, settings or RunSettings(tokens=200), view=view, control=control,
         timer=FakeTimer(), trace=trace.append,

@@ -3,7 +3,7 @@ decoded like any other, and the hook sees the count and the reasoning state."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -16,8 +16,13 @@ from ds4.domain.generation.loop import TurnSettings, decode_turn
 THINK_CLOSE = TOKENIZER.special.think_close
 
 
-def run(text: str, steer, thinking: bool = True, max_tokens: int = 50) -> tuple[Finished, list]:  # type: ignore[no-untyped-def, type-arg]
-    session, compute = speaking(text)
+Steer = Callable[[npt.NDArray[np.float32], int, bool], int | None]
+
+
+def run(
+    text: str, steer: Steer | None, thinking: bool = True, max_tokens: int = 50
+) -> tuple[Finished, list[int]]:
+    session, _ = speaking(text)
     prefilled(session, PROMPT)
     settings = TurnSettings(max_tokens=max_tokens, thinking=thinking)
     evaluated: list[int] = []
@@ -53,7 +58,7 @@ def test_no_steer_is_the_plain_loop() -> None:
 
 
 def test_a_forced_token_never_counts_as_eos() -> None:
-    def steer(logits: Sequence[float], generated: int, reasoning: bool) -> int | None:
+    def steer(logits: npt.NDArray[np.float32], generated: int, reasoning: bool) -> int | None:
         return TOKENIZER.encode("z")[0] if generated < 4 else None
 
     finished, _ = run("", steer, thinking=False)

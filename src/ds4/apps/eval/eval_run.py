@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -129,10 +130,18 @@ def header(
 def use_full_screen(args: argparse.Namespace) -> bool:
     if args.plain or not sys.stdout.isatty() or not sys.stdin.isatty():
         return False
-    import shutil
-
-    size = shutil.get_terminal_size()
-    return size.columns >= MIN_COLUMNS and size.lines >= MIN_ROWS
+    try:  # the terminal's own size ($COLUMNS/$LINES may be stale or inherited)
+        size = os.get_terminal_size(sys.stdout.fileno())
+    except OSError:
+        return False
+    if size.columns < MIN_COLUMNS or size.lines < MIN_ROWS:
+        print(
+            f"{TOOL}: the terminal is {size.columns}x{size.lines}, smaller than the "
+            f"{MIN_COLUMNS}x{MIN_ROWS} the full screen needs: plain output",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 @contextmanager
