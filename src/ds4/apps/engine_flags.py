@@ -40,7 +40,7 @@ def add_backend_flags(parser: argparse.ArgumentParser, *, scripted: bool = False
         "--threads",
         type=flag_types.int_in(1, MAX_THREADS),
         default=os.cpu_count() or 1,
-        help=f"CPU threads for the cpu backend (1..{MAX_THREADS}; default: every core)",
+        help=f"CPU threads for the cpu backend, 1..{MAX_THREADS} (default: every core)",
     )
     if not scripted:
         return

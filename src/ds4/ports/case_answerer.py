@@ -79,3 +79,7 @@ class CaseAnswerer(Protocol):
         """Generate until EOS, the limit or cancel() (finish "cancelled"); an engine or
         transport failure is finish "error" with a one-line reason."""
         ...
+
+    def close(self) -> None:
+        """Release what the answerer holds (connections); it is not used afterwards."""
+        ...

@@ -29,6 +29,9 @@ class FakeAnswerer:
     backend: str = "fake"
     asked: list[tuple[str, int]] = field(default_factory=list)  # (user prompt, limit)
 
+    def close(self) -> None:
+        return None
+
     def prompt_tokens(self, prompt: CasePrompt) -> int | None:
         return self.prompt_length(prompt)
 

@@ -40,6 +40,9 @@ class EngineAnswerer:
         """Allocate the session every case runs in."""
         self._session = Session(self._runner.new_session(ctx), chunk=self._chunk)
 
+    def close(self) -> None:
+        self._session = None
+
     def encode(self, prompt: CasePrompt) -> list[int]:
         text = prompt.rendered()
         ids = self._encoded.get(text)

@@ -20,8 +20,6 @@ from ds4.domain.eval.self_test import PASSED_LINE, run_self_tests
 from ds4.domain.eval.trace_format import parse_trace
 from ds4.domain.eval.validation import validation_report
 
-TOOL = "ds4-eval"
-
 
 def run(args: argparse.Namespace) -> int:
     if args.self_test_extractors:

@@ -117,7 +117,7 @@ def _sampling(p: argparse.ArgumentParser) -> None:
         "--temp",
         type=flag_types.float_in(0, 100),
         default=0.0,
-        help="temperature, 0..100 (0: greedy, the default here)",
+        help="temperature, 0..100 (0: greedy)",
     )
     g.add_argument(
         "--top-p", type=flag_types.float_in(0, 1), default=1.0, help="nucleus mass, 0..1 (1: off)"
@@ -180,21 +180,22 @@ def _cases(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="only this source (repeatable)",
+        help="only this source, repeatable (default: every source)",
     )
     g.add_argument(
         "--domain",
         action="append",
         default=[],
         metavar="NAME",
-        help="only this domain (repeatable; physics also takes physics/optics)",
+        help="only this domain, repeatable; physics also takes physics/optics (default: every "
+        "domain)",
     )
     g.add_argument(
         "--case-id",
         action="append",
         default=[],
         metavar="ID",
-        help="only this case id (repeatable)",
+        help="only this case id, repeatable (default: every case)",
     )
     g.add_argument(
         "--case-sequence",
@@ -216,7 +217,7 @@ def _outputs(p: argparse.ArgumentParser) -> None:
         "--trace",
         type=flag_types.output_file,
         metavar="FILE",
-        help="write every case's prompts and raw output (the trace format of docs/eval.md)",
+        help="write every case's prompts and raw output (docs/reference/eval.md §6)",
     )
     g.add_argument(
         "--json",

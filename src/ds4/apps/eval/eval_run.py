@@ -217,6 +217,7 @@ def run_eval(args: argparse.Namespace) -> int:
     finally:
         if trace is not None:
             trace.close()
+        answerer.close()
     sources = source_table(case_set.sources)
     sys.stdout.write(render_report(outcome.results, outcome.runtime, sources))
     sys.stdout.flush()

@@ -192,8 +192,8 @@ def decode_turn(
 
     on_token(token) runs after each token is evaluated into the session (forced
     tokens included), so the state then holds exactly the tokens so far. steer, when
-    given, is asked before each step outside tool structure and may force a token
-    (never checked against EOS).
+    given, is asked before each token that would be sampled and may force one instead
+    (a forced token is never taken for EOS).
     """
     turn = _Turn(tokenizer, settings)
     usage = Usage(prompt_tokens, cached, 0)
