@@ -26,6 +26,12 @@ class TraceFile:
         self._handle.write(text)
         self._handle.flush()
 
+    def discard(self) -> None:
+        """The run never started: leave nothing behind."""
+        if not self._handle.closed:
+            self._handle.close()
+        self._tmp.unlink(missing_ok=True)
+
     def close(self) -> None:
         """Put what was written at the trace's path (also after an interrupted run)."""
         if self._handle.closed:

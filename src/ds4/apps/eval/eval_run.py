@@ -177,25 +177,36 @@ def execute(
     return outcome, got_signal
 
 
+def build_answerer(
+    args: argparse.Namespace, cases: Sequence[EvalCase], run: RunSettings
+) -> tuple[CaseAnswerer, str, int]:
+    """(answerer, what answers for the trace, the largest prompt in tokens)."""
+    if args.endpoint is None:
+        return engine_answerer(args, cases, run)
+    answerer = wiring.endpoint_answerer(
+        args.endpoint,
+        model=args.endpoint_model,
+        api_key=args.api_key,
+        timeout=args.endpoint_timeout,
+    )
+    return answerer, f"{args.endpoint} ({args.endpoint_model})", 0
+
+
 def run_eval(args: argparse.Namespace) -> int:
     case_set = load_cases(args)
     cases = select_cases(case_set.cases, selection(args))
     seed = args.seed or seed_from_bytes(wiring.random_source().token_bytes(8))
     run = settings(args, seed)
-    if args.endpoint is not None:
-        answerer: CaseAnswerer = wiring.endpoint_answerer(
-            args.endpoint,
-            model=args.endpoint_model,
-            api_key=args.api_key,
-            timeout=args.endpoint_timeout,
-        )
-        model, largest = f"{args.endpoint} ({args.endpoint_model})", 0
-    else:
-        answerer, model, largest = engine_answerer(args, cases, run)
+    trace = wiring.eval_trace_file(args.trace) if args.trace else None  # before the model
+    try:
+        answerer, model, largest = build_answerer(args, cases, run)
+    except BaseException:
+        if trace is not None:
+            trace.discard()
+        raise
     timer = PausableTimer(wiring.system_timer())
     controls = RunControls(timer)
     full_screen = use_full_screen(args)
-    trace = wiring.eval_trace_file(args.trace) if args.trace else None
     eval_run = EvalRun(
         cases,
         answerer,
@@ -223,7 +234,7 @@ def run_eval(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if args.json is not None:
         write_json(args.json, report_json(outcome.results, outcome.runtime, sources, {
-            "model": model, "backend": answerer.backend, "ctx": answerer.ctx or 0,
+            "model": model, "backend": trace_header.backend, "ctx": trace_header.ctx,
             "seed": seed, "temperature": args.temp, "think_mode": run.think_mode.value,
             "tokens": run.tokens, "suite": args.suite,
         }))  # fmt: skip
