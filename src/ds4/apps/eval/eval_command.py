@@ -30,11 +30,11 @@ def run(args: argparse.Namespace) -> int:
         return compare(args.compare[0], args.compare[1])
     if args.validate_cases:
         return validate(args)
-    check_run_flags(args)
     if args.list_cases:
         for line in case_listing(selected_cases(args)):
             print(line)
         return 0
+    check_run_flags(args)
     from ds4.apps.eval.eval_run import run_eval
 
     return run_eval(args)
@@ -105,7 +105,8 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def check_run_flags(args: argparse.Namespace) -> None:
-    """The rules between flags (usage errors, exit 2); not for the model-free modes."""
+    """The rules between flags of a run (usage errors, exit 2); the model-free modes
+    do not need them."""
     parser: argparse.ArgumentParser = args.eval_parser
     tokens = DEFAULT_TOKENS if args.tokens is None else args.tokens
     hard, soft = args.hard_limit_reply_budget, args.soft_limit_reply_budget

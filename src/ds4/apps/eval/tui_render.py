@@ -3,6 +3,8 @@ formatted text built from a Snapshot: pure functions of the snapshot and the siz
 
 from __future__ import annotations
 
+import textwrap
+
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 
 from ds4.apps.eval.tui_state import Snapshot
@@ -35,7 +37,6 @@ STYLE_SHEET = {
     "answer": "",
     "title": "bold",
 }
-MIN_COLUMNS, MIN_ROWS = 90, 18
 
 
 def left_width(columns: int) -> int:
@@ -93,17 +94,8 @@ def status_line(s: Snapshot) -> Fragments:
 
 
 def question_lines(s: Snapshot, width: int, rows: int = 3) -> Fragments:
-    lines = wrap(" ".join(s.question.split()), width)[:rows]
+    lines = textwrap.wrap(" ".join(s.question.split()), max(width, 1))[:rows]
     return [("class:question", "\n".join(lines))]
-
-
-def wrap(text: str, width: int) -> list[str]:
-    """Hard-wrapped lines of `text` (newlines kept), each at most `width` characters."""
-    width = max(width, 1)
-    out: list[str] = []
-    for line in text.split("\n"):
-        out += [line[i : i + width] for i in range(0, len(line), width)] or [""]
-    return out
 
 
 def stream_tail(s: Snapshot, width: int, height: int) -> Fragments:
