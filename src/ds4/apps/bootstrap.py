@@ -43,6 +43,7 @@ from ds4.ports.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from ds4.adapters.compute.batching import StepGate
+    from ds4.adapters.eval.engine_answerer import EngineAnswerer
     from ds4.adapters.http.guard import ASGIApp
     from ds4.adapters.http.job_queue import JobQueue
     from ds4.adapters.http.server_state import ServerState
@@ -77,6 +78,12 @@ def shipped_demo_model() -> Path:
     """models/demo.gguf of the source tree the package runs from (a checkout, an editable
     install, PYTHONPATH=src). A wheel does not carry it (docs/demo-model.md)."""
     return Path(__file__).resolve().parents[3] / "models" / "demo.gguf"
+
+
+def shipped_test_vectors() -> Path:
+    """tests/test-vectors of the source tree: DeepSeek's official API vectors
+    (docs/test-vectors.md); like the demo model, a wheel does not carry them."""
+    return Path(__file__).resolve().parents[3] / "tests" / "test-vectors"
 
 
 def default_model_path(explicit: str | None) -> str:
@@ -148,6 +155,23 @@ def load_engine(
         script_token_delay=script_token_delay,
     )
     return Engine(tokenizer, runner, model)
+
+
+# ---- ds4 eval ----------------------------------------------------------------------
+
+
+def shipped_sample_suite() -> Path:
+    """evals/sample.jsonl of the source tree, ds4 eval's cases when no --cases is given
+    (like the demo model, a wheel does not carry it)."""
+    return Path(__file__).resolve().parents[3] / "evals" / "sample.jsonl"
+
+
+def eval_engine_answerer(engine: Engine, *, backend: str, chunk: int) -> EngineAnswerer:
+    """ds4 eval's case answerer on a loaded engine; its session opens once the context
+    is sized (EngineAnswerer.open)."""
+    from ds4.adapters.eval.engine_answerer import EngineAnswerer
+
+    return EngineAnswerer(engine.tokenizer, engine.runner, backend=backend, chunk=chunk)
 
 
 # ---- the server ------------------------------------------------------------------

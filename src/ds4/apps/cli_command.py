@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -17,7 +16,8 @@ from ds4.apps import flag_types, wiring
 from ds4.apps.cli_dumps import MAX_LOGPROBS_TOP_K
 from ds4.apps.cli_generate import run_one_shot
 from ds4.apps.cli_prompt import DEFAULT_SYSTEM
-from ds4.apps.flag_types import INT_MAX, MAX_CTX, MAX_THREADS, SEED_MAX
+from ds4.apps.engine_flags import add_backend_flags, add_model_flag, add_numerics_flag
+from ds4.apps.flag_types import INT_MAX, MAX_CTX, SEED_MAX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.errors import Ds4Error
@@ -36,14 +36,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "tokenizes (index, id, piece; added/special tokens marked) and exits without loading "
         "weights; there the prompt is tokenized exactly as given.",
     )
-    cli.add_argument(
-        "-m",
-        "--model",
-        type=flag_types.model_file,
-        metavar="GGUF",
-        help="model file (default: $DS4_MODEL, else ./ds4flash.gguf, else models/demo.gguf, "
-        "the small demo model shipped in the repository)",
-    )
+    add_model_flag(cli)
     cli.add_argument(
         "--tokenizer",
         type=flag_types.model_file,
@@ -161,35 +154,6 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
         type=flag_types.int_in(1, MAX_LOGPROBS_TOP_K),
         default=20,
         help=f"alternatives per step (1..{MAX_LOGPROBS_TOP_K})",
-    )
-
-
-def add_backend_flags(parser: argparse.ArgumentParser) -> None:
-    """--backend (cpu by default when the native kernels are built) and --threads."""
-    parser.add_argument(
-        "--backend",
-        choices=["cpu", "reference"],
-        default=wiring.default_backend(),
-        help="compute backend (cpu: native kernels on the mapped weights; reference: the "
-        "numpy engine checked against HF transformers)",
-    )
-    parser.add_argument(
-        "-t",
-        "--threads",
-        type=flag_types.int_in(1, MAX_THREADS),
-        default=os.cpu_count() or 1,
-        help=f"CPU threads for the cpu backend (1..{MAX_THREADS})",
-    )
-
-
-def add_numerics_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--numerics",
-        choices=["ds4", "exact", "fp32"],
-        default="ds4",
-        help="ds4: the engine's rounding points (FP8/FP4 KV, int8 activations), fast kernels; "
-        "exact: the same in strict operation order (docs/reference/model.md §4.5), bit for bit "
-        "(cpu backend, scalar kernels); fp32: no low-precision simulation (HF-comparable)",
     )
 
 
