@@ -6,12 +6,14 @@ import argparse
 from collections.abc import Callable
 
 from ds4.apps import bench_command, cli_command, gguf_command, server_command
+from ds4.apps.agent import command as agent_command
 
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
 REGISTRARS: list[Registrar] = [
     server_command.register,
     cli_command.register,
+    agent_command.register,
     bench_command.register,
     gguf_command.register,
 ]

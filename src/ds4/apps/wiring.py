@@ -22,6 +22,8 @@ from ds4.domain.engine_math.numerics import numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.records import MetaValue
 from ds4.domain.model.hparams import DeepSeekV4HParams
+from ds4.ports.agent_sessions import SessionIndex
+from ds4.ports.browser import Browser
 from ds4.ports.checkpoint import Checkpoint
 from ds4.ports.clock import Clock
 from ds4.ports.compute import ModelRunner
@@ -30,7 +32,9 @@ from ds4.ports.kv_store import KVStore
 from ds4.ports.model_file import ModelFile
 from ds4.ports.quantizer import Quantizer
 from ds4.ports.random_source import RandomSource
+from ds4.ports.shell import Shell
 from ds4.ports.tokenizer import Tokenizer
+from ds4.ports.workspace import Workspace
 
 if TYPE_CHECKING:
     from ds4.adapters.quant.imatrix_file import Imatrix
@@ -276,3 +280,34 @@ def kv_disk_usage(directory: str) -> Callable[[], int]:
     from ds4.adapters.storage.kv_dir_usage import kv_files_bytes
 
     return lambda: kv_files_bytes(directory)
+
+
+# ---- the agent's world -----------------------------------------------------------
+
+
+def agent_workspace(root: str) -> Workspace:
+    """The agent's files, rooted at the working directory."""
+    from ds4.adapters.agent.local_workspace import LocalWorkspace
+
+    return LocalWorkspace(root)
+
+
+def agent_shell(cwd: str) -> Shell:
+    """The agent's bash jobs (/bin/sh -c, own process group, output to a temp file)."""
+    from ds4.adapters.agent.shell_jobs import LocalShell
+
+    return LocalShell(cwd)
+
+
+def agent_browser() -> Browser:
+    """visit_page's headless Chromium (started on first use; Playwright imported then)."""
+    from ds4.adapters.agent.chromium_browser import ChromiumBrowser
+
+    return ChromiumBrowser()
+
+
+def agent_session_index(directory: str) -> SessionIndex:
+    """The JSON records of the agent's saved sessions (directory created 0700)."""
+    from ds4.adapters.agent.session_index import JsonSessionIndex
+
+    return JsonSessionIndex(directory)

@@ -1,0 +1,77 @@
+"""The worker thread: owns the agent (engine session, transcript, tools) and serves
+the channel's requests one at a time (docs/agent.md "How it is built").
+
+After each request it runs what was scheduled meanwhile (/compact, then /save), and
+prompts queued while the model worked become the next turn at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from ds4.apps.agent.channel import AgentChannel, Command, Stop, Submit
+from ds4.apps.bootstrap import BuiltAgent
+from ds4.domain.agent.slash import SlashCommand
+from ds4.domain.agent.transcript_text import queued_message
+from ds4.domain.errors import Ds4Error
+
+Build = Callable[[AgentChannel], BuiltAgent]
+
+
+class AgentWorker(threading.Thread):
+    def __init__(self, build: Build, channel: AgentChannel) -> None:
+        super().__init__(name="ds4-agent-worker", daemon=True)
+        self._build = build
+        self.channel = channel
+        self.built: BuiltAgent | None = None
+        self.failed: str | None = None
+
+    def run(self) -> None:
+        channel = self.channel
+        try:
+            self.built = self._build(channel)
+            self.built.agent.start()
+        except Ds4Error as exc:
+            self.failed = str(exc)
+            channel.fail(str(exc))
+            if self.built is not None:
+                self.built.close()
+            return
+        agent = self.built.agent
+        channel.worker_idle(session_ids=agent.sessions.session_ids())
+        try:
+            self._serve()
+        finally:
+            self.built.close()
+
+    def _serve(self) -> None:
+        assert self.built is not None
+        agent = self.built.agent
+        channel = self.channel
+        while True:
+            request = channel.next_request()
+            if isinstance(request, Stop):
+                return
+            if isinstance(request, Submit):
+                agent.turn(request.text)
+                while queued := channel.take_queued():  # typed while the model worked
+                    agent.turn(queued_message(queued))
+            elif isinstance(request, Command):
+                self._command(request.command)
+            save, compact = channel.take_due()
+            if compact:
+                self._command(SlashCommand("compact", ""))
+            if save:
+                self._command(SlashCommand("save", ""))
+            channel.worker_idle(
+                answer=agent.last_answer,
+                session_ids=agent.sessions.session_ids(),
+                dirty=agent.dirty,
+            )
+
+    def _command(self, command: SlashCommand) -> None:
+        assert self.built is not None
+        out = self.built.agent.command(command)
+        if out:
+            self.channel.publish(out if out.endswith("\n") else out + "\n")
