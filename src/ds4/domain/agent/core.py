@@ -23,6 +23,7 @@ from ds4.domain.agent.transcript_text import user_turn
 from ds4.domain.chat.constants import ASSISTANT, UNTHINK
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.chat.tool_schemas import tools_system_text
+from ds4.domain.engine.cancel import never_cancel
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.loop import prefill
@@ -105,7 +106,9 @@ class AgentCore:
     def append(self, text: str) -> None:
         self.conv.tokens += self.encode(text)
 
-    def sync(self, tokens: list[int] | None = None, *, label: str | None = None) -> int:
+    def sync(
+        self, tokens: list[int] | None = None, *, label: str | None = None, cancellable: bool = True
+    ) -> int:
         """Bring the session to `tokens` (the transcript by default), prefilling what
         the live state lacks; returns how many tokens were evaluated. CancelledError
         at a chunk boundary (the state keeps the finished chunks), Ds4Error when it
@@ -116,7 +119,8 @@ class AgentCore:
         name = label or PREFILL_LABELS[self._labels % len(PREFILL_LABELS)]
         self._labels += 1
         start = self.io.monotonic()
-        steps = prefill(self.session, target, cancel=self.io.interrupted)
+        cancel = self.io.interrupted if cancellable else never_cancel
+        steps = prefill(self.session, target, cancel=cancel)
         cached = 0
         while True:
             try:
@@ -154,7 +158,7 @@ class AgentCore:
         else:
             if self.library is not None:
                 self.io.notice("Updating system prompt cache...")
-            self.sync(tokens)
+            self.sync(tokens, cancellable=False)
             if self.library is not None:
                 self._store_system(tokens)
         self.report(state=AgentState.IDLE)

@@ -91,7 +91,7 @@ def history_text(conversation: str, n: int) -> str:
     out = [styled(DIM, f"--- session history: last {shown} user turn(s) ---") + "\n"]
     for kind, body in turns[first:]:
         if kind == "user":
-            out.append(styled(_GREEN_BOLD, "User:") + " " + _head(body, 24, 6000) + "\n")
+            out.append(styled(_GREEN_BOLD, "User:") + " " + _head(body.strip(), 24, 6000) + "\n")
         elif kind == "tool":
             out.append(
                 styled(DIM, "Tool result:") + "\n" + styled(DIM, _head(body, 12, 3000)) + "\n"
