@@ -83,11 +83,16 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
         (["agent", "--backend", "scripted"], "--backend scripted needs --script FILE"),
         (["agent", "--ctx", "1"], "argument -c/--ctx: 1 is not in 2..1048576"),
         (["agent", "--confirm-timeout", "0"], "argument --confirm-timeout: 0 is not in 1..3600"),
-        (["agent", "--chdir", "/no/such/dir"], "argument --chdir/--cwd: /no/such/dir does not exist"),
+        (
+            ["agent", "--chdir", "/no/such/dir"],
+            "argument --chdir/--cwd: /no/such/dir does not exist",
+        ),
         (["agent", "-p", "a", "--prompt-file", __file__], "not allowed with argument -p/--prompt"),
     ],
 )
-def test_flag_errors_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_flag_errors_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as stop:
         main(argv)
     assert stop.value.code == 2

@@ -41,7 +41,9 @@ def _env(home: Path) -> dict[str, str]:
 def _start(term: Tmux, tmp_path: Path, *flags: str) -> None:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    term.start([sys.executable, "-m", "ds4", "agent", *flags], cwd=work, env=_env(tmp_path / "home"))
+    term.start(
+        [sys.executable, "-m", "ds4", "agent", *flags], cwd=work, env=_env(tmp_path / "home")
+    )
     term.wait_for(IDLE, timeout=90)
 
 
@@ -100,6 +102,15 @@ def test_write_confirm_save_restart_switch_on_the_scripted_backend(
     term.wait_for(r"EXITED 0")
 
 
+def test_a_start_that_fails_leaves_the_screen_with_the_reason(term: Tmux, tmp_path: Path) -> None:
+    script = _script(tmp_path, "s.json", ["x"])
+    work = tmp_path / "work"
+    work.mkdir()
+    argv = [sys.executable, "-m", "ds4", "agent", "--backend", "scripted", "--script", script]
+    term.start([*argv, "-c", "100"], cwd=work, env=_env(tmp_path / "home"))
+    term.wait_for(r"ds4: error: the transcript \(\d+ tokens\) does not fit --ctx 100\nEXITED 1")
+
+
 @pytest.mark.skipif(not DEMO.exists(), reason="models/demo.gguf is not in this checkout")
 def test_the_same_flow_on_the_demo_model_runs_and_restores(term: Tmux, tmp_path: Path) -> None:
     flags = ("-m", str(DEMO), "-c", "8192", "-n", "96", "--seed", "3", "--no-web")
@@ -116,6 +127,9 @@ def test_the_same_flow_on_the_demo_model_runs_and_restores(term: Tmux, tmp_path:
     _start(term, tmp_path, *flags)
     term.type(f"/switch {session}")
     term.keys("Enter")
-    term.wait_for(rf"switched to session {session} \(\d+ tokens, restored from its KV file, 0 tokens prefilled\)")
+    term.wait_for(
+        rf"switched to session {session} \(\d+ tokens, restored from its KV file, "
+        r"0 tokens prefilled\)"
+    )
     term.keys("C-d")
     term.wait_for(r"EXITED 0")

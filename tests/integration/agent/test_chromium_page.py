@@ -67,7 +67,7 @@ def test_a_rendered_page_comes_back_as_text(browser: ChromiumBrowser, page_url: 
 
 
 def test_an_unreachable_page_is_a_tool_error(browser: ChromiumBrowser) -> None:
-    with pytest.raises(ToolError, match="cannot open http://127.0.0.1:9/"):
+    with pytest.raises(ToolError, match=r"cannot open http://127\.0\.0\.1:9/"):
         browser.visit("http://127.0.0.1:9/", lambda: False)
 
 

@@ -39,9 +39,9 @@ def test_reads_are_bounded_and_errors_name_the_path(tmp_path: Path) -> None:
         handle.truncate(MAX_FILE_BYTES + 1)  # sparse: costs nothing
     with pytest.raises(ToolError, match=r"file too large: big.bin exceeds 16777216 bytes"):
         ws.read("big.bin")
-    with pytest.raises(ToolError, match="cannot read missing.txt: no such file or directory"):
+    with pytest.raises(ToolError, match=r"cannot read missing\.txt: no such file or directory"):
         ws.read("missing.txt")
-    with pytest.raises(ToolError, match="cannot read .: not a regular file"):
+    with pytest.raises(ToolError, match=r"cannot read \.: not a regular file"):
         ws.read(".")
 
 
@@ -110,6 +110,10 @@ def test_stop_and_cancelled_waits(tmp_path: Path) -> None:
     snap = shell.start("trap '' TERM; echo started; sleep 30", 600)
     waited = shell.wait(snap.job, 30, lambda: True)  # the user's interrupt: returns at once
     assert waited.running
+    for _ in range(200):  # the trap is set once `started` is out
+        if shell.snapshot(snap.job).output_bytes:
+            break
+        time.sleep(0.02)
     assert shell.find(0, snap.pid) == snap.job
     stopped = shell.stop(snap.job, 5)  # TERM is ignored: KILL after the grace second
     assert not stopped.running and stopped.exit_status == 128 + 9

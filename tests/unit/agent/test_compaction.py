@@ -9,7 +9,7 @@ from tests.unit.agent.agent_setup import answer, block, call, make_rig
 
 from ds4.domain.agent import compaction
 from ds4.domain.agent.slash import SlashCommand
-from ds4.domain.agent.status import AgentState
+from ds4.domain.agent.status import AgentState, AgentStatus
 
 CTX = 12000
 LONG = "word " * 1400  # more than the room left before the compaction reserve
@@ -40,9 +40,13 @@ def test_should_compact_soft_percent_and_free_floor() -> None:
 def test_tail_starts_at_the_nearest_user_turn_within_twice_the_budget() -> None:
     u = 9
     tokens = [0] * 10 + [u] + [1] * 30 + [u] + [1] * 50  # system 10, users at 10 and 41
-    start, mid = compaction.tail_start(tokens, system_len=10, bottom=len(tokens), tail=20, user_token=u)
+    start, mid = compaction.tail_start(
+        tokens, system_len=10, bottom=len(tokens), tail=20, user_token=u
+    )
     assert (start, mid) == (41, False)  # t0 = 72, 41 is within 40 tokens back
-    start, mid = compaction.tail_start(tokens, system_len=10, bottom=len(tokens), tail=10, user_token=u)
+    start, mid = compaction.tail_start(
+        tokens, system_len=10, bottom=len(tokens), tail=10, user_token=u
+    )
     assert (start, mid) == (82, True)  # nothing within 20 back: mid-message
     start, mid = compaction.tail_start(tokens, system_len=10, bottom=40, tail=100, user_token=u)
     assert (start, mid) == (10, False)  # everything after the system prompt
@@ -58,7 +62,9 @@ def test_a_reply_reaching_the_reserve_is_compacted_and_resumed() -> None:
     rig.agent.turn("say many words")
     text = rig.transcript
     assert "COMPACTING generation reached compaction reserve" in rig.io.text
-    assert compaction.SUMMARY_OPEN + "User asked for many words.\n" + compaction.SUMMARY_CLOSE in text
+    assert (
+        compaction.SUMMARY_OPEN + "User asked for many words.\n" + compaction.SUMMARY_CLOSE in text
+    )
     assert "<｜User｜>say many words<｜Assistant｜></think>after" in text  # resumed, no thinking
     assert "word word" not in text  # the cut reply lives on in the summary only
     assert rig.agent.last_answer == "after"
@@ -69,7 +75,9 @@ def test_a_reply_reaching_the_reserve_is_compacted_and_resumed() -> None:
 
 def test_a_tool_call_cut_by_the_reserve_is_dropped_not_run() -> None:
     huge_write = block(call("write", path="big.txt", content=LONG))
-    rig = make_rig([huge_write, "User wanted big.txt written.", answer("retrying smaller")], ctx=CTX)
+    rig = make_rig(
+        [huge_write, "User wanted big.txt written.", answer("retrying smaller")], ctx=CTX
+    )
     rig.agent.turn("write big.txt")
     assert rig.workspace.writes == []
     assert rig.io.questions == []
@@ -110,7 +118,7 @@ def test_an_interrupted_compaction_keeps_the_conversation() -> None:
     rig.agent.turn("hello")
     before = list(rig.core.conv.tokens)
 
-    def summarizing(status) -> bool:  # type: ignore[no-untyped-def]
+    def summarizing(status: AgentStatus) -> bool:
         return status.state is AgentState.COMPACTING and status.generated >= 5
 
     io.interrupt_when = summarizing

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from ds4.domain.agent.history import history_text, split_turns
-from ds4.domain.agent.slash import SlashCommand, parse_slash, runs_while_busy, usage_error
+from ds4.domain.agent.slash import SlashCommand, parse_slash, usage_error, when_busy
 from ds4.domain.chat.constants import ASSISTANT, EOS, USER
 
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
@@ -45,4 +45,6 @@ def test_slash_commands() -> None:
     assert usage_error(SlashCommand("save", "x")) == "usage: /save"
     assert usage_error(SlashCommand("history", "0")) is not None
     assert usage_error(SlashCommand("history", "12")) is None
-    assert runs_while_busy(SlashCommand("save", "")) and not runs_while_busy(SlashCommand("new", ""))
+    assert when_busy(SlashCommand("save", "")) == "later"
+    assert when_busy(SlashCommand("list", "")) == "refuse"
+    assert when_busy(SlashCommand("help", "")) == "now"

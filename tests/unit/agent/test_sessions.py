@@ -3,13 +3,13 @@ sessions, through the domain's library on in-memory stores."""
 
 from __future__ import annotations
 
-from tests.unit.agent.agent_setup import answer, block, call, make_rig
+from tests.unit.agent.agent_setup import Rig, answer, block, call, make_rig
 
 from ds4.domain.agent.session_meta import session_id
 from ds4.domain.agent.slash import SlashCommand
 
 
-def _run(rig, name: str, arg: str = "") -> str:  # type: ignore[no-untyped-def]
+def _run(rig: Rig, name: str, arg: str = "") -> str:
     return str(rig.agent.command(SlashCommand(name, arg)))
 
 

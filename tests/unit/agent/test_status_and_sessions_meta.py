@@ -36,7 +36,9 @@ def test_footer_per_state() -> None:
     )
     gen = AgentStatus(AgentState.GENERATING, 10, 20, generated=5, gen_tps=12.34)
     assert footer_text(gen) == "ctx 10/20 | generation 5 tokens 12.3 t/s"
-    pre = AgentStatus(AgentState.PREFILL, 10, 20, prefill_done=50, prefill_total=200, prefill_tps=99)
+    pre = AgentStatus(
+        AgentState.PREFILL, 10, 20, prefill_done=50, prefill_total=200, prefill_tps=99
+    )
     assert footer_text(pre).startswith("ctx 10/20 | reading [▶▶▶▶▶▶▶▶·99t/s")
     assert footer_text(pre).endswith("] 50/200 25.0%")
     err = AgentStatus(AgentState.ERROR, 1, 2, error="boom")

@@ -83,7 +83,10 @@ def test_read_raw_and_empty() -> None:
     )
     end = read_chunk("f", b"a\r\nb\nc", start=3, max_lines=2, whole=False, raw=True)
     assert end.text == "c\n"
-    assert read_chunk("e", b"", start=1, max_lines=5, whole=False, raw=False).text == "e: lines 0-0 of 0\n"
+    assert (
+        read_chunk("e", b"", start=1, max_lines=5, whole=False, raw=False).text
+        == "e: lines 0-0 of 0\n"
+    )
 
 
 # ---- edit -------------------------------------------------------------------------
@@ -193,6 +196,8 @@ def test_results_are_wrapped_per_call_and_protected() -> None:
     assert combined_results([("read", "a"), ("list", "b\n")]) == (
         "Tool result 1 (read):\na\nTool result 2 (list):\nb\n"
     )
-    assert tool_turn("x</tool_result>y") == "<｜User｜><tool_result>x&lt;/tool_result>y</tool_result>"
+    assert (
+        tool_turn("x</tool_result>y") == "<｜User｜><tool_result>x&lt;/tool_result>y</tool_result>"
+    )
     assert queued_message(["one"]) == "one"
     assert queued_message(["a", "b"]) == "Queued user message 1:\na\n\nQueued user message 2:\nb"

@@ -39,16 +39,22 @@ def test_questions_and_argument_errors() -> None:
     assert box.plan(ToolCall("visit_page", '{"url":"http://x"}')).error == (
         "Tool error: unknown tool: visit_page"  # no browser: not offered
     )
-    assert box.plan(ToolCall("read", "[")).error == "Tool error: tool arguments are not a JSON object"
+    assert (
+        box.plan(ToolCall("read", "[")).error == "Tool error: tool arguments are not a JSON object"
+    )
 
 
 def test_read_then_more_continues_and_ends() -> None:
     box, _, _ = _box({"f": b"a\nb\nc\n"})
     assert _run(box, "more") == "Tool error: no previous output to continue"
-    assert _run(box, "read", path="f", max_lines="2").startswith("f: lines 1-2 of 3; continue_offset=3")
+    assert _run(box, "read", path="f", max_lines="2").startswith(
+        "f: lines 1-2 of 3; continue_offset=3"
+    )
     assert _run(box, "more", count=5) == "f: lines 3-3 of 3\n3 c\n"
     assert _run(box, "more") == "Tool error: no previous output to continue"
-    assert _run(box, "read", path="nope") == "Tool error: cannot read nope: no such file or directory"
+    assert (
+        _run(box, "read", path="nope") == "Tool error: cannot read nope: no such file or directory"
+    )
 
 
 def test_a_file_changed_behind_the_agents_back_must_be_read_again() -> None:
@@ -64,7 +70,10 @@ def test_a_file_changed_behind_the_agents_back_must_be_read_again() -> None:
 
 def test_edit_errors() -> None:
     box, _, _ = _box({"f": b"x\n"})
-    assert _run(box, "edit", path="f", old="", new="y") == "Tool error: edit requires non-empty old text"
+    assert (
+        _run(box, "edit", path="f", old="", new="y")
+        == "Tool error: edit requires non-empty old text"
+    )
     assert _run(box, "edit", path="f", old="x") == "Tool error: edit requires new text"
 
 
@@ -102,7 +111,9 @@ def test_first_observation_of_a_long_output_shows_its_head() -> None:
     snap = shell.start("seq 300", 60)
     done = JobSnapshot(1, 1001, False, 2.0, 60, False, 0, "/tmp/o", 1092, 300)
     text = jobs.observe(done)
-    assert text.startswith("bash job=1 pid=1001 status=done elapsed_sec=2.0 timed_out=0\nexit_status=0\n")
+    assert text.startswith(
+        "bash job=1 pid=1001 status=done elapsed_sec=2.0 timed_out=0\nexit_status=0\n"
+    )
     assert "output_path=/tmp/o (1092 bytes, 300 lines)\n<head -100 /tmp/o>\n0\n1\n" in text
     assert "\n99\n</head>\n" in text and "\n100\n" not in text
     assert snap.job == 1

@@ -5,14 +5,16 @@ the edit pre-flight, queued prompts, and the interrupt at each phase."""
 from __future__ import annotations
 
 from tests.support.agent_fakes import FakeIO
-from tests.unit.agent.agent_setup import TOKENIZER, answer, block, call, make_rig
+from tests.unit.agent.agent_setup import TOKENIZER, Rig, answer, block, call, make_rig
 
-from ds4.domain.agent.status import AgentState
+from ds4.domain.agent.status import AgentState, AgentStatus
 from ds4.domain.chat.constants import EOS
+from ds4.domain.engine.cancel import CancelCheck
 from ds4.ports.agent_io import Approval
+from ds4.ports.shell import JobSnapshot
 
 
-def _consistent(rig) -> None:  # type: ignore[no-untyped-def]
+def _consistent(rig: Rig) -> None:
     """The live state is a prefix of the transcript (the next sync only extends it)."""
     tokens = rig.core.conv.tokens
     live = list(rig.core.session.tokens)
@@ -103,7 +105,9 @@ def test_edit_preflight_stops_before_the_new_text_is_sampled() -> None:
 
 def test_edit_runs_after_confirmation_and_reports_the_shift() -> None:
     files = {"a.py": b"a\nb\nc\n"}
-    rig = make_rig([block(call("edit", path="a.py", old="b\n", new="b1\nb2\n")), answer("ok")], files=files)
+    rig = make_rig(
+        [block(call("edit", path="a.py", old="b\n", new="b1\nb2\n")), answer("ok")], files=files
+    )
     rig.agent.turn("edit")
     assert rig.workspace.files["/work/a.py"] == b"a\nb1\nb2\nc\n"
     assert rig.io.questions == ["Edit a.py?"]
@@ -111,7 +115,10 @@ def test_edit_runs_after_confirmation_and_reports_the_shift() -> None:
 
 
 def test_malformed_call_gets_an_error_and_the_syntax_reminder() -> None:
-    broken = 'ok</think>\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="read">\nnot a parameter\n</｜DSML｜tool_calls>'
+    broken = (
+        'ok</think>\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="read">\n'
+        "not a parameter\n</｜DSML｜tool_calls>"
+    )
     rig = make_rig([broken, answer("Sorry.")])
     rig.agent.turn("read")
     text = rig.transcript
@@ -127,13 +134,14 @@ def test_prompts_queued_while_working_follow_the_tool_result() -> None:
     text = rig.transcript
     result_end = text.index("</tool_result>")
     queued = text.index(
-        "<｜User｜>Queued user message 1:\nalso check README\n\nQueued user message 2:\nand the tests"
+        "<｜User｜>Queued user message 1:\nalso check README\n\n"
+        "Queued user message 2:\nand the tests"
     )
     assert queued == result_end + len("</tool_result>")
 
 
 def test_interrupt_during_prefill_closes_the_reply_and_keeps_the_state_usable() -> None:
-    def in_prefill(status) -> bool:  # type: ignore[no-untyped-def]
+    def in_prefill(status: AgentStatus) -> bool:
         return status.state is AgentState.PREFILL and status.prefill_done > 0
 
     io = FakeIO()
@@ -149,7 +157,7 @@ def test_interrupt_during_prefill_closes_the_reply_and_keeps_the_state_usable() 
 
 
 def test_interrupt_during_generation_stops_at_a_token() -> None:
-    def generating(status) -> bool:  # type: ignore[no-untyped-def]
+    def generating(status: AgentStatus) -> bool:
         return status.state is AgentState.GENERATING and status.generated >= 3
 
     io = FakeIO(interrupt_when=generating)
@@ -182,7 +190,7 @@ def test_interrupt_while_a_job_runs_returns_its_observation() -> None:
 
     real_wait = rig.shell.wait
 
-    def wait(job, seconds, cancel):  # type: ignore[no-untyped-def]
+    def wait(job: int, seconds: float, cancel: CancelCheck) -> JobSnapshot:
         io.interrupt = True  # Ctrl+C while waiting for the job
         return real_wait(job, seconds, cancel)
 

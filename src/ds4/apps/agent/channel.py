@@ -74,6 +74,7 @@ class AgentChannel:
         self._answer_text = ""
         self._session_ids: list[str] = []
         self._dirty = False
+        self._failure: str | None = None
         self._confirm_seconds = confirm_seconds
         self._ask = ask
         self._notices = notices
@@ -188,7 +189,8 @@ class AgentChannel:
         """The worker could not start or stopped: the UI shows the error."""
         with self._cond:
             self._status = replace(self._status, state=AgentState.ERROR, error=message)
-            self._busy = False
+            self._busy = True  # nothing is served any more
+            self._failure = message
         self._changed()
 
     # ---- the UI's side --------------------------------------------------------
@@ -263,6 +265,12 @@ class AgentChannel:
     def busy(self) -> bool:
         with self._cond:
             return self._busy
+
+    @property
+    def failure(self) -> str | None:
+        """Why the worker could not start, if it could not."""
+        with self._cond:
+            return self._failure
 
     @property
     def dirty(self) -> bool:

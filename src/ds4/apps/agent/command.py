@@ -32,6 +32,12 @@ ${HOME_ENV} (default ~/.ds4/agent, created 0700). Keys and commands: /help insid
 agent, or docs/agent.md."""
 
 
+class AgentFailedError(Ds4Error):
+    """The worker could not start (a runtime failure, not a usage error)."""
+
+    exit_code = 1
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "agent",
@@ -195,10 +201,13 @@ def run_agent(args: argparse.Namespace) -> int:
         screen = AgentScreen(channel, home / "history", first_task=task)
         worker.start()
         try:
-            return screen.run()
+            code = screen.run()
         finally:
             channel.stop()
             worker.join(timeout=10)
+        if channel.failure is not None:
+            raise AgentFailedError(channel.failure)
+        return code
     finally:
         if trace is not None:
             trace.close()

@@ -43,8 +43,10 @@ def run_headless(channel: AgentChannel, worker: AgentWorker, prompt: str) -> int
                 channel.interrupt()
             changed.clear()
             flush()
+            if worker.failed is not None:
+                break
             if not channel.busy and channel.status().state is not AgentState.STARTING:
-                if submitted or worker.failed is not None:
+                if submitted:
                     break
                 submitted = channel.submit(prompt)
     finally:

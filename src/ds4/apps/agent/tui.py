@@ -33,7 +33,14 @@ from prompt_toolkit.styles import Style
 
 from ds4.apps.agent.channel import AgentChannel
 from ds4.apps.agent.screen_log import ScreenLog
-from ds4.domain.agent.slash import COMMANDS, HELP, SlashCommand, parse_slash, usage_error
+from ds4.domain.agent.slash import (
+    COMMANDS,
+    HELP,
+    SlashCommand,
+    parse_slash,
+    usage_error,
+    when_busy,
+)
 from ds4.domain.agent.status import footer_text
 
 PROMPT = "ds4-agent> "
@@ -85,6 +92,7 @@ class AgentScreen:
         self._cache: tuple[int, StyleAndTextTuples] = (-1, [])
         self._leaving = False  # asking "Save current session?"
         self._exit_when_idle = False
+        self._done = False
         history: History = FileHistory(str(history_file)) if history_file else InMemoryHistory()
         self.buffer = Buffer(
             multiline=True,
@@ -232,7 +240,7 @@ class AgentScreen:
                 if yes and self.channel.command(SlashCommand("save", "")):
                     self._exit_when_idle = True
                 else:
-                    self.app.exit(result=0)
+                    self._finish(0)
                 return
             self.channel.answer(yes)
 
@@ -245,7 +253,7 @@ class AgentScreen:
             self.channel.interrupt()
             return
         if self._leaving:
-            self.app.exit(result=0)
+            self._finish(0)
             return
         self.buffer.reset()
         self.log.line("\x1b[38;5;245mpress Ctrl+D to exit\x1b[0m")
@@ -256,14 +264,23 @@ class AgentScreen:
         if self.channel.dirty and not self.channel.busy:
             self._leaving = True
             return
-        self.app.exit(result=0)
+        self._finish(0)
+
+    def _finish(self, code: int) -> None:
+        """Leave the application (once: a redraw may come before it is gone)."""
+        if not self._done:
+            self._done = True
+            self.app.exit(result=code)
 
     def _check_exit(self) -> None:
+        if self.channel.failure is not None:
+            self._finish(1)
+            return
         if self._first_task is not None and self.channel.submit(self._first_task):
             self._first_task = None
         if self._exit_when_idle and not self.channel.busy:
             self._exit_when_idle = False
-            self.app.exit(result=0)
+            self._finish(0)
 
     def _enter(self) -> None:
         text = self.buffer.text.strip()
@@ -292,7 +309,7 @@ class AgentScreen:
         elif command.name in ("quit", "exit"):
             self._leave()
         elif self.channel.busy:
-            if command.name in ("save", "compact"):
+            if when_busy(command) == "later":
                 self.channel.schedule(command.name)
                 self.log.line(
                     "save scheduled at next safe point"

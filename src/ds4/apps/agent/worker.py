@@ -8,11 +8,13 @@ prompts queued while the model worked become the next turn at once.
 from __future__ import annotations
 
 import threading
+import traceback
 from collections.abc import Callable
 
 from ds4.apps.agent.channel import AgentChannel, Command, Stop, Submit
 from ds4.apps.bootstrap import BuiltAgent
 from ds4.domain.agent.slash import SlashCommand
+from ds4.domain.agent.status import AgentState
 from ds4.domain.agent.transcript_text import queued_message
 from ds4.domain.errors import Ds4Error
 
@@ -32,9 +34,9 @@ class AgentWorker(threading.Thread):
         try:
             self.built = self._build(channel)
             self.built.agent.start()
-        except Ds4Error as exc:
-            self.failed = str(exc)
-            channel.fail(str(exc))
+        except Exception as exc:  # the engine or a directory failed: the UI says so, no hang
+            self.failed = str(exc) if isinstance(exc, Ds4Error) else f"{type(exc).__name__}: {exc}"
+            channel.fail(self.failed)
             if self.built is not None:
                 self.built.close()
             return
@@ -53,22 +55,33 @@ class AgentWorker(threading.Thread):
             request = channel.next_request()
             if isinstance(request, Stop):
                 return
-            if isinstance(request, Submit):
-                agent.turn(request.text)
-                while queued := channel.take_queued():  # typed while the model worked
-                    agent.turn(queued_message(queued))
-            elif isinstance(request, Command):
-                self._command(request.command)
-            save, compact = channel.take_due()
-            if compact:
-                self._command(SlashCommand("compact", ""))
-            if save:
-                self._command(SlashCommand("save", ""))
+            try:
+                self._serve_one(request)
+            except Exception as exc:  # a bug must not leave the UI waiting forever
+                channel.trace("worker failed:\n" + traceback.format_exc())
+                channel.publish(f"internal error: {type(exc).__name__}: {exc}\n")
+                agent.core.report(state=AgentState.ERROR, error=f"internal error: {exc}")
             channel.worker_idle(
                 answer=agent.last_answer,
                 session_ids=agent.sessions.session_ids(),
                 dirty=agent.dirty,
             )
+
+    def _serve_one(self, request: Submit | Command) -> None:
+        assert self.built is not None
+        agent = self.built.agent
+        channel = self.channel
+        if isinstance(request, Submit):
+            agent.turn(request.text)
+            while queued := channel.take_queued():  # typed while the model worked
+                agent.turn(queued_message(queued))
+        else:
+            self._command(request.command)
+        save, compact = channel.take_due()
+        if compact:
+            self._command(SlashCommand("compact", ""))
+        if save:
+            self._command(SlashCommand("save", ""))
 
     def _command(self, command: SlashCommand) -> None:
         assert self.built is not None

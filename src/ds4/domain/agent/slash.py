@@ -14,19 +14,20 @@ class SlashCommand:
     arg: str
 
 
-# name -> (argument usage or "", runs while the model works)
-COMMANDS: dict[str, tuple[str, bool]] = {
-    "help": ("", True),
-    "save": ("", True),  # while busy: at the next safe point
-    "compact": ("", True),  # while busy: at the next safe point
-    "list": ("", True),
-    "switch": ("ID", False),
-    "del": ("ID", False),
-    "strip": ("ID", False),
-    "history": ("[N]", False),
-    "new": ("", False),
-    "quit": ("", True),
-    "exit": ("", True),
+# name -> (argument usage or "", what it does while the model works: "now" (the UI's
+# own), "later" (at the worker's next safe point) or "refuse" (needs an idle model))
+COMMANDS: dict[str, tuple[str, str]] = {
+    "help": ("", "now"),
+    "save": ("", "later"),
+    "compact": ("", "later"),
+    "list": ("", "refuse"),
+    "switch": ("ID", "refuse"),
+    "del": ("ID", "refuse"),
+    "strip": ("ID", "refuse"),
+    "history": ("[N]", "refuse"),
+    "new": ("", "refuse"),
+    "quit": ("", "now"),
+    "exit": ("", "now"),
 }
 
 HELP = """commands:
@@ -57,7 +58,8 @@ def parse_slash(line: str) -> SlashCommand | None:
     return SlashCommand(name, arg.strip())
 
 
-def runs_while_busy(command: SlashCommand) -> bool:
+def when_busy(command: SlashCommand) -> str:
+    """ "now", "later" or "refuse": see COMMANDS."""
     return COMMANDS[command.name][1]
 
 

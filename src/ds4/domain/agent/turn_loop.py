@@ -81,6 +81,17 @@ def _preview(text: str) -> str:
     return "".join(styled(DIM, "  " + line) + "\n" for line in shown)
 
 
+def _block_started(text: str, thinking: bool) -> bool:
+    """The reply has begun a tool block (one counts only after the reasoning closed)."""
+    calls_from = 0
+    if thinking:
+        close = text.find(THINK_CLOSE)
+        if close < 0:
+            return False
+        calls_from = close + len(THINK_CLOSE)
+    return find_block_start(text, calls_from) is not None
+
+
 class TurnRunner:
     def __init__(self, core: AgentCore, compactor: Compactor) -> None:
         self.core = core
@@ -214,6 +225,8 @@ class TurnRunner:
             )
         if done.finish == "cancelled":
             c.conv.tokens.append(eos)
+            if _block_started(done.text, think_open):
+                c.io.publish(styled(BOLD_RED, "[tool call interrupted]") + "\n")
             raise CancelledError
         if done.finish == "error":
             c.conv.tokens.append(eos)
@@ -293,12 +306,7 @@ class TurnRunner:
     def _compact_mid_message(self, start: int, done: Finished, think_open: bool) -> RoundResult:
         c = self.core
         text = done.text
-        if think_open:  # a call counts only after the reasoning closed
-            close = text.find(THINK_CLOSE)
-            calls_from = -1 if close < 0 else close + len(THINK_CLOSE)
-        else:
-            calls_from = 0
-        in_call = calls_from >= 0 and find_block_start(text, calls_from) is not None
+        in_call = _block_started(text, think_open)
         reason = "generation reached compaction reserve"
         c.io.trace(f"{reason} in_call={int(in_call)}")
         if in_call:
