@@ -8,8 +8,9 @@ import json
 from tests.support.agent_fakes import FakeShell, FakeWorkspace
 
 from ds4.domain.agent.bash_tool import BashJobs
-from ds4.domain.agent.toolbox import ToolBox
+from ds4.domain.agent.toolbox import PAGE_LIMIT, ToolBox
 from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.engine.cancel import CancelCheck
 from ds4.ports.shell import JobSnapshot
 
 
@@ -117,3 +118,32 @@ def test_first_observation_of_a_long_output_shows_its_head() -> None:
     assert "output_path=/tmp/o (1092 bytes, 300 lines)\n<head -100 /tmp/o>\n0\n1\n" in text
     assert "\n99\n</head>\n" in text and "\n100\n" not in text
     assert snap.job == 1
+
+
+class _Pages:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.visited: list[str] = []
+
+    def visit(self, url: str, cancel: CancelCheck) -> str:
+        self.visited.append(url)
+        return self.text
+
+    def close(self) -> None:
+        return None
+
+
+def test_visit_page_asks_checks_the_scheme_and_caps_the_text() -> None:
+    pages = _Pages("# Title\n" + "x" * (PAGE_LIMIT + 10))
+    box = ToolBox(FakeWorkspace(), FakeShell(), pages, edit_upto=False)
+    assert box.plan(ToolCall("visit_page", '{"url":"https://example.org"}')).question == (
+        "Open https://example.org?"
+    )
+    out = box.run(box.plan(ToolCall("visit_page", '{"url":"https://example.org"}')), lambda: False)
+    assert out.startswith("# Title\n") and out.endswith("[page truncated: 18 more characters]\n")
+    bad = box.run(box.plan(ToolCall("visit_page", '{"url":"file:///etc/passwd"}')), lambda: False)
+    assert (
+        bad
+        == "Tool error: visit_page needs an http:// or https:// address, not 'file:///etc/passwd'"
+    )
+    assert pages.visited == ["https://example.org"]

@@ -25,6 +25,7 @@ from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK
 from ds4.domain.agent.core import AgentSettings
 from ds4.domain.agent.system_prompt import DEFAULT_SYSTEM
+from ds4.domain.chat.constants import THINK_MAX_MIN_CONTEXT
 from ds4.domain.errors import Ds4Error
 
 EPILOG = f"""saved sessions (/save, /list, /switch) and the input history live in
@@ -169,6 +170,12 @@ def run_agent(args: argparse.Namespace) -> int:
         home=str(home),
         cwd=args.chdir or str(Path.cwd()),
     )
+    if args.think_mode == "max" and args.ctx < THINK_MAX_MIN_CONTEXT:
+        print(
+            f"ds4 agent: warning: --think-max needs --ctx >= {THINK_MAX_MIN_CONTEXT}; "
+            f"ctx={args.ctx} uses normal thinking instead",
+            file=sys.stderr,
+        )
     if args.yes:
         print(
             "ds4 agent: warning: --yes: every write, edit, command and page visit runs "

@@ -207,6 +207,9 @@ class TurnRunner:
             c.conv.tokens.append(eos)
             c.io.notice(READING_INTERRUPTED)
             return RoundResult(RoundEnd.STOPPED)
+        except Ds4Error:
+            del c.conv.tokens[start:]  # no reply was begun: the transcript stays whole
+            raise
         room = c.ctx - len(c.conv.tokens) - c.reserve
         if room <= 0:
             del c.conv.tokens[start:]
