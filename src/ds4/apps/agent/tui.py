@@ -90,8 +90,9 @@ class AgentScreen:
         self._first_task = first_task  # -p: submitted once the worker is ready
         self.log = ScreenLog()
         self._cache: tuple[int, StyleAndTextTuples] = (-1, [])
-        self._leaving = False  # asking "Save current session?"
-        self._exit_when_idle = False
+        # "Save current session?" before leaving, /new or /switch: what comes after it
+        self._then: SlashCommand | None = None
+        self._after_save: SlashCommand | None = None  # runs once the save is done
         self._done = False
         history: History = FileHistory(str(history_file)) if history_file else InMemoryHistory()
         self.buffer = Buffer(
@@ -126,7 +127,7 @@ class AgentScreen:
         return Point(0, max(0, len(self.log.visible()) - 1))
 
     def _question(self) -> StyleAndTextTuples:
-        if self._leaving:
+        if self._then is not None:
             return [("class:question", "Save current session? (y/n) ")]
         q = self.channel.question()
         if q is None:
@@ -154,7 +155,7 @@ class AgentScreen:
         return [("class:footer", " " + footer_text(self.channel.status()))]
 
     def _layout(self) -> Layout:
-        asking = Condition(lambda: self._leaving or self.channel.question() is not None)
+        asking = Condition(lambda: self._then is not None or self.channel.question() is not None)
         queued = Condition(lambda: bool(self.channel.queued()))
         self.input = Window(
             BufferControl(
@@ -186,7 +187,7 @@ class AgentScreen:
 
     def _bindings(self) -> KeyBindings:
         kb = KeyBindings()
-        asking = Condition(lambda: self._leaving or self.channel.question() is not None)
+        asking = Condition(lambda: self._then is not None or self.channel.question() is not None)
         empty = Condition(lambda: not self.buffer.text)
         with_queue = Condition(lambda: self.channel.busy and bool(self.channel.queued()))
 
@@ -235,12 +236,13 @@ class AgentScreen:
 
     def _answerer(self, yes: bool) -> Callable[[KeyPressEvent], None]:
         def answer(event: KeyPressEvent) -> None:
-            if self._leaving:
-                self._leaving = False
+            then = self._then
+            if then is not None:
+                self._then = None
                 if yes and self.channel.command(SlashCommand("save", "")):
-                    self._exit_when_idle = True
+                    self._after_save = then
                 else:
-                    self._finish(0)
+                    self._do(then)
                 return
             self.channel.answer(yes)
 
@@ -252,8 +254,8 @@ class AgentScreen:
         if self.channel.question() is not None or self.channel.busy:
             self.channel.interrupt()
             return
-        if self._leaving:
-            self._finish(0)
+        if self._then is not None:
+            self._then = None  # the question is dropped, nothing else happens
             return
         self.buffer.reset()
         self.log.line("\x1b[38;5;245mpress Ctrl+D to exit\x1b[0m")
@@ -261,10 +263,20 @@ class AgentScreen:
     def _leave(self) -> None:
         if self.channel.busy:
             self.channel.interrupt()
+        self._save_first(SlashCommand("quit", ""))
+
+    def _save_first(self, then: SlashCommand) -> None:
+        """Ask to save a changed session before `then` (quit, /new, /switch)."""
         if self.channel.dirty and not self.channel.busy:
-            self._leaving = True
-            return
-        self._finish(0)
+            self._then = then
+        else:
+            self._do(then)
+
+    def _do(self, command: SlashCommand) -> None:
+        if command.name == "quit":
+            self._finish(0)
+        elif not self.channel.command(command):
+            self.log.line(f"command requires the model to be idle: /{command.name}")
 
     def _finish(self, code: int) -> None:
         """Leave the application (once: a redraw may come before it is gone)."""
@@ -278,9 +290,12 @@ class AgentScreen:
             return
         if self._first_task is not None and self.channel.submit(self._first_task):
             self._first_task = None
-        if self._exit_when_idle and not self.channel.busy:
-            self._exit_when_idle = False
-            self._finish(0)
+        if self._after_save is not None and not self.channel.busy:
+            then, self._after_save = self._after_save, None
+            if self.channel.dirty:  # the save failed: its message is on screen
+                self.log.line("not done: the session was not saved")
+            else:
+                self._do(then)
 
     def _enter(self) -> None:
         text = self.buffer.text.strip()
@@ -318,6 +333,8 @@ class AgentScreen:
                 )
             else:
                 self.log.line(f"command requires the model to be idle: /{command.name}")
+        elif command.name in ("new", "switch"):
+            self._save_first(command)
         else:
             self.channel.command(command)
 
