@@ -201,3 +201,13 @@ def test_interrupt_while_a_job_runs_returns_its_observation() -> None:
     assert "Use bash_status job=1 to get info before refresh time" in text
     assert text.endswith("</tool_result>")
     assert rig.shell.jobs() == [1]  # still running, still in the table
+
+
+def test_prompts_queued_until_idle_become_one_turn_each_echoed() -> None:
+    rig = make_rig([answer("both done")])
+    rig.agent.queued_turn(["fix a", "then b"])
+    assert "<｜User｜>Queued user message 1:\nfix a\n\nQueued user message 2:\nthen b" in (
+        rig.transcript
+    )
+    assert "fix a" in rig.io.output[0] and "then b" in rig.io.output[1]
+    assert rig.agent.last_answer == "both done"

@@ -15,7 +15,6 @@ from ds4.apps.agent.channel import AgentChannel, Command, Stop, Submit
 from ds4.apps.bootstrap import BuiltAgent
 from ds4.domain.agent.slash import SlashCommand
 from ds4.domain.agent.status import AgentState
-from ds4.domain.agent.transcript_text import queued_message
 from ds4.domain.errors import Ds4Error
 
 Build = Callable[[AgentChannel], BuiltAgent]
@@ -74,7 +73,7 @@ class AgentWorker(threading.Thread):
         if isinstance(request, Submit):
             agent.turn(request.text)
             while queued := channel.take_queued():  # typed while the model worked
-                agent.turn(queued_message(queued))
+                agent.queued_turn(queued)
         else:
             self._command(request.command)
         save, compact = channel.take_due()

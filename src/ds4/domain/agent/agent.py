@@ -9,6 +9,7 @@ from ds4.domain.agent.render import user_echo
 from ds4.domain.agent.session_ops import SessionOps
 from ds4.domain.agent.slash import HELP, SlashCommand, history_count
 from ds4.domain.agent.status import AgentState
+from ds4.domain.agent.transcript_text import queued_message
 from ds4.domain.agent.turn_loop import TurnRunner
 from ds4.domain.engine.cancel import CancelledError
 from ds4.domain.errors import Ds4Error
@@ -48,6 +49,12 @@ class Agent:
     def turn(self, text: str) -> None:
         self.core.io.publish(user_echo(text))
         self.turns.run(text)
+
+    def queued_turn(self, texts: list[str]) -> None:
+        """Prompts queued while the model worked, as one turn (each echoed as typed)."""
+        for text in texts:
+            self.core.io.publish(user_echo(text))
+        self.turns.run(queued_message(texts))
 
     def compact(self) -> str:
         self.core.io.clear_interrupt()
