@@ -40,7 +40,7 @@ def test_domain_is_pure(path: Path) -> None:
     for name in imported_modules(path):
         top = name.split(".")[0]
         # domain/ may name ports (the Protocols its orchestration talks through)
-        assert not name.startswith(("ds4.adapters", "ds4.apps")), (
+        assert not name.startswith(("ds4.adapters", "ds4.apps", "ds4.lib")), (
             f"{path.name} imports {name}: domain/ must not depend on outer layers"
         )
         assert top not in IMPURE_MODULES, f"{path.name} imports {name}: domain/ must stay pure"
@@ -49,13 +49,15 @@ def test_domain_is_pure(path: Path) -> None:
 @pytest.mark.parametrize("path", layer_files("ports"), ids=lambda p: str(p.relative_to(SRC)))
 def test_ports_depend_only_on_domain(path: Path) -> None:
     for name in imported_modules(path):
-        assert not name.startswith(("ds4.adapters", "ds4.apps")), f"{path.name} imports {name}"
+        assert not name.startswith(("ds4.adapters", "ds4.apps", "ds4.lib")), (
+            f"{path.name} imports {name}"
+        )
 
 
 @pytest.mark.parametrize("path", layer_files("adapters"), ids=lambda p: str(p.relative_to(SRC)))
 def test_adapters_never_import_apps(path: Path) -> None:
     for name in imported_modules(path):
-        assert not name.startswith("ds4.apps"), f"{path.name} imports {name}"
+        assert not name.startswith(("ds4.apps", "ds4.lib")), f"{path.name} imports {name}"
 
 
 # The composition root: the only apps code that names adapters.
@@ -68,6 +70,22 @@ COMPOSITION_ROOT = {"wiring.py", "bootstrap.py"}
     ids=lambda p: str(p.relative_to(SRC)),
 )
 def test_apps_reach_adapters_only_through_the_composition_root(path: Path) -> None:
+    for name in imported_modules(path):
+        assert not name.startswith("ds4.adapters"), (
+            f"{path.name} imports {name}: go through ds4.apps.wiring or ds4.apps.bootstrap"
+        )
+
+
+@pytest.mark.parametrize("path", layer_files("apps"), ids=lambda p: str(p.relative_to(SRC)))
+def test_apps_never_import_the_library(path: Path) -> None:
+    for name in imported_modules(path):
+        assert not name.startswith("ds4.lib"), f"{path.name} imports {name}: ds4.lib is outermost"
+
+
+# ds4.lib is an entry point like the commands (docs/adr/0056-library-and-wheel.md): it
+# builds its graph through the composition root and never names an adapter itself.
+@pytest.mark.parametrize("path", layer_files("lib"), ids=lambda p: str(p.relative_to(SRC)))
+def test_the_library_reaches_adapters_only_through_the_composition_root(path: Path) -> None:
     for name in imported_modules(path):
         assert not name.startswith("ds4.adapters"), (
             f"{path.name} imports {name}: go through ds4.apps.wiring or ds4.apps.bootstrap"

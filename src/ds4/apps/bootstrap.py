@@ -109,9 +109,12 @@ def default_model_path(explicit: str | None) -> str:
         if candidate.exists():
             _refuse_non_model_file(str(candidate), candidate)
             return str(candidate)
+    demo = shipped_demo_model()
+    # An installed package has no models/ beside it: naming that path would only puzzle.
+    looked = f"{demo}" if demo.parent.is_dir() else "no demo model: an installed ds4 has none"
     raise Ds4Error(
-        f"no model: pass -m FILE or set DS4_MODEL (looked for ./{DS4FLASH} and "
-        f"{shipped_demo_model()}; a random test model: ds4 gguf tiny --out FILE)"
+        f"no model: pass -m FILE or set DS4_MODEL (looked for ./{DS4FLASH}; {looked}; "
+        "a random test model: ds4 gguf tiny --out FILE)"
     )
 
 
