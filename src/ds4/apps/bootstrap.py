@@ -3,6 +3,7 @@
 `load_engine` opens and validates the model GGUF once and shares that mapping: the
 tokenizer is read from its metadata, the runner computes over its tensors and the KV
 model tag hashes its identity. `ds4 cli` and `ds4 bench` use the engine alone;
+`bootstrap_agent` adds the agent's tools and saved sessions;
 `bootstrap_server` adds the worker (or, with `--sessions N`, N slots over one batching
 step gate), the disk KV cache and the HTTP app. The server's
 adapters can be passed in already built (the engine's runner and tokenizer, the KV
@@ -24,8 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ds4.apps import wiring
+from ds4.apps.agent.options import AgentOptions
 from ds4.apps.flag_types import model_file_problem
 from ds4.apps.server_options import MAX_SESSIONS, ServerOptions
+from ds4.domain.agent.agent import Agent
+from ds4.domain.agent.core import AgentCore
+from ds4.domain.agent.library import SessionLibrary
+from ds4.domain.agent.toolbox import ToolBox
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.disk_cache import DiskCache
@@ -35,10 +41,13 @@ from ds4.domain.serving.kv_checkpoints import KvCheckpoints
 from ds4.domain.serving.live_bindings import EverySlotBindings
 from ds4.domain.serving.prompt_bound import longest_token_bytes
 from ds4.domain.tools.replay_memory import ToolReplayMemory
+from ds4.ports.agent_io import AgentIO
+from ds4.ports.browser import Browser
 from ds4.ports.clock import Clock
 from ds4.ports.compute import ComputeSession, ModelRunner
 from ds4.ports.kv_store import KVStore
 from ds4.ports.random_source import RandomSource
+from ds4.ports.shell import Shell
 from ds4.ports.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
@@ -392,3 +401,54 @@ def _disk_cache(
         model_tag=engine.model_tag(),
         log=log,
     )
+
+
+# ---- the agent -------------------------------------------------------------------
+
+
+@dataclass
+class BuiltAgent:
+    agent: Agent
+    shell: Shell
+    browser: Browser | None
+
+    def close(self) -> None:
+        """Kill running bash jobs, close the browser (call from the worker thread: the
+        browser belongs to the thread that used it)."""
+        self.shell.close()
+        if self.browser is not None:
+            self.browser.close()
+
+
+def bootstrap_agent(
+    options: AgentOptions, io: AgentIO, *, engine: Engine | None = None
+) -> BuiltAgent:
+    """The agent's object graph: the engine's session, its tools on the working
+    directory, and (with options.home) the saved sessions: KV files in home/kv, their
+    JSON records in home/sessions."""
+    if engine is None:
+        engine = load_engine(
+            options.model,
+            backend=options.backend,
+            threads=options.threads,
+            script=options.script,
+            script_token_delay=options.script_token_delay,
+        )
+    session = Session(engine.runner.new_session(options.ctx), chunk=options.prefill_chunk)
+    cwd = str(Path(options.cwd).resolve())
+    shell = wiring.agent_shell(cwd)
+    browser = wiring.agent_browser() if options.web else None
+    tools = ToolBox(
+        wiring.agent_workspace(cwd), shell, browser, edit_upto=options.settings.edit_upto
+    )
+    library = None
+    if options.home is not None:
+        library = SessionLibrary(
+            wiring.kv_store(str(Path(options.home) / "kv"), io.trace),
+            wiring.agent_session_index(str(Path(options.home) / "sessions")),
+            model_tag=engine.model_tag(),
+            quant_bits=engine.runner.routed_quant_bits,
+            ctx=options.ctx,
+        )
+    core = AgentCore(session, engine.tokenizer, options.settings, tools, io, library)
+    return BuiltAgent(Agent(core), shell, browser)

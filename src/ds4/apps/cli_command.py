@@ -71,16 +71,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="print the prompt the model would see for this OpenAI-style request body "
         "(messages, tools); with --dump-tokens, print its tokens instead",
     )
-    think = cli.add_mutually_exclusive_group()
-    for flag, mode in (("--think", "high"), ("--nothink", "none"), ("--think-max", "max")):
-        think.add_argument(
-            flag,
-            dest="think_mode",
-            action="store_const",
-            const=mode,
-            help=f"{flag[2:]} mode (default --think; with --render-chat the request "
-            "body's own thinking controls)",
-        )
+    add_think_flags(cli, "; with --render-chat the request body's own thinking controls")
     cli.add_argument(
         "-c",
         "--ctx",
@@ -93,6 +84,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cli.set_defaults(run=run)
 
 
+def add_think_flags(parser: argparse.ArgumentParser, note: str = "") -> None:
+    """--think / --nothink / --think-max into args.think_mode (None: --think)."""
+    think = parser.add_mutually_exclusive_group()
+    for flag, mode in (("--think", "high"), ("--nothink", "none"), ("--think-max", "max")):
+        think.add_argument(
+            flag,
+            dest="think_mode",
+            action="store_const",
+            const=mode,
+            help=f"{flag[2:]} mode (default --think{note})",
+        )
+
+
 def add_generation_flags(cli: argparse.ArgumentParser) -> None:
     cli.add_argument("-sys", "--system", default=DEFAULT_SYSTEM, help='system text ("" for none)')
     cli.add_argument(
@@ -102,6 +106,37 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
         default=50_000,
         help=f"max generated tokens (1..{INT_MAX})",
     )
+    add_sampling_flags(cli)
+    add_backend_flags(cli)
+    add_numerics_flag(cli)
+    cli.add_argument(
+        "--chunk",
+        type=flag_types.int_in(1, MAX_CTX),
+        default=256,
+        help=f"prefill chunk in tokens (1..{MAX_CTX})",
+    )
+    cli.add_argument(
+        "--dump-logits",
+        type=flag_types.output_file,
+        metavar="FILE.npy",
+        help="write float32 [n_prompt_tokens, n_vocab]: logits after every prompt position",
+    )
+    cli.add_argument(
+        "--dump-logprobs",
+        type=flag_types.output_file,
+        metavar="FILE",
+        help="write a greedy continuation with top-k alternatives per step (JSON)",
+    )
+    cli.add_argument(
+        "--logprobs-top-k",
+        type=flag_types.int_in(1, MAX_LOGPROBS_TOP_K),
+        default=20,
+        help=f"alternatives per step (1..{MAX_LOGPROBS_TOP_K})",
+    )
+
+
+def add_sampling_flags(cli: argparse.ArgumentParser) -> None:
+    """--temp, --top-p, --top-k, --min-p, --seed (shared with `ds4 agent`)."""
     cli.add_argument(
         "--temp",
         type=flag_types.float_in(0, 100),
@@ -128,32 +163,6 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
         type=flag_types.int_in(1, SEED_MAX),
         default=None,
         help=f"RNG seed, 1..{SEED_MAX} (default: random)",
-    )
-    add_backend_flags(cli)
-    add_numerics_flag(cli)
-    cli.add_argument(
-        "--chunk",
-        type=flag_types.int_in(1, MAX_CTX),
-        default=256,
-        help=f"prefill chunk in tokens (1..{MAX_CTX})",
-    )
-    cli.add_argument(
-        "--dump-logits",
-        type=flag_types.output_file,
-        metavar="FILE.npy",
-        help="write float32 [n_prompt_tokens, n_vocab]: logits after every prompt position",
-    )
-    cli.add_argument(
-        "--dump-logprobs",
-        type=flag_types.output_file,
-        metavar="FILE",
-        help="write a greedy continuation with top-k alternatives per step (JSON)",
-    )
-    cli.add_argument(
-        "--logprobs-top-k",
-        type=flag_types.int_in(1, MAX_LOGPROBS_TOP_K),
-        default=20,
-        help=f"alternatives per step (1..{MAX_LOGPROBS_TOP_K})",
     )
 
 

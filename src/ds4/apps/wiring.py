@@ -23,6 +23,8 @@ from ds4.domain.errors import Ds4Error
 from ds4.domain.eval.case_schema import CaseSet
 from ds4.domain.gguf.records import MetaValue
 from ds4.domain.model.hparams import DeepSeekV4HParams
+from ds4.ports.agent_sessions import SessionIndex
+from ds4.ports.browser import Browser
 from ds4.ports.checkpoint import Checkpoint
 from ds4.ports.clock import Clock
 from ds4.ports.compute import ModelRunner
@@ -31,8 +33,10 @@ from ds4.ports.kv_store import KVStore
 from ds4.ports.model_file import ModelFile
 from ds4.ports.quantizer import Quantizer
 from ds4.ports.random_source import RandomSource
+from ds4.ports.shell import Shell
 from ds4.ports.timer import Timer
 from ds4.ports.tokenizer import Tokenizer
+from ds4.ports.workspace import Workspace
 
 if TYPE_CHECKING:
     from ds4.adapters.eval.endpoint_answerer import EndpointAnswerer
@@ -331,3 +335,34 @@ def eval_text_file(path: str) -> str:
     from ds4.adapters.eval.case_files import read_text
 
     return read_text(path)
+
+
+# ---- the agent's world -----------------------------------------------------------
+
+
+def agent_workspace(root: str) -> Workspace:
+    """The agent's files, rooted at the working directory."""
+    from ds4.adapters.agent.local_workspace import LocalWorkspace
+
+    return LocalWorkspace(root)
+
+
+def agent_shell(cwd: str) -> Shell:
+    """The agent's bash jobs (/bin/sh -c, own process group, output to a temp file)."""
+    from ds4.adapters.agent.shell_jobs import LocalShell
+
+    return LocalShell(cwd)
+
+
+def agent_browser() -> Browser:
+    """visit_page's headless Chromium (started on first use; Playwright imported then)."""
+    from ds4.adapters.agent.chromium_browser import ChromiumBrowser
+
+    return ChromiumBrowser()
+
+
+def agent_session_index(directory: str) -> SessionIndex:
+    """The JSON records of the agent's saved sessions (directory created 0700)."""
+    from ds4.adapters.agent.session_index import JsonSessionIndex
+
+    return JsonSessionIndex(directory)
