@@ -9,3 +9,13 @@ class Ds4Error(Exception):
     """
 
     exit_code = 2
+
+
+class ComputeUnavailableError(Ds4Error):
+    """Part of the compute backend went away mid-request (a distributed worker died).
+
+    The request fails; the backend recovers on its own before the next one, so the
+    server answers 503 (retry) in the endpoint's own error shape rather than 500.
+    """
+
+    exit_code = 1

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ds4.domain.api.errors import ApiError
 from ds4.domain.api.served_events import ServedEvent
-from ds4.domain.errors import Ds4Error
+from ds4.domain.errors import ComputeUnavailableError, Ds4Error
 from ds4.domain.generation.events import Finished, Usage
 from ds4.domain.generation.loop import OnToken, ignore_token
 from ds4.domain.serving.job import Worker
@@ -176,6 +176,9 @@ class InferenceWorker:
         except ApiError as error:
             log.warning("job refused: %s", error.message)
             job.deliver(JobFailed(error.message, error))
+        except ComputeUnavailableError as error:  # the backend recovers before the next job
+            log.warning("job failed: %s", error)
+            job.deliver(JobFailed(str(error), ApiError(503, str(error))))
         except Ds4Error as error:
             log.warning("job failed before generation: %s", error)
             job.deliver(JobFailed(str(error)))
