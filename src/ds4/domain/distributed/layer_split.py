@@ -46,17 +46,15 @@ def check_split(ranges: Sequence[range], n_layer: int) -> None:
     expected = 0
     for r in ranges:
         if r.start != expected:
-            what = (
-                "overlaps the one before" if r.start < expected else f"leaves out layer {expected}"
-            )
-            raise Ds4Error(f"layer range {range_text(r)} {what}; ranges must cover 0-{n_layer - 1}")
+            what = "overlaps the one before" if r.start < expected else f"skips layer {expected}"
+            raise Ds4Error(f"layer range {range_text(r)} {what}; cover 0-{n_layer - 1} in order")
         expected = r.stop
     if expected != n_layer:
         last = ranges[-1]
         if expected > n_layer:
             raise Ds4Error(f"layer range {range_text(last)}: the model has layers 0-{n_layer - 1}")
         raise Ds4Error(
-            f"the layer split ends at layer {expected - 1}; the model has 0-{n_layer - 1}"
+            f"the layer split stops at layer {expected - 1}; the model has 0-{n_layer - 1}"
         )
 
 

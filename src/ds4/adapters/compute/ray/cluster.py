@@ -43,6 +43,9 @@ def connect(target: DistributedTarget, *, object_store_bytes: int) -> None:
         )
     import ray
 
+    # A pass that fails leaves the later pieces' results unread: the pipeline has
+    # handled the failure, so Ray need not print each as an unhandled error.
+    os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     if ray.is_initialized():
         return
     if target.address is not None:

@@ -27,8 +27,8 @@ from ds4.ports.compute import SequenceState
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
 
-# history_ok answers fetched per round trip: a rewind_floor search walks down at most
-# this far without asking the workers again
+# history_ok answers fetched per round trip, on each side of the position asked: a
+# rewind_floor search walks this far without asking the workers again
 _HISTORY_SPAN = 1024
 
 
@@ -109,7 +109,7 @@ class DistributedState:
         cached = self._history
         if cached is None or not cached[0] <= m < cached[0] + len(cached[1]):
             first = max(0, m - _HISTORY_SPAN + 1)
-            ms = list(range(first, m + 1))
+            ms = list(range(first, min(self.length, m + _HISTORY_SPAN) + 1))
             n, h = self.length, self.hash_at(self.length)
 
             def op() -> bytes:
