@@ -80,7 +80,8 @@ def test_prefill_decode_rewind_and_payloads_equal_the_cpu_backend(
     assert got_tokens == want_tokens and np.array_equal(got_logits, want_logits)
     assert_same_session(one, many)
 
-    one.rewind(50), many.rewind(50)  # fmt: skip
+    one.rewind(50)
+    many.rewind(50)
     assert_same_session(one, many)
     assert np.array_equal(one.eval(17), many.eval(17))
 
@@ -116,7 +117,8 @@ def test_rewind_floors_follow_the_bounded_history(
     floors = [one.rewind_floor(n) for n in range(len(tokens) + 1)]
     assert floors == [many.rewind_floor(n) for n in range(len(tokens) + 1)]
     assert floors[150] < 150 and floors[230] == 230  # the trims really cut floors short
-    one.rewind(225), many.rewind(225)  # fmt: skip
+    one.rewind(225)
+    many.rewind(225)
     assert_same_session(one, many)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tests.integration.distributed.sessions import CTX, assert_same_session, greedy
 
 from ds4.adapters.compute.ray import RayRunner, ray_runner
 from ds4.adapters.compute.ray.cluster import connect, ray_available
@@ -21,7 +22,6 @@ from ds4.adapters.gguf.reader import GGUFFile
 from ds4.domain.distributed.target import DistributedTarget, parse_target
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.compute import ModelRunner
-from tests.integration.distributed.sessions import CTX, assert_same_session, greedy
 
 pytestmark = pytest.mark.skipif(
     not ray_available(), reason="Ray is not installed (pip install 'ds4[distributed]')"
@@ -63,7 +63,8 @@ def test_a_local_cluster_equals_the_cpu_backend_bit_for_bit(
     got_tokens, got_logits = greedy(many, 16)
     assert got_tokens == want_tokens and np.array_equal(got_logits, want_logits)
 
-    one.rewind(52), many.rewind(52)  # fmt: skip
+    one.rewind(52)
+    many.rewind(52)
     assert_same_session(one, many)
     restored = runner.new_session(CTX)
     restored.load_payload(one.payload())
