@@ -111,7 +111,7 @@ class Pipeline:
         self.options = options
         self.window = options.window or min(len(stages.ranges) + 2, 8)
         self.replays = 0  # sessions replayed (tests and the bench read it)
-        self.bytes_sent = 0  # hidden-stream bytes handed between ranges
+        self.bytes_sent = 0  # hidden-state bytes handed between processes (the bench reads it)
         self._lock = threading.RLock()
         self._dead: set[int] = set()
         self._freed: list[int] = []
@@ -193,7 +193,8 @@ class Pipeline:
             out, report = self.stages.submit(k, "forward", items, x, num_returns=2)
             x = self.get(k, out) if self.options.transport == "values" else out
             reports.append(report)
-        self.bytes_sent += streams.nbytes * len(self.stages.ranges)
+        # into every range, and back out of the last one when the output is wanted
+        self.bytes_sent += streams.nbytes * (len(self.stages.ranges) + int(want))
         return _Pass(x, reports, want)
 
     def _finish(self, p: _Pass, expected: list[int]) -> F32 | None:
