@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 import httpx
 import pytest
-from tests.integration.server.server_process import server_process
+from tests.integration.server.server_process import free_port, server_process
 from tools.demo.files import DEMO
 
 from ds4.adapters.compute.ray.cluster import ray_available
@@ -40,6 +45,40 @@ def test_cli_distributed_continuation_equals_the_single_process_one() -> None:
     assert split.stdout == alone.stdout and alone.stdout.strip()
     placed = re.findall(r"ds4: distributed layers (\d-\d): pid \d+", split.stderr)
     assert placed == ["0-1", "2-3"]
+
+
+@pytest.mark.slow
+def test_cli_joins_a_running_cluster_by_ray_client_address() -> None:
+    """`ray start --head` as on a head node (here on loopback), then `--distributed
+    ray://HOST:PORT`: the ranges run on the cluster's workers, same continuation."""
+    client_port = free_port()
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths live there
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3] / "src")}
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    head = subprocess.Popen(
+        [ray_bin, "start", "--head", "--block", "--port", str(free_port()),
+         "--ray-client-server-port", str(client_port), "--num-cpus", "2",
+         "--object-store-memory", str(100 << 20), "--include-dashboard", "false",
+         "--disable-usage-stats", "--temp-dir", temp],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", client_port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and head.poll() is None, "no Ray head"
+                time.sleep(0.5)
+        split = cli("--distributed", f"ray://127.0.0.1:{client_port}", "--layer-split", "0-1,2-3")
+        assert split.returncode == 0, split.stderr[-2000:]
+        assert split.stdout == cli().stdout
+        assert re.findall(r"distributed layers (\d-\d)", split.stderr) == ["0-1", "2-3"]
+    finally:
+        head.terminate()
+        head.wait(timeout=60)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 @pytest.mark.parametrize(
@@ -78,7 +117,7 @@ def test_a_worker_killed_mid_stream_fails_the_stream_and_the_server_recovers() -
     args = ["-m", str(DEMO), "--distributed", "local:2", "-t", "2", "--ctx", "1024"]
     with server_process(args, timeout=240) as server:
         assert server.proc.stderr is not None
-        pids = []
+        pids: list[int] = []
         while len(pids) < 2:
             line = server.proc.stderr.readline()
             assert line, "the server ended before placing its workers"

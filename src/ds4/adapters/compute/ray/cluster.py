@@ -36,6 +36,8 @@ def ray_available() -> bool:
 
 def connect(target: DistributedTarget, *, object_store_bytes: int) -> None:
     """ray.init for the target, unless this process is already connected."""
+    if target.address is not None:
+        _client_token_auth()  # before Ray is imported: it reads the mode once
     if not ray_available():
         raise Ds4Error(
             "--distributed needs Ray: pip install 'ds4[distributed]' (or ray) on the "
@@ -52,7 +54,10 @@ def connect(target: DistributedTarget, *, object_store_bytes: int) -> None:
         try:
             ray.init(address=target.address, logging_level=logging.WARNING, log_to_driver=False)
         except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ...
-            raise Ds4Error(f"cannot join the Ray cluster at {target.address}: {exc}") from None
+            raise Ds4Error(
+                f"cannot join the Ray cluster at {target.address}: {exc} (a cluster with token "
+                "authentication needs its token here: RAY_AUTH_TOKEN or ~/.ray/auth_token)"
+            ) from None
         return
     _export_source_dir()
     ray.init(
@@ -62,6 +67,15 @@ def connect(target: DistributedTarget, *, object_store_bytes: int) -> None:
         logging_level=logging.WARNING,
         log_to_driver=False,
     )
+
+
+def _client_token_auth() -> None:
+    """Ray Client sends the cluster's token only in token mode, which a plain ray.init
+    turns on by itself when a token exists; do the same for ray:// (a cluster without
+    authentication ignores the token)."""
+    has_token = "RAY_AUTH_TOKEN" in os.environ or (Path.home() / ".ray" / "auth_token").exists()
+    if has_token and "RAY_AUTH_MODE" not in os.environ:
+        os.environ["RAY_AUTH_MODE"] = "token"
 
 
 def _export_source_dir() -> None:

@@ -13,6 +13,7 @@ prefill pieces are in flight together (piece k+1 on range 1 while piece k is on 
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -112,17 +113,16 @@ class Pipeline:
         self.window = options.window or min(len(stages.ranges) + 2, 8)
         self.replays = 0  # sessions replayed (tests and the bench read it)
         self.bytes_sent = 0  # hidden-state bytes handed between processes (the bench reads it)
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # one operation on the workers at a time
         self._dead: set[int] = set()
-        self._freed: list[int] = []
-        self._next_sid = 0
+        # deque and count: appended to from finalizers, which must not take a lock
+        self._freed: deque[int] = deque()
+        self._sids = itertools.count(1)
 
     # ---- session ids -------------------------------------------------------
 
     def new_sid(self) -> int:
-        with self._lock:
-            self._next_sid += 1
-            return self._next_sid
+        return next(self._sids)
 
     def release(self, sid: int) -> None:
         """A session object went away: its worker-side state is dropped with the next
@@ -178,9 +178,11 @@ class Pipeline:
             self._dead.discard(k)
 
     def _flush_freed(self) -> None:
-        if not self._freed:
+        sids = []
+        while self._freed:
+            sids.append(self._freed.popleft())
+        if not sids:
             return
-        sids, self._freed = self._freed, []
         for k in range(len(self.stages.ranges)):
             self.stages.submit(k, "free", sids)  # fire and forget: nothing waits on it
 
