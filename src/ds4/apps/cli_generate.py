@@ -132,4 +132,14 @@ def _generate(
         printer.show(event)
         if isinstance(event, Finished):
             count = event.usage.completion_tokens
+            if event.finish == "error":  # the engine failed mid-turn: not a normal end
+                raise GenerationFailedError(
+                    f"generation failed after {count} tokens: {event.error}"
+                )
     return count
+
+
+class GenerationFailedError(Ds4Error):
+    """The engine failed while decoding (e.g. a distributed worker was lost)."""
+
+    exit_code = 1

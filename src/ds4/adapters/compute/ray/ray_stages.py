@@ -92,9 +92,21 @@ class RayStages:
         self.info[k] = info
 
     def replace(self, k: int) -> None:
+        """A new worker for range k: on its node while that node lives, else wherever
+        Ray can place it (every node has the model at the same path)."""
         self._kill(k)
+        node = self._nodes[k]
+        if node is not None and not self._node_alive(node):
+            self._nodes[k] = None
         self._actors[k] = self._launch(k)
         self._wait_ready(k)
+
+    def _node_alive(self, node: str) -> bool:
+        try:
+            nodes = self._ray.nodes()  # type: ignore[no-untyped-call]
+        except Exception:  # the cluster cannot say: try the node we had
+            return True
+        return any(n.get("NodeID") == node and n.get("Alive") for n in nodes)
 
     def close(self) -> None:
         for k in range(len(self._actors)):
