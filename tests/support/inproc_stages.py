@@ -26,7 +26,8 @@ class InProcessStages:
         self.specs = list(specs)
         self.stages = [self._start(spec) for spec in self.specs]
         self.dead: set[int] = set()
-        self.calls: list[tuple[int, str]] = []  # (worker, method) in submission order
+        # ("submit", worker, method) and ("get", worker, "") in the order they happened
+        self.events: list[tuple[str, int, str]] = []
         self.replaced = 0
 
     @staticmethod
@@ -45,7 +46,7 @@ class InProcessStages:
         self.dead.add(k)
 
     def submit(self, k: int, method: str, *args: Any, num_returns: int = 1) -> Any:
-        self.calls.append((k, method))
+        self.events.append(("submit", k, method))
         inputs = []
         failed: BaseException | None = None
         for arg in args:
@@ -74,6 +75,7 @@ class InProcessStages:
 
     def get(self, k: int, pending: Any) -> Any:
         assert isinstance(pending, Pending)
+        self.events.append(("get", k, ""))
         if pending.error is not None:
             raise pending.error
         return pending.value

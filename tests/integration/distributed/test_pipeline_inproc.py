@@ -63,18 +63,19 @@ def state_of(session: object) -> DistributedState:
 def test_prefill_decode_rewind_and_payloads_equal_the_cpu_backend(
     split: Callable[..., RayRunner], local_exact: ModelRunner, prompt: list[int]
 ) -> None:
-    runner = split(
-        target="local:3", layer_split="0-0,1-2,3-3", piece=7
-    )  # 45 tokens: 7 pieces in flight
-    assert [str(r) for r in stages_of(runner).ranges] == [
-        "range(0, 1)",
-        "range(1, 3)",
-        "range(3, 4)",
-    ]
+    # 45 tokens in pieces of 7 through three ranges
+    runner = split(target="local:3", layer_split="0-0,1-2,3-3", piece=7)
+    stages = stages_of(runner)
+    assert list(stages.ranges) == [range(0, 1), range(1, 3), range(3, 4)]
     one, many = local_exact.new_session(CTX), runner.new_session(CTX)
-    assert np.array_equal(
-        one.prefill(prompt, all_logits=True), many.prefill(prompt, all_logits=True)
-    )
+    want = one.prefill(prompt, all_logits=True)
+    stages.events.clear()
+    assert np.array_equal(many.prefill(prompt, all_logits=True), want)
+    # pipelined: five pieces (the window: 3 ranges + 2) go to every range before the
+    # coordinator waits for the first result
+    first_get = next(i for i, e in enumerate(stages.events) if e[0] == "get")
+    forwards = [("submit", k, "forward") for _ in range(5) for k in range(3)]
+    assert stages.events[:first_get] == forwards
     want_tokens, want_logits = greedy(one, 12)
     got_tokens, got_logits = greedy(many, 12)
     assert got_tokens == want_tokens and np.array_equal(got_logits, want_logits)
