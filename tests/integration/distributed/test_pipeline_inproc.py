@@ -14,7 +14,9 @@ from tests.integration.distributed.sessions import CTX, assert_same_session, gre
 from tests.support.inproc_stages import InProcessStages
 
 from ds4.adapters.compute.ray import RayRunner, ray_runner
+from ds4.adapters.compute.ray.cluster import Slot
 from ds4.adapters.compute.ray.pipeline import WorkerLostError
+from ds4.adapters.compute.ray.runner import check_memory
 from ds4.adapters.compute.ray.stage import LayerStage, StageSpec
 from ds4.adapters.compute.ray.state import DistributedState
 from ds4.adapters.gguf.reader import GGUFFile
@@ -237,3 +239,20 @@ def test_bad_splits_and_a_worker_with_another_model_are_refused(
     assert stage.error is not None and "not the coordinator's model file" in stage.error
     with pytest.raises(Ds4Error, match="not the coordinator's model file"):
         stage.history_ok(1, 0, 0, 0, [0])  # every operation answers with the error
+
+
+def test_a_node_too_small_for_its_ranges_is_refused_by_name(demo: Demo) -> None:
+    ranges = [range(0, 2), range(2, 4)]
+    roomy = [Slot("a", 1e9, "10.0.0.1"), Slot("b", 1e9, "10.0.0.2")]
+    check_memory(*demo, ranges, roomy)
+    small = [Slot("a", 1e9, "10.0.0.1"), Slot("b", 2**20, "10.0.0.2")]
+    with pytest.raises(
+        Ds4Error, match=r"layers 2-3 need 2\.2 MiB of weights but 10\.0\.0\.2 offers 1\.0 MiB"
+    ):
+        check_memory(*demo, ranges, small)
+    # two ranges on one node add up
+    shared = [Slot("a", 5 * 2**20, "10.0.0.1")] * 2
+    with pytest.raises(
+        Ds4Error, match=r"layers 0-1, 2-3 need 6\.2 MiB .* 10\.0\.0\.1 offers 5\.0 MiB"
+    ):
+        check_memory(*demo, ranges, shared)

@@ -157,7 +157,7 @@ def ray_runner(
     specs = [StageSpec(path, r, chosen.name, impl, worker_threads, tag) for r in ranges]
     nodes = [places[k % len(places)].node for k in range(len(ranges))]
     if target.address is not None:
-        _check_memory(model, hparams, ranges, [places[k % len(places)] for k in range(len(ranges))])
+        check_memory(model, hparams, ranges, [places[k % len(places)] for k in range(len(ranges))])
     if make_stages is None:
         from ds4.adapters.compute.ray.ray_stages import RayStages
 
@@ -173,7 +173,7 @@ def ray_runner(
     return runner
 
 
-def _check_memory(
+def check_memory(
     model: ModelFile, hparams: DeepSeekV4HParams, ranges: Sequence[range], places: Sequence[Slot]
 ) -> None:
     """A machine whose ranges' weights exceed its memory fails now, by name."""
@@ -186,7 +186,11 @@ def _check_memory(
     for place in places:
         if place.memory and need[place.label] > place.memory:
             raise Ds4Error(
-                f"layers {', '.join(held[place.label])} need {need[place.label] / 2**30:.1f} GiB "
-                f"of weights but {place.label} offers {place.memory / 2**30:.1f} GiB; give it "
-                "less with --layer-split"
+                f"layers {', '.join(held[place.label])} need {_size(need[place.label])} of "
+                f"weights but {place.label} offers {_size(place.memory)}; give it less with "
+                "--layer-split"
             )
+
+
+def _size(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
