@@ -89,6 +89,7 @@ def test_prefill_decode_rewind_and_payloads_equal_the_cpu_backend(
     assert np.array_equal(one.eval(17), many.eval(17))
 
     # payloads move both ways between the split and the single-process backend
+    assert runner.new_session(CTX).payload() == local_exact.new_session(CTX).payload()
     into_split, into_local = runner.new_session(CTX), local_exact.new_session(CTX)
     into_split.load_payload(one.payload())
     into_local.load_payload(many.payload())

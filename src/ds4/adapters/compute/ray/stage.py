@@ -204,10 +204,9 @@ class LayerStage:
     def snapshot(self, sid: int, n: int, h: int) -> list[LayerSnapshot]:
         """This range's layers of the session's DSV4 snapshot after its n tokens."""
         held = self._hold(sid, n, h)
-        if held is None:
-            raise self._refuse(sid, n, "an empty session has no snapshot here")
+        state = CpuState(self._fwd, 1) if held is None else held.state  # None: empty
         # the layers depend on positions only: placeholder tokens and logits
-        return held.state.snapshot([0] * n, np.zeros(0, np.float32)).layers
+        return state.snapshot([0] * n, np.zeros(0, np.float32)).layers
 
     def restore(self, sid: int, ctx: int, n: int, h: int, layers: list[LayerSnapshot]) -> None:
         """Replace the session by this range's part of a snapshot after n tokens whose
