@@ -148,9 +148,11 @@ class RayStages:
 
     def describe(self, k: int) -> str:
         info = self.info[k]
+        size = int(info.get("weight_bytes") or 0)
+        weights = f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
         return (
             f"layers {range_text(self._specs[k].layers)}: pid {info.get('pid')} on "
-            f"{info.get('host')}, {int(info.get('weight_bytes') or 0) / 2**20:.1f} MiB of weights"
+            f"{info.get('host')}, {weights} of weights"
         )
 
 
