@@ -12,7 +12,7 @@ RAY    := $(VENV)/.ray-installed
 BUILT  := $(VENV)/.ds4-built
 NATIVE := $(wildcard native/*/*.c native/*/*.h native/build/*.py)
 
-.PHONY: all env build lint typecheck unit test test-all serve lock clean
+.PHONY: all env build lint typecheck unit test test-all serve wheel lock clean
 
 all: build
 
@@ -83,10 +83,19 @@ serve: $(SERVE_BUILT)
 	@echo "==> ds4: starting the server"
 	$(BIN)/ds4 server $(ARGS)
 
+# The sdist and the manylinux wheel in dist/ (docs/library.md#wheels): built offline with
+# the locked setuptools/wheel/cffi (--no-isolation), the wheel built from the sdist, then
+# retagged by auditwheel (the extensions need only glibc: nothing is grafted).
+wheel: $(DEPS)
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist/raw
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/auditwheel repair --wheel-dir dist dist/raw/*.whl
+	mv dist/raw/*.tar.gz dist/ && rm -rf dist/raw
+
 lock:
 	uv pip compile pyproject.toml build-requirements.in --extra dev --generate-hashes \
 	    --python-version 3.11 --no-header -o requirements.lock
 	$(BIN)/python -m tools.runtime_lock
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info src/ds4/_native_*.so
+	rm -rf $(VENV) build dist src/*.egg-info src/ds4/_native_*.so
