@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from ds4.domain.agent.agent import Agent
 from ds4.domain.agent.core import AgentCore
 from ds4.domain.agent.library import SessionLibrary
 from ds4.domain.agent.toolbox import ToolBox
+from ds4.domain.distributed.target import DistributedOptions
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.disk_cache import DiskCache
@@ -146,10 +148,13 @@ def load_engine(
     threads: int | None = None,
     script: str | None = None,
     script_token_delay: float = 0.0,
+    distributed: DistributedOptions | None = None,
+    log: Log | None = None,
 ) -> Engine:
     """Check the backend choice, open the model (if any) once, build tokenizer and
     runner over it. Without a model the tokenizer is the official tokenizer.json
-    (the scripted backend's case)."""
+    (the scripted backend's case). distributed: the layers on Ray workers
+    (docs/distributed.md); log gets where each range runs."""
     wiring.check_backend(backend, numerics)
     model = wiring.open_model(path) if path is not None else None
     if model is not None:
@@ -164,6 +169,8 @@ def load_engine(
         script=script,
         script_tokenizer=tokenizer,
         script_token_delay=script_token_delay,
+        distributed=distributed,
+        log=log,
     )
     return Engine(tokenizer, runner, model)
 
@@ -239,6 +246,8 @@ def bootstrap_server(
             threads=options.threads,
             script=options.script,
             script_token_delay=options.script_token_delay,
+            distributed=options.distributed,
+            log=_placement_log,
         )
     random = random or wiring.random_source()
     memory = ToolReplayMemory(
@@ -356,6 +365,11 @@ def _job_queue(workers: list[Worker], gate: StepGate | None) -> JobQueue:
         return InferenceWorker(workers[0])
     # the gate numbers its slots in the order the sessions were made: the workers' order
     return SlotPool([InferenceWorker(w) for w in workers], on_idle=gate.leave)
+
+
+def _placement_log(line: str) -> None:
+    """Where each distributed layer range runs, once at start (stderr)."""
+    print(f"ds4 server: distributed {line}", file=sys.stderr)
 
 
 def _trace_writer(trace: TextIO | None) -> Log:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ds4.apps import flag_types
+from ds4.apps.distributed_flags import add_distributed_flags, distributed_options
 from ds4.apps.engine_flags import add_backend_flags, add_model_flag, scripted_flags_problem
 from ds4.apps.flag_types import INT_MAX, MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
@@ -119,6 +120,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     _register_limits(p)
     _register_kv_cache(p)
+    add_distributed_flags(p)
     p.set_defaults(run=run_server, server_parser=p)
 
 
@@ -180,6 +182,10 @@ def check_flags(args: argparse.Namespace) -> None:
     problem = scripted_flags_problem(args)
     if problem is not None:
         parser.error(problem)
+    try:
+        distributed_options(args)
+    except Ds4Error as exc:
+        parser.error(str(exc))
 
 
 def _register_kv_cache(p: argparse.ArgumentParser) -> None:
@@ -332,6 +338,7 @@ def run_server(args: argparse.Namespace) -> int:
         header_timeout=args.header_timeout,
         idle_timeout=args.idle_timeout,
         body_timeout=args.body_timeout,
+        distributed=distributed_options(args),
     )
     # access lines, KV cache decisions and warnings: one handler, text or JSON
     configure_server_logging(args.log_format)

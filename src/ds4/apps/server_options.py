@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ds4.domain.distributed.target import DistributedOptions
 from ds4.domain.kvcache.policy import KvCacheOptions
 
 # Prefill in chunks of ds4's own chunk size (the DSV4 payload header's), so a cancelled
@@ -41,3 +42,4 @@ class ServerOptions:
     kv_disk_dir: str | None = None  # the disk KV cache directory (None: disabled)
     kv_cache: KvCacheOptions = field(default_factory=KvCacheOptions)
     kv_mem_bytes: int = DEFAULT_KV_MEM_MIB << 20  # in-memory checkpoints (0: none)
+    distributed: DistributedOptions | None = None  # layer ranges on Ray workers
