@@ -89,8 +89,8 @@ def test_banner_python_line_runs_on_the_standard_library_alone(server: LiveServe
         [sys.executable, "-S", "-c", match.group(1)],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert len(done.stdout.split()) >= 3
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.endswith("\n")  # the answer's content (a sample: may be short)
 
 
 def test_read_file_round_trip(server: LiveServer) -> None:
