@@ -5,7 +5,8 @@ per output value); nothing is dequantized or copied. Activations are f32 and qua
 natively as the weight type requires (per-32 with f32 scale for Q8_0, Q8_K for K-quants
 and IQ2_XXS). `impl` picks the kernels: "auto" (best this CPU has), "scalar" (the nominal
 formulas, bit-identical to the numpy reference) or a SIMD set by name ("avx2" on x86-64,
-"neon" on aarch64, which uses SDOT where the CPU has it).
+"avx512" on x86-64 with AVX-512 VBMI and VNNI, "neon" on aarch64, which uses SDOT where
+the CPU has it).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ U8 = npt.NDArray[np.uint8]
 _ffi = _native_cpu.ffi
 _lib = _native_cpu.lib
 
-IMPLS: dict[str, int] = {"auto": 0, "scalar": 1, "avx2": 2, "neon": 3}
+IMPLS: dict[str, int] = {"auto": 0, "scalar": 1, "avx2": 2, "neon": 3, "avx512": 4}
 MATMUL_TYPES = frozenset(
     {GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K,
      GGMLType.IQ2_XXS}
