@@ -189,17 +189,31 @@ def prefill_rows(sides: list[Side], rounds: int, n_tok: int, int8_peak: float) -
 
 
 def fixed_cost_rows(sides: list[Side], rounds: int) -> None:
-    """Microseconds per call of products too small to be bandwidth- or compute-bound."""
+    """Microseconds per call of products too small to be bandwidth- or compute-bound:
+    the C entry through cffi (old, new, new with the pool spinning 30 us between jobs)
+    and new through the Python wrapper (cpu_kernels.matvec)."""
+    from ds4.adapters.compute import cpu_kernels as ck
+
     rng = np.random.default_rng(3)
-    print("\nfixed cost per call (C entry through cffi), microseconds; best round")
-    print(f"{'type':8s} {'k x m':>11s} {'old':>7s} {'new':>7s}  new/old  spread")
+    print("\nfixed cost per call, microseconds, best round (spin: workers spin 30 us)")
+    print(f"{'type':8s} {'k x m':>11s} {'old':>7s} {'new':>7s} {'spin':>7s} {'python':>7s}"
+          "  new/old  per-round")  # fmt: skip
     for t, cols, rows in ((Q8, 256, 64), (Q8, 512, 256), (Q8, 1024, 512)):
         w = random_blocks(t, rows, cols, rng)
         x = rng.standard_normal(cols).astype(np.float32)
         y = np.zeros(rows, np.float32)
         fns = [side.call(int(t), w, rows, cols, x, y) for side in sides]
         t_old, t_new, ratios = alternate(fns[0], fns[1], rounds, 2000)
+        ck.set_pool_spin_us(30)
+        _, t_spin, _ = alternate(fns[0], fns[1], max(3, rounds // 3), 2000)
+        ck.set_pool_spin_us(0)
+
+        def wrapped(w: U8 = w, x: F32 = x, t: GGMLType = t) -> object:
+            return ck.matvec(w, t, x)
+
+        _, t_py, _ = alternate(fns[0], wrapped, max(3, rounds // 3), 2000)
         print(f"{t.name:8s} {cols:5d}x{rows:<5d} {t_old * 1e6:7.2f} {t_new * 1e6:7.2f}"
+              f" {t_spin * 1e6:7.2f} {t_py * 1e6:7.2f}"
               f"  {t_old / t_new:6.2f}x  {spread(ratios)}")  # fmt: skip
 
 

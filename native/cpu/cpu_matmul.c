@@ -124,6 +124,11 @@ int ds4_cpu_set_threads(int n_threads) {
 
 int ds4_cpu_threads(void) { return ds4_pool_threads(); }
 
+int ds4_cpu_set_pool_spin_us(int us) {
+    if (us < 0 || us > 10000) return DS4_CPU_BAD_SHAPE;
+    return ds4_pool_set_spin(1000L * us) == 0 ? DS4_CPU_OK : DS4_CPU_BAD_SHAPE;
+}
+
 size_t ds4_cpu_row_bytes(int type, size_t cols) {
     int kind;
     size_t bv, bb;
