@@ -78,7 +78,8 @@ class Side:
     def __init__(self, mod: Any) -> None:
         self.ffi, self.lib = mod.ffi, mod.lib
 
-    def call(self, t: int, w: U8, rows: int, cols: int, x: F32, y: F32) -> Callable[[], int]:
+    def call(self, t: int, w: U8, rows: int, cols: int, x: F32, y: F32) -> Callable[..., int]:
+        """ds4_cpu_matmul on fixed buffers; the optional argument offsets the weights."""
         ffi, lib = self.ffi, self.lib
         wp = ffi.cast("uint8_t *", w.ctypes.data)
         xp = ffi.cast("float *", x.ctypes.data)
