@@ -21,16 +21,16 @@ AVX512 static inline float hsum512(__m512 v) {
     return _mm_cvtss_f32(q);
 }
 
-/* Q2_K times table: byte 4s + i holds i * s for a 4-bit scale s and a 2-bit code i, so
- * one 64-byte permute turns codes into scale * code (at most 45: a u8 operand of the
- * int8 dot instruction) and the per-16 scale multiply disappears from the inner loop. */
-#define Q2K_ROW(s) 0, s, 2 * (s), 3 * (s)
-static const uint8_t q2k_times[64] __attribute__((aligned(64))) = {
-    Q2K_ROW(0),  Q2K_ROW(1),  Q2K_ROW(2),  Q2K_ROW(3),  Q2K_ROW(4),  Q2K_ROW(5),
-    Q2K_ROW(6),  Q2K_ROW(7),  Q2K_ROW(8),  Q2K_ROW(9),  Q2K_ROW(10), Q2K_ROW(11),
-    Q2K_ROW(12), Q2K_ROW(13), Q2K_ROW(14), Q2K_ROW(15),
+/* Q2_K times table: dword s holds the bytes 0, s, 2s, 3s for a 4-bit scale s, so one
+ * dword permute by the 16 scales gives the block's table (byte 4k + i = i * scale_k) and
+ * one byte permute turns codes into scale * code (at most 45: a u8 operand of the int8
+ * dot instruction); the per-16 scale multiply leaves the inner loop. */
+static const uint32_t q2k_times[16] __attribute__((aligned(64))) = {
+#define T(s) (uint32_t)((s) << 8 | (2 * (s)) << 16 | (3 * (s)) << 24)
+    T(0), T(1), T(2),  T(3),  T(4),  T(5),  T(6),  T(7),
+    T(8), T(9), T(10), T(11), T(12), T(13), T(14), T(15),
+#undef T
 };
-#undef Q2K_ROW
 
 /* Byte b of step m's table index base: 4 * sub-block (4m + b/16), the sub-block of the
  * 16 values in 128-bit lane b/16 when the zmm holds values 64m .. 64m + 63. */
@@ -43,19 +43,9 @@ static const uint8_t q2k_base[4][64] __attribute__((aligned(64))) = {
 #undef STEP
 #undef LANE
 
-/* Byte 4k + i of the block's table comes from times[4 * scale_k + i]. */
-#define REP4(k) k, k, k, k
-static const uint8_t q2k_rep4[64] __attribute__((aligned(64))) = {
-    REP4(0), REP4(1), REP4(2),  REP4(3),  REP4(4),  REP4(5),  REP4(6),  REP4(7),
-    REP4(8), REP4(9), REP4(10), REP4(11), REP4(12), REP4(13), REP4(14), REP4(15),
-};
-#undef REP4
-
 AVX512 static float dot_q2_k(const uint8_t *w, const void *act, size_t cols) {
     const ds4_block_q8k *y = act;
     const __m512i times = _mm512_load_si512((const void *)q2k_times);
-    const __m512i rep4 = _mm512_load_si512((const void *)q2k_rep4);
-    const __m512i iota4 = _mm512_set1_epi32(0x03020100);
     const __m512i mask3 = _mm512_set1_epi8(3);
     const __m128i mask4 = _mm_set1_epi8(15);
     /* low 256 bits take code pair j, the high 256 bits pair j + 1 of the same bytes */
@@ -67,8 +57,7 @@ AVX512 static float dot_q2_k(const uint8_t *w, const void *act, size_t cols) {
         const int8_t *q8 = y[b].q;
         __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)w);
         /* this block's scale * code table: byte 4k + i = i * (sc[k] & 15) */
-        __m512i sidx = _mm512_permutexvar_epi8(rep4, _mm512_castsi128_si512(_mm_and_si128(sc, mask4)));
-        __m512i table = _mm512_permutexvar_epi8(_mm512_or_si512(_mm512_slli_epi16(sidx, 2), iota4), times);
+        __m512i table = _mm512_permutexvar_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(sc, mask4)), times);
         __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), mask4));
         __m256i summs = _mm256_madd_epi16(
             mins, _mm256_loadu_si256((const __m256i *)(const void *)y[b].bsums));
@@ -85,10 +74,12 @@ AVX512 static float dot_q2_k(const uint8_t *w, const void *act, size_t cols) {
             __m512i xq = _mm512_loadu_si512((const void *)(q8 + 64 * m));
             isum = _mm512_dpbusd_epi32(isum, wq, xq);
         }
-        float dall = y[b].d * _cvtsh_ss(rd_u16(w + 80));
-        float dmin = y[b].d * _cvtsh_ss(rd_u16(w + 82));
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(dall), _mm512_cvtepi32_ps(isum), acc);
-        macc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(summs), macc);
+        /* (d * f16 all, d * f16 min) in lanes 0 and 1: the scalar kernel's products */
+        __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)rd_u32(w + 80))),
+                               _mm_set1_ps(y[b].d));
+        acc = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(isum), acc);
+        macc = _mm256_fmadd_ps(_mm256_permutexvar_ps(_mm256_set1_epi32(1), _mm256_castps128_ps256(dd)),
+                               _mm256_cvtepi32_ps(summs), macc);
     }
     __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(macc), _mm256_extractf128_ps(macc, 1));
     m4 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
