@@ -11,6 +11,7 @@ the CPU has it).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,6 +195,8 @@ def _f32_rows(x: npt.ArrayLike) -> F32:
 
 
 def _matmul_type(ggml_type: GGMLType | int) -> GGMLType:
+    if ggml_type in MATMUL_TYPES and isinstance(ggml_type, GGMLType):
+        return ggml_type  # the common call: no enum construction (part of the fixed cost)
     try:
         kind = GGMLType(int(ggml_type))
     except ValueError:
@@ -203,11 +206,16 @@ def _matmul_type(ggml_type: GGMLType | int) -> GGMLType:
     return kind
 
 
+@functools.lru_cache(maxsize=256)
+def _row_bytes(kind: int, cols: int) -> int:
+    return int(_lib.ds4_cpu_row_bytes(kind, cols))
+
+
 def _check_rows(raw: U8, kind: GGMLType, cols: int, what: str) -> tuple[int, int]:
     """(rows, row_stride) of a raw 2-D block view whose rows hold `cols` values."""
     if raw.dtype != np.uint8 or raw.ndim != 2:
         raise Ds4Error(f"{what}: expected 2-D uint8 raw blocks, got {raw.dtype} {raw.shape}")
-    need = int(_lib.ds4_cpu_row_bytes(int(kind), cols))
+    need = _row_bytes(int(kind), cols)
     if need == 0 or raw.shape[1] != need:
         raise Ds4Error(f"{what}: {kind.name} rows of {cols} values need {need or 'whole-block'} "
                        f"bytes, got {raw.shape[1]}")  # fmt: skip
