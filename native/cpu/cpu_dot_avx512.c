@@ -47,7 +47,6 @@ AVX512 static float dot_q2_k(const uint8_t *w, const void *act, size_t cols) {
     const ds4_block_q8k *y = act;
     const __m512i times = _mm512_load_si512((const void *)q2k_times);
     const __m512i mask3 = _mm512_set1_epi8(3);
-    const __m128i mask4 = _mm_set1_epi8(15);
     /* low 256 bits take code pair j, the high 256 bits pair j + 1 of the same bytes */
     const __m512i shift_lo = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
     const __m512i shift_hi = _mm512_set_epi64(6, 6, 6, 6, 4, 4, 4, 4);
@@ -57,8 +56,9 @@ AVX512 static float dot_q2_k(const uint8_t *w, const void *act, size_t cols) {
         const int8_t *q8 = y[b].q;
         __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)w);
         /* this block's scale * code table: byte 4k + i = i * (sc[k] & 15) */
-        __m512i table = _mm512_permutexvar_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(sc, mask4)), times);
-        __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), mask4));
+        /* vpermd reads the low 4 bits of each index: the scale nibble, no masking */
+        __m512i table = _mm512_permutexvar_epi32(_mm512_cvtepu8_epi32(sc), times);
+        __m256i mins = _mm256_srli_epi16(_mm256_cvtepu8_epi16(sc), 4);
         __m256i summs = _mm256_madd_epi16(
             mins, _mm256_loadu_si256((const __m256i *)(const void *)y[b].bsums));
         __m512i isum = _mm512_setzero_si512();
