@@ -1,18 +1,20 @@
 """The native CPU kernels of the working tree against a previous git revision, side by side
-in one process: per weight type and shape, decode streaming from memory, decode with the
-weights in cache, prefill GMAC/s (n tokens) next to the probed int8 peak, and the fixed
-cost of one small call.
+in one process: per weight type and shape, decode streaming from memory (rotating over
+768 MiB of copies), decode with the weights in cache (the first 1.5 MiB of rows,
+repeated), prefill GMAC/s (n tokens) next to the probed int8 peak, and the fixed cost of
+one small call (C entry, with the pool spinning, and through the Python wrapper).
 
 The old revision's native/ tree is compiled into a second cffi module (same builder, same
 flags) and loaded next to the working tree's ds4._native_cpu; both are driven through
 their public ds4_cpu_matmul with the same weight bytes and activations, the same pool
 size, old and new alternating which goes first in every round. Each row prints the best
-round of each side, new/old of the best rounds and the spread (min..max) of the per-round
-ratios, so machine load shows as noise instead of as a speed-up. Outputs are checked
+round of each side, new/old of the best rounds and the median [quartiles] of the
+per-round ratios, so machine load shows as noise instead of as a speed-up (many short
+rounds: the best ones ran with the core to themselves). Outputs are checked
 against each other (within the f32 order bound) before any timing.
 
-Run: PYTHONPATH=src .venv/bin/python bench/kernel_vs_previous_bench.py [--rev main]
-[--rounds 7] [--threads 2]
+Run: PYTHONPATH=src:. .venv/bin/python bench/kernel_vs_previous_bench.py [--rev main]
+[--rounds 15] [--threads 2] [--only decode|prefill|fixed]
 """
 
 from __future__ import annotations
