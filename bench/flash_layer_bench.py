@@ -142,7 +142,16 @@ def main() -> None:
     ap.add_argument("--decode", type=int, default=16, help="decode steps after the prefill")
     ap.add_argument("--numerics", choices=["ds4", "exact"], default="ds4")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--compare", choices=sorted(cpu_kernels.IMPLS), default=None,
+                    help="also run the layer on this kernel set over the same weights, "
+                         "alternating with the chosen set (--rounds times), and print the "
+                         "ratios (default: no comparison)")  # fmt: skip
+    ap.add_argument("--rounds", type=int, default=2, help="alternations for --compare")
     args = ap.parse_args()
+    if args.compare and args.compare not in cpu_kernels.available_impls():
+        ap.error(f"--compare {args.compare}: not available (have {cpu_kernels.available_impls()})")
+    if not 1 <= args.rounds <= 100:
+        ap.error("--rounds must be 1..100")
     if args.threads:
         cpu_kernels.set_threads(args.threads)
     hp = dataclasses.replace(
@@ -190,6 +199,38 @@ def main() -> None:
               f"{nbytes / 1e6:.1f} MB of weights -> {rate / 1e9:.1f} GB/s = "
               f"{rate / bandwidth:.1%} of bandwidth")  # fmt: skip
     print(f"indexer projections read per step: {indexer_active}")
+    if args.compare:
+        other = NativeForward(hp, model, weights, numerics, cpu_kernels.IMPLS[args.compare])
+        compare(fwd, other, ids, args.prefill, args.rounds, f"{impl}/{args.compare}")
+
+
+def compare(
+    a: NativeForward,
+    b: NativeForward,
+    ids: npt.NDArray[np.int64],
+    n_pre: int,
+    rounds: int,
+    label: str,
+) -> None:
+    """Prefill and decode of two kernel sets over the same weights, alternating which
+    goes first; best times, and a/b speed ratios (>1: a is faster)."""  # fmt: skip
+    best_pre = [float("inf")] * 2
+    best_dec = [float("inf")] * 2
+    for r in range(rounds):
+        for k in (0, 1) if r % 2 == 0 else (1, 0):
+            fwd = (a, b)[k]
+            seq = fwd.new_seq()
+            t0 = time.perf_counter()
+            fwd.run(seq, ids[:n_pre])
+            best_pre[k] = min(best_pre[k], time.perf_counter() - t0)
+            for i in range(n_pre, ids.shape[0]):
+                before = fwd.native_seconds
+                fwd.run(seq, ids[i : i + 1])
+                best_dec[k] = min(best_dec[k], fwd.native_seconds - before)
+    print(f"{label} side by side, best of {rounds} rounds: prefill "
+          f"{n_pre / best_pre[0]:.1f} / {n_pre / best_pre[1]:.1f} tok/s = "
+          f"{best_pre[1] / best_pre[0]:.2f}x; decode {best_dec[0] * 1e3:.2f} / "
+          f"{best_dec[1] * 1e3:.2f} ms/token = {best_dec[1] / best_dec[0]:.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

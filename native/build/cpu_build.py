@@ -33,6 +33,7 @@ ffibuilder.set_source(
         "native/cpu/cpu_actquant.c",
         "native/cpu/cpu_dot_scalar.c",
         "native/cpu/cpu_dot_avx2.c",
+        "native/cpu/cpu_dot_avx512.c",
         "native/cpu/cpu_dot_neon.c",
         "native/cpu/cpu_matmul.c",
         "native/cpu/cpu_moe.c",

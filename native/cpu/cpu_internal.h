@@ -80,6 +80,13 @@ static inline void q4k_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
 /* One dot kernel: weight row w (cols values) with a prepared activation. */
 typedef float (*ds4_dot_fn)(const uint8_t *w, const void *act, size_t cols);
 
+/* A prefill tile: TILE_ROWS rows (row_stride apart) times TILE_TOKS prepared
+ * activations; y[t * y_stride + r] receives row r . token t, bit-identical to the row
+ * kernel of the same table. */
+enum { Q8_0_TILE_ROWS = 4, Q8_0_TILE_TOKS = 4 };
+typedef void (*ds4_tile_fn)(const uint8_t *w, size_t row_stride, const void *const *acts,
+                            size_t cols, float *y, size_t y_stride);
+
 typedef struct {
     ds4_dot_fn f32, f16, bf16, q8_0, q2_k, q4_k, iq2_xxs;
 } ds4_dot_table;
@@ -87,6 +94,9 @@ typedef struct {
 extern const ds4_dot_table ds4_dots_scalar;
 #if defined(__x86_64__) || defined(__i386__)
 extern const ds4_dot_table ds4_dots_avx2;
+/* AVX-512 VNNI kernels (cpu_dot_avx512.c); call only where ds4_cpu_have_avx512(). */
+ds4_dot_fn ds4_dot_avx512_q2_k(void);
+ds4_tile_fn ds4_tile_avx512_q8_0(void);
 #endif
 #if defined(__aarch64__)
 extern const ds4_dot_table ds4_dots_neon;       /* baseline ARMv8 NEON */

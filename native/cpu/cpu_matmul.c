@@ -2,6 +2,8 @@
  * activations the weight type needs, then split output rows over the thread pool.
  * Each output value is one dot-kernel call on one (row, token) pair, so the result is
  * the same for any thread count and any batch the token sits in. */
+#include <pthread.h>
+
 #include "cpu_internal.h"
 #include "cpu_pool.h"
 
@@ -41,11 +43,25 @@ static int have_avx2(void) {
 #endif
 }
 
+/* Everything the AVX-512 kernels use: byte/word ops, the 64-byte permute (VBMI) and the
+ * int8 dot (VNNI). A CPU with AVX-512 but without VBMI or VNNI keeps the AVX2 set. */
+static int have_avx512(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    return have_avx2() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vbmi") &&
+           __builtin_cpu_supports("avx512vnni");
+#else
+    return 0;
+#endif
+}
+
 int ds4_cpu_impl_available(int impl) {
     switch (impl) {
     case DS4_CPU_IMPL_AUTO:
     case DS4_CPU_IMPL_SCALAR: return 1;
     case DS4_CPU_IMPL_AVX2: return have_avx2();
+    case DS4_CPU_IMPL_AVX512: return have_avx512();
 #if defined(__aarch64__)
     case DS4_CPU_IMPL_NEON: return 1;  /* Advanced SIMD is mandatory on aarch64 */
 #endif
@@ -57,9 +73,22 @@ int ds4_cpu_best_impl(void) {
 #if defined(__aarch64__)
     return DS4_CPU_IMPL_NEON;
 #else
+    if (have_avx512()) return DS4_CPU_IMPL_AVX512;
     return have_avx2() ? DS4_CPU_IMPL_AVX2 : DS4_CPU_IMPL_SCALAR;
 #endif
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+/* The AVX-512 set: the AVX2 row kernels with Q2_K's replaced (Q8_0 keeps the AVX2 row
+ * kernel, whose arithmetic the AVX-512 prefill tile reproduces bit for bit). */
+static ds4_dot_table dots_avx512;
+static pthread_once_t dots_avx512_once = PTHREAD_ONCE_INIT;
+
+static void build_avx512_table(void) {
+    dots_avx512 = ds4_dots_avx2;
+    dots_avx512.q2_k = ds4_dot_avx512_q2_k();
+}
+#endif
 
 const ds4_dot_table *ds4_cpu_dot_table(int impl) {
     ds4_cpu_tables_init();
@@ -67,6 +96,10 @@ const ds4_dot_table *ds4_cpu_dot_table(int impl) {
     if (!ds4_cpu_impl_available(impl)) return NULL;
 #if defined(__x86_64__) || defined(__i386__)
     if (impl == DS4_CPU_IMPL_AVX2) return &ds4_dots_avx2;
+    if (impl == DS4_CPU_IMPL_AVX512) {
+        pthread_once(&dots_avx512_once, build_avx512_table);
+        return &dots_avx512;
+    }
 #endif
 #if defined(__aarch64__)
     if (impl == DS4_CPU_IMPL_NEON)
@@ -75,11 +108,26 @@ const ds4_dot_table *ds4_cpu_dot_table(int impl) {
     return impl == DS4_CPU_IMPL_SCALAR ? &ds4_dots_scalar : NULL;
 }
 
+/* The prefill tile kernel of a table and weight type, or NULL where there is none. */
+static ds4_tile_fn pick_tile(const ds4_dot_table *table, int type) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (table == &dots_avx512 && type == T_Q8_0) return ds4_tile_avx512_q8_0();
+#endif
+    (void)table;
+    (void)type;
+    return NULL;
+}
+
 int ds4_cpu_set_threads(int n_threads) {
     return ds4_pool_set_threads(n_threads) == 0 ? DS4_CPU_OK : DS4_CPU_BAD_SHAPE;
 }
 
 int ds4_cpu_threads(void) { return ds4_pool_threads(); }
+
+int ds4_cpu_set_pool_spin_us(int us) {
+    if (us < 0 || us > 10000) return DS4_CPU_BAD_SHAPE;
+    return ds4_pool_set_spin(1000L * us) == 0 ? DS4_CPU_OK : DS4_CPU_BAD_SHAPE;
+}
 
 size_t ds4_cpu_row_bytes(int type, size_t cols) {
     int kind;
@@ -98,14 +146,34 @@ typedef struct {
     size_t row_stride, rows, cols, n_tok, act_bytes;
     const uint8_t *acts;       /* n_tok prepared activations, act_bytes apart */
     const ds4_dot_fn *dots;    /* per token: SIMD kernel, or scalar for -128 codes */
+    ds4_tile_fn tile;          /* rows x tokens tile kernel, or NULL */
     float *y;
 } matmul_job;
+
+/* Tokens t .. t + TILE_TOKS of rows r0 .. r1 through the tile kernel (whole tiles) and
+ * the row kernels (the rows left over). */
+static void matmul_tile_tokens(const matmul_job *job, size_t r0, size_t r1, size_t t) {
+    const void *acts[Q8_0_TILE_TOKS];
+    for (int i = 0; i < Q8_0_TILE_TOKS; i++) acts[i] = job->acts + (t + i) * job->act_bytes;
+    size_t r = r0;
+    for (; r + Q8_0_TILE_ROWS <= r1; r += Q8_0_TILE_ROWS)
+        job->tile(job->w + r * job->row_stride, job->row_stride, acts, job->cols,
+                  job->y + t * job->rows + r, job->rows);
+    for (; r < r1; r++)
+        for (int i = 0; i < Q8_0_TILE_TOKS; i++)
+            job->y[(t + i) * job->rows + r] =
+                job->dots[t + i](job->w + r * job->row_stride, acts[i], job->cols);
+}
 
 static void matmul_rows(void *ctx, size_t begin, size_t end) {
     const matmul_job *job = ctx;
     for (size_t r0 = begin; r0 < end; r0 += ROW_TILE) {
         size_t r1 = r0 + ROW_TILE < end ? r0 + ROW_TILE : end;
-        for (size_t t = 0; t < job->n_tok; t++) {
+        size_t t0 = 0;
+        if (job->tile)
+            for (; t0 + Q8_0_TILE_TOKS <= job->n_tok; t0 += Q8_0_TILE_TOKS)
+                matmul_tile_tokens(job, r0, r1, t0);
+        for (size_t t = t0; t < job->n_tok; t++) {
             const void *act = job->acts + t * job->act_bytes;
             float *yt = job->y + t * job->rows;
             for (size_t r = r0; r < r1; r++)
@@ -145,13 +213,17 @@ int ds4_cpu_matmul(int type, const uint8_t *w, size_t row_stride, size_t rows, s
         ds4_scratch_reset(mark);
         return DS4_CPU_NO_MEMORY;
     }
+    int any_exact = 0;
     for (size_t t = 0; t < n_tok; t++) {
         if (kind != ACT_F32) prepare_act(kind, x + t * cols, cols, acts + t * act_bytes);
         int exact = kind != ACT_F32 && ds4_cpu_act_has_min_code(kind, acts + t * act_bytes, cols);
+        any_exact |= exact;
         dots[t] = ds4_cpu_pick_dot(exact ? &ds4_dots_scalar : table, type);
     }
+    /* the tile serves batches whose tokens all take the table's row kernel */
+    ds4_tile_fn tile = any_exact || n_tok < Q8_0_TILE_TOKS ? NULL : pick_tile(table, type);
     matmul_job job = {w, row_stride, rows, cols, n_tok, act_bytes,
-                      kind == ACT_F32 ? (const uint8_t *)x : acts, dots, y};
+                      kind == ACT_F32 ? (const uint8_t *)x : acts, dots, tile, y};
     /* Small chunks balance the load; a multiple of the tile keeps tiles whole. A small
      * product runs on the calling thread: waking the pool would cost more. */
     size_t grain = ROW_TILE * (n_tok > 1 ? 1 : 4);

@@ -10,6 +10,8 @@ typedef void (*ds4_pool_fn)(void *ctx, size_t begin, size_t end);
 /* Resize the pool to n threads in total (the caller counts as one). */
 int ds4_pool_set_threads(int n);
 int ds4_pool_threads(void);
+/* How long idle workers spin before sleeping, 0..10^7 ns (default 0: sleep at once). */
+int ds4_pool_set_spin(long ns);
 
 /* Run fn over [0, n_items) in chunks of `grain` items; returns when all are done.
  * Calls from several threads are serialized. */

@@ -23,7 +23,8 @@ enum {
     DS4_CPU_IMPL_AUTO = 0,
     DS4_CPU_IMPL_SCALAR = 1,
     DS4_CPU_IMPL_AVX2 = 2,
-    DS4_CPU_IMPL_NEON = 3   /* aarch64; uses SDOT where the CPU reports it */
+    DS4_CPU_IMPL_NEON = 3,  /* aarch64; uses SDOT where the CPU reports it */
+    DS4_CPU_IMPL_AVX512 = 4 /* x86-64 with AVX-512 F/BW/VL/DQ/VBMI/VNNI; AVX2 for the rest */
 };
 
 /* Q8_K activation block (docs/reference/formats.md §4.7): 292 bytes, no padding. */
@@ -45,6 +46,10 @@ int ds4_cpu_best_impl(void);
 /* Thread pool size (1..256); the pool is created once and reused. */
 int ds4_cpu_set_threads(int n_threads);
 int ds4_cpu_threads(void);
+/* Microseconds idle pool workers spin before sleeping (0..10000; default 0). Spinning
+ * saves the wake-up of back-to-back small products on otherwise idle cores and costs
+ * time where the cores are shared. */
+int ds4_cpu_set_pool_spin_us(int us);
 
 /* Activation quantization. q8a: ceil(n/32) blocks (a partial tail is zero-padded);
  * q8k: n must be a multiple of 256. */

@@ -5,11 +5,13 @@ per output value); nothing is dequantized or copied. Activations are f32 and qua
 natively as the weight type requires (per-32 with f32 scale for Q8_0, Q8_K for K-quants
 and IQ2_XXS). `impl` picks the kernels: "auto" (best this CPU has), "scalar" (the nominal
 formulas, bit-identical to the numpy reference) or a SIMD set by name ("avx2" on x86-64,
-"neon" on aarch64, which uses SDOT where the CPU has it).
+"avx512" on x86-64 with AVX-512 VBMI and VNNI, "neon" on aarch64, which uses SDOT where
+the CPU has it).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +29,7 @@ U8 = npt.NDArray[np.uint8]
 _ffi = _native_cpu.ffi
 _lib = _native_cpu.lib
 
-IMPLS: dict[str, int] = {"auto": 0, "scalar": 1, "avx2": 2, "neon": 3}
+IMPLS: dict[str, int] = {"auto": 0, "scalar": 1, "avx2": 2, "neon": 3, "avx512": 4}
 MATMUL_TYPES = frozenset(
     {GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K,
      GGMLType.IQ2_XXS}
@@ -65,6 +67,12 @@ def set_threads(n: int) -> None:
     """Resize the persistent pool (the calling thread counts as one)."""
     if not 1 <= n <= 256 or _lib.ds4_cpu_set_threads(n) != 0:
         raise Ds4Error(f"cannot use {n} CPU threads (1..256)")
+
+
+def set_pool_spin_us(us: int) -> None:
+    """How long idle pool workers spin before sleeping (0 = sleep at once, the default)."""
+    if not 0 <= us <= 10000 or _lib.ds4_cpu_set_pool_spin_us(us) != 0:
+        raise Ds4Error(f"pool spin of {us} us is out of range (0..10000)")
 
 
 def threads() -> int:
@@ -187,6 +195,8 @@ def _f32_rows(x: npt.ArrayLike) -> F32:
 
 
 def _matmul_type(ggml_type: GGMLType | int) -> GGMLType:
+    if ggml_type in MATMUL_TYPES and isinstance(ggml_type, GGMLType):
+        return ggml_type  # the common call: no enum construction (part of the fixed cost)
     try:
         kind = GGMLType(int(ggml_type))
     except ValueError:
@@ -196,11 +206,16 @@ def _matmul_type(ggml_type: GGMLType | int) -> GGMLType:
     return kind
 
 
+@functools.lru_cache(maxsize=256)
+def _row_bytes(kind: int, cols: int) -> int:
+    return int(_lib.ds4_cpu_row_bytes(kind, cols))
+
+
 def _check_rows(raw: U8, kind: GGMLType, cols: int, what: str) -> tuple[int, int]:
     """(rows, row_stride) of a raw 2-D block view whose rows hold `cols` values."""
     if raw.dtype != np.uint8 or raw.ndim != 2:
         raise Ds4Error(f"{what}: expected 2-D uint8 raw blocks, got {raw.dtype} {raw.shape}")
-    need = int(_lib.ds4_cpu_row_bytes(int(kind), cols))
+    need = _row_bytes(int(kind), cols)
     if need == 0 or raw.shape[1] != need:
         raise Ds4Error(f"{what}: {kind.name} rows of {cols} values need {need or 'whole-block'} "
                        f"bytes, got {raw.shape[1]}")  # fmt: skip
@@ -230,7 +245,11 @@ def _impl_code(impl: str, n_threads: int | None) -> int:
 
 
 def _ptr(ctype: str, arr: npt.NDArray[Any]) -> Any:
-    """A pointer to arr's first element (valid while the caller holds arr)."""
+    """A pointer to arr's first element (valid while the caller holds arr). from_buffer
+    for contiguous arrays: a few times cheaper than arr.ctypes, which dominated the fixed
+    cost of a small product."""
+    if arr.flags.c_contiguous and arr.size:
+        return _ffi.from_buffer(ctype.replace(" *", "[]"), arr)
     return _ffi.cast(ctype, arr.ctypes.data)
 
 
