@@ -168,10 +168,11 @@ def add_backend_flags(parser: argparse.ArgumentParser) -> None:
     """--backend (cpu by default when the native kernels are built) and --threads."""
     parser.add_argument(
         "--backend",
-        choices=["cpu", "reference"],
+        choices=["cpu", "reference", "vulkan"],
         default=wiring.default_backend(),
         help="compute backend (cpu: native kernels on the mapped weights; reference: the "
-        "numpy engine checked against HF transformers)",
+        "numpy engine checked against HF transformers; vulkan: the reference engine with its "
+        "weight products on a Vulkan GPU, --numerics fp32 only, docs/vulkan.md)",
     )
     parser.add_argument(
         "-t",

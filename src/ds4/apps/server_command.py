@@ -65,10 +65,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--backend",
-        choices=("cpu", "reference", "scripted"),
+        choices=("cpu", "reference", "vulkan", "scripted"),
         default=wiring.default_backend(),
-        help="compute backend: cpu (native kernels), reference (numpy), or scripted, which "
-        "plays back --script outputs (for client tests)",
+        help="compute backend: cpu (native kernels), reference (numpy), vulkan (the reference "
+        "engine with its weight products on a Vulkan GPU; --numerics fp32 only), or scripted, "
+        "which plays back --script outputs (for client tests)",
     )
     p.add_argument(
         "-t",

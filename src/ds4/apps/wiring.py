@@ -126,9 +126,26 @@ def default_backend() -> str:
     return "cpu" if cpu_backend_available() else "reference"
 
 
+def vulkan_unavailable_reason() -> str | None:
+    """None where the Vulkan backend can run (loader, device, compiled shaders), else why."""
+    from ds4.adapters.compute.vulkan.runtime import unavailable_reason
+
+    return unavailable_reason()
+
+
 def check_backend(backend: str, numerics: str = "ds4") -> None:
     """Refuse an unusable `--backend`/`--numerics` before any file is opened."""
     if backend == "scripted":
+        return
+    if backend == "vulkan":
+        reason = vulkan_unavailable_reason()
+        if reason is not None:
+            raise Ds4Error(f"--backend vulkan: {reason}")
+        if numerics_named(numerics).activation_quant:
+            raise Ds4Error(
+                f"--backend vulkan runs --numerics fp32 only for now (not {numerics}): the "
+                "activation quantization of the ds4 numerics has no shader yet"
+            )
         return
     have = "cpu, reference" if cpu_backend_available() else "reference"
     if backend not in ("cpu", "reference") or (backend == "cpu" and "cpu" not in have):
@@ -147,7 +164,8 @@ def model_runner(
     script_token_delay: float = 0.0,
 ) -> ModelRunner:
     """The compute backend (`--backend`) over an opened model: native cpu, reference
-    numpy, or the scripted test double (no model). threads sizes the cpu backend's
+    numpy, vulkan (the reference forward with its weight products on the GPU), or the
+    scripted test double (no model). threads sizes the cpu backend's
     kernel pool (default: every core)."""
     check_backend(backend, numerics)
     if backend == "scripted":
@@ -162,6 +180,10 @@ def model_runner(
         from ds4.adapters.compute.cpu import cpu_runner
 
         return cpu_runner(model.file, model.hparams, numerics=numerics, threads=threads)
+    if backend == "vulkan":
+        from ds4.adapters.compute.vulkan.runner import vulkan_runner
+
+        return vulkan_runner(model.file, model.hparams, numerics=numerics)
     from ds4.adapters.compute.reference import reference_runner
 
     return reference_runner(

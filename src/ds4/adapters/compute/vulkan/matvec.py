@@ -44,6 +44,14 @@ class VulkanWeights:
     rows: int
     cols: int
     row_bytes: int
+    offset: int = 0  # byte offset of row 0 in buffer (views of expert tensors, row ranges)
+
+    def view(self, first_row: int, rows: int) -> VulkanWeights:
+        """rows [first_row, first_row + rows) of this tensor, sharing its buffer."""
+        if first_row < 0 or rows < 1 or first_row + rows > self.rows:
+            raise Ds4Error(f"rows {first_row}..{first_row + rows} outside 0..{self.rows}")
+        return VulkanWeights(self.rt, self.buffer, self.ggml_type, rows, self.cols,
+                             self.row_bytes, self.offset + first_row * self.row_bytes)  # fmt: skip
 
     def release(self) -> None:
         self.buffer.release()
@@ -101,13 +109,12 @@ def kernel_tables(rt: VulkanRuntime, w: VulkanWeights) -> list[Buffer]:
 
 
 def record_matmul(
-    rec: Recorder, w: VulkanWeights, x: Buffer, y: Buffer, n_tok: int, tables: list[Buffer],
-    w_offset: int = 0,
-) -> None:  # fmt: skip
+    rec: Recorder, w: VulkanWeights, x: Buffer, y: Buffer, n_tok: int, tables: list[Buffer]
+) -> None:
     """Record one matmul dispatch (for callers chaining kernels in one submission);
     `tables` from kernel_tables()."""
     buffers = [w.buffer, x, y, *tables]
-    push = struct.pack("<5I", w.rows, w.cols, n_tok, w.row_bytes, w_offset)
+    push = struct.pack("<5I", w.rows, w.cols, n_tok, w.row_bytes, w.offset)
     gx = min(w.rows, MAX_GROUPS)
     groups = (gx, -(-w.rows // gx), -(-n_tok // TOKENS_PER_GROUP))
     rec.dispatch(SHADERS[w.ggml_type], buffers, push, groups)
