@@ -165,7 +165,7 @@ def main() -> None:
         else:
             cdec = cpu_time(ck, raw, kind, 1, 20)
             cpre = cpu_time(ck, raw, kind, args.prefill_tokens, 3)
-            line += f"{raw.nbytes / cdec / 1e9:>13.3f}{cdec / dec:>8.2f}"
+            line += f"{raw.nbytes / cdec / 1e9:>13.3f}{cdec / dec:>8.3f}"
             line += f"{pre * 1e3:>10.2f}{cpre * 1e3:>11.2f}"
         print(line, flush=True)
         for w in ws:

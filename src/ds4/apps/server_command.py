@@ -72,6 +72,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "which plays back --script outputs (for client tests)",
     )
     p.add_argument(
+        "--numerics",
+        choices=("ds4", "exact", "fp32"),
+        default="ds4",
+        help="as for ds4 cli: ds4 (the engine's rounding points), exact (the same in strict "
+        "order, cpu backend) or fp32 (no low-precision simulation; what --backend vulkan runs)",
+    )
+    p.add_argument(
         "-t",
         "--threads",
         type=flag_types.int_in(1, MAX_THREADS),
@@ -323,6 +330,7 @@ def run_server(args: argparse.Namespace) -> int:
     options = ServerOptions(
         model=model,
         backend=args.backend,
+        numerics=args.numerics,
         threads=args.threads,
         script=args.script,
         script_token_delay=args.script_token_delay,
