@@ -1,8 +1,9 @@
 """Compiles native/vulkan/*.comp to SPIR-V with glslc; run by the package build (setup.py).
 
 Each shader is built twice (NAME.sg.spv with subgroup reductions, NAME.spv without) for
-Vulkan 1.1. Without glslc the build still succeeds: it writes MISSING saying why, and the
-Vulkan backend reports itself unavailable with that reason (docs/vulkan.md).
+Vulkan 1.1; the matvec shaders also as NAME_decode (one token per workgroup). Without
+glslc the build still succeeds: it writes MISSING saying why, and the Vulkan backend
+reports itself unavailable with that reason (docs/vulkan.md).
 """
 
 from __future__ import annotations
@@ -27,12 +28,16 @@ def compile_shaders(out_dir: Path) -> str | None:
         (out_dir / "MISSING").write_text(reason + "\n", encoding="utf-8")
         return reason
     for source in sorted(SOURCES.glob("*.comp")):
-        for variant, suffix in ((1, ".sg.spv"), (0, ".spv")):
-            target = out_dir / (source.stem + suffix)
-            subprocess.run(
-                [glslc, "--target-env=vulkan1.1", "-O", f"-DUSE_SUBGROUP={variant}",
-                 "-Werror", str(source), "-o", str(target)],
-                check=True, timeout=300,
-            )  # fmt: skip
+        # matvec kernels also get a one-token (decode) build: no token loop at all.
+        shapes = [("", [])] + ([("_decode", ["-DNT=1"])] if source.stem.startswith("matvec_")
+                               else [])  # fmt: skip
+        for name, defines in shapes:
+            for variant, suffix in ((1, ".sg.spv"), (0, ".spv")):
+                target = out_dir / (source.stem + name + suffix)
+                subprocess.run(
+                    [glslc, "--target-env=vulkan1.1", "-O", f"-DUSE_SUBGROUP={variant}",
+                     *defines, "-Werror", str(source), "-o", str(target)],
+                    check=True, timeout=300,
+                )  # fmt: skip
     (out_dir / "BUILT").write_text("ok\n", encoding="utf-8")
     return None

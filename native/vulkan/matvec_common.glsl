@@ -3,12 +3,15 @@
 // y[t][row] = sum_k W[row][k] * x[t][k] for raw GGUF weight rows W (row_bytes bytes each,
 // read as 32-bit words and picked apart here; no dequantized copy exists anywhere) and
 // f32 activations x. One workgroup per (row, group of NT tokens): the weights of a row
-// are decoded once for NT tokens. Each kernel file defines row_partial(), which adds
+// are decoded once for NT tokens. Token loops run to the constant NT (guarded by nt) so
+// the per-token accumulators stay in registers. Each kernel file defines row_partial(), which adds
 // its invocation's share of the row to acc[t] for the nt tokens from tok0.
 #include "subgroup.glsl"
 
 #define WG 64
-#define NT 8
+#ifndef NT
+#define NT 8  // tokens per workgroup; the build also makes an NT=1 (decode) variant
+#endif
 layout(local_size_x = WG) in;
 
 layout(std430, binding = 0) readonly buffer Weights { uint wdata[]; };

@@ -29,9 +29,9 @@ void row_partial(uint rb, uint tok0, uint nt, inout float acc[NT]) {
                 float v = code == 0u ? 8.0 : (code == 1u ? 25.0 : 43.0);
                 if (((signs >> i) & 1u) != 0u) v = -v;
                 uint k = b * 256u + 32u * gi + 8u * q + i;
-                for (uint t = 0; t < nt; ++t) part[t] += v * xval(tok0 + t, k);
+                for (uint t = 0; t < NT; ++t) if (t < nt) part[t] += v * xval(tok0 + t, k);
             }
         }
-        for (uint t = 0; t < nt; ++t) acc[t] += db * part[t];
+        for (uint t = 0; t < NT; ++t) if (t < nt) acc[t] += db * part[t];
     }
 }

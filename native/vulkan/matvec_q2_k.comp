@@ -21,12 +21,12 @@ void row_partial(uint rb, uint tok0, uint nt, inout float acc[NT]) {
         for (uint j = 0; j < 16u; ++j) {
             float q = float((byte_at(off + 16u + 32u * h + j0 + j) >> (2u * l)) & 3u);
             uint k = b * 256u + first + j;
-            for (uint t = 0; t < nt; ++t) {
+            for (uint t = 0; t < NT; ++t) if (t < nt) {
                 float x = xval(tok0 + t, k);
                 dot[t] += q * x;
                 sum[t] += x;
             }
         }
-        for (uint t = 0; t < nt; ++t) acc[t] += dl * dot[t] - ml * sum[t];
+        for (uint t = 0; t < NT; ++t) if (t < nt) acc[t] += dl * dot[t] - ml * sum[t];
     }
 }

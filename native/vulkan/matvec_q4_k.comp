@@ -28,12 +28,12 @@ void row_partial(uint rb, uint tok0, uint nt, inout float acc[NT]) {
         for (uint i = 0; i < 32u; ++i) {
             float q = float((byte_at(qoff + i) >> shift) & 15u);
             uint k = b * 256u + 32u * j + i;
-            for (uint t = 0; t < nt; ++t) {
+            for (uint t = 0; t < NT; ++t) if (t < nt) {
                 float x = xval(tok0 + t, k);
                 dot[t] += q * x;
                 sum[t] += x;
             }
         }
-        for (uint t = 0; t < nt; ++t) acc[t] += dl * dot[t] - ml * sum[t];
+        for (uint t = 0; t < NT; ++t) if (t < nt) acc[t] += dl * dot[t] - ml * sum[t];
     }
 }

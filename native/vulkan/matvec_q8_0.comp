@@ -12,8 +12,8 @@ void row_partial(uint rb, uint tok0, uint nt, inout float acc[NT]) {
         for (uint t = 0; t < NT; ++t) part[t] = 0.0;
         for (uint j = 0; j < 32u; ++j) {
             float q = float(sbyte_at(off + 2u + j));
-            for (uint t = 0; t < nt; ++t) part[t] += q * xval(tok0 + t, b * 32u + j);
+            for (uint t = 0; t < NT; ++t) if (t < nt) part[t] += q * xval(tok0 + t, b * 32u + j);
         }
-        for (uint t = 0; t < nt; ++t) acc[t] += d * part[t];
+        for (uint t = 0; t < NT; ++t) if (t < nt) acc[t] += d * part[t];
     }
 }

@@ -117,7 +117,8 @@ def record_matmul(
     push = struct.pack("<5I", w.rows, w.cols, n_tok, w.row_bytes, w.offset)
     gx = min(w.rows, MAX_GROUPS)
     groups = (gx, -(-w.rows // gx), -(-n_tok // TOKENS_PER_GROUP))
-    rec.dispatch(SHADERS[w.ggml_type], buffers, push, groups)
+    shader = SHADERS[w.ggml_type] + ("_decode" if n_tok == 1 else "")
+    rec.dispatch(shader, buffers, push, groups)
 
 
 def _kind(ggml_type: GGMLType | int) -> GGMLType:
