@@ -29,8 +29,9 @@ def compile_shaders(out_dir: Path) -> str | None:
         return reason
     for source in sorted(SOURCES.glob("*.comp")):
         # matvec kernels also get a one-token (decode) build: no token loop at all.
-        shapes = [("", [])] + ([("_decode", ["-DNT=1"])] if source.stem.startswith("matvec_")
-                               else [])  # fmt: skip
+        shapes: list[tuple[str, list[str]]] = [("", [])]
+        if source.stem.startswith("matvec_"):
+            shapes.append(("_decode", ["-DNT=1"]))
         for name, defines in shapes:
             for variant, suffix in ((1, ".sg.spv"), (0, ".spv")):
                 target = out_dir / (source.stem + name + suffix)
