@@ -54,3 +54,24 @@ def test_every_shader_source_is_built() -> None:
     for source in (ROOT / "native/vulkan").glob("*.comp"):
         for suffix in (".spv", ".sg.spv"):
             assert (out / (source.stem + suffix)).read_bytes()[:4] == b"\x03\x02\x23\x07"
+
+
+def test_a_bad_device_choice_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ds4.adapters.compute.vulkan import runtime
+
+    monkeypatch.setenv(runtime.DEVICE_ENV, "gpu0")
+    with pytest.raises(VulkanUnavailableError, match="DS4_VULKAN_DEVICE='gpu0' is not a device"):
+        runtime._device_index()
+    monkeypatch.setenv(runtime.DEVICE_ENV, "3")
+    assert runtime._device_index() == 3
+
+
+def test_a_device_index_past_the_last_is_refused() -> None:
+    from ds4.adapters.compute.vulkan.device import open_device
+    from ds4.adapters.compute.vulkan.runtime import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with pytest.raises(VulkanUnavailableError, match="index 99 out of range"):
+        open_device(99)
