@@ -7,8 +7,9 @@ import struct
 import numpy as np
 import numpy.typing as npt
 
+from ds4.adapters.compute.vulkan.buffers import Buffer
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime, runtime
-from ds4.adapters.compute.vulkan.submission import MAX_GROUPS
+from ds4.adapters.compute.vulkan.submission import MAX_GROUPS, Recorder
 from ds4.domain.errors import Ds4Error
 
 F32 = npt.NDArray[np.float32]
@@ -34,7 +35,14 @@ def attend_with_sinks(
             rt.scratch("attn.out", qs.nbytes)]  # fmt: skip
     for buf, data in zip(bufs[:3], (qs, rs, ss), strict=True):
         buf.write(data)
-    push = struct.pack("<IIIf", n_head, rs.shape[0], dim, scale)
-    rt.run(lambda rec: rec.dispatch("attn_sinks", bufs, push, (n_head, 1, 1)))
+    rt.run(lambda rec: record_attention(rec, bufs, n_head, rs.shape[0], dim, scale))
     out: F32 = bufs[4].read(np.float32, qs.size).reshape(qs.shape)
     return out
+
+
+def record_attention(
+    rec: Recorder, bufs: list[Buffer], n_head: int, n_rows: int, dim: int, scale: float
+) -> None:
+    """Record attention; bufs = [q, rows, sinks, scores scratch (H*N f32), out]."""
+    push = struct.pack("<IIIf", n_head, n_rows, dim, scale)
+    rec.dispatch("attn_sinks", bufs, push, (n_head, 1, 1))

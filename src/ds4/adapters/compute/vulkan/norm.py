@@ -7,8 +7,9 @@ import struct
 import numpy as np
 import numpy.typing as npt
 
+from ds4.adapters.compute.vulkan.buffers import Buffer
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime, runtime
-from ds4.adapters.compute.vulkan.submission import MAX_GROUPS
+from ds4.adapters.compute.vulkan.submission import MAX_GROUPS, Recorder
 from ds4.domain.errors import Ds4Error
 
 F32 = npt.NDArray[np.float32]
@@ -33,8 +34,16 @@ def rmsnorm(
                   rt.scratch("norm.y", xs.nbytes))  # fmt: skip
     xb.write(xs)
     wb.write(w)
-    push = struct.pack("<IIfI", dim, n_rows, eps, 0 if weight is None else 1)
-    gx = min(n_rows, MAX_GROUPS)
-    rt.run(lambda rec: rec.dispatch("rmsnorm", [xb, wb, yb], push, (gx, -(-n_rows // gx), 1)))
+    rt.run(lambda rec: record_rmsnorm(rec, xb, wb, yb, dim, n_rows, eps, weight is not None))
     out: F32 = yb.read(np.float32, xs.size).reshape(xs.shape)
     return out
+
+
+def record_rmsnorm(
+    rec: Recorder, x: Buffer, weight: Buffer, y: Buffer, dim: int, n_rows: int, eps: float,
+    weighted: bool,
+) -> None:  # fmt: skip
+    """Record y = rmsnorm(x) [* weight] over n_rows rows of dim (chained submissions)."""
+    push = struct.pack("<IIfI", dim, n_rows, eps, int(weighted))
+    gx = min(n_rows, MAX_GROUPS)
+    rec.dispatch("rmsnorm", [x, weight, y], push, (gx, -(-n_rows // gx), 1))

@@ -13,8 +13,9 @@ import struct
 import numpy as np
 import numpy.typing as npt
 
+from ds4.adapters.compute.vulkan.buffers import Buffer
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime, runtime
-from ds4.adapters.compute.vulkan.submission import MAX_GROUPS
+from ds4.adapters.compute.vulkan.submission import MAX_GROUPS, Recorder
 from ds4.domain.engine_math.rope import RopeParams, rope_angles
 from ds4.domain.errors import Ds4Error
 
@@ -49,10 +50,18 @@ def apply_rope(
     xb.write(xs)
     cb.write(cos)
     sb.write(sin)
-    total = n_tok * n_head * (rp.n_rot // 2)
-    groups = -(-total // WG)
-    gx = min(groups, MAX_GROUPS)
-    push = struct.pack("<5I", n_tok, n_head, dim, rp.n_rot, int(inverse))
-    rt.run(lambda rec: rec.dispatch("rope", [xb, cb, sb], push, (gx, -(-groups // gx), 1)))
+    rt.run(lambda rec: record_rope(rec, xb, cb, sb, (n_tok, n_head, dim), rp.n_rot, inverse))
     out: F32 = xb.read(np.float32, xs.size).reshape(xs.shape)
     return out
+
+
+def record_rope(
+    rec: Recorder, x: Buffer, cos: Buffer, sin: Buffer, shape: tuple[int, int, int],
+    n_rot: int, inverse: bool,
+) -> None:  # fmt: skip
+    """Record the in-place rotation of x (n_tok, n_head, dim) by rope_tables' cos/sin."""
+    n_tok, n_head, dim = shape
+    groups = -(-(n_tok * n_head * (n_rot // 2)) // WG)
+    gx = min(groups, MAX_GROUPS)
+    push = struct.pack("<5I", n_tok, n_head, dim, n_rot, int(inverse))
+    rec.dispatch("rope", [x, cos, sin], push, (gx, -(-groups // gx), 1))
