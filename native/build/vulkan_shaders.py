@@ -30,7 +30,7 @@ def compile_shaders(out_dir: Path) -> str | None:
     for source in sorted(SOURCES.glob("*.comp")):
         # matvec kernels also get a one-token (decode) build: no token loop at all.
         shapes: list[tuple[str, list[str]]] = [("", [])]
-        if source.stem.startswith("matvec_"):
+        if source.stem.startswith("matvec_") and not source.stem.endswith("_q8"):
             shapes.append(("_decode", ["-DNT=1"]))
         for name, defines in shapes:
             for variant, suffix in ((1, ".sg.spv"), (0, ".spv")):

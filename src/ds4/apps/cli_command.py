@@ -172,7 +172,7 @@ def add_backend_flags(parser: argparse.ArgumentParser) -> None:
         default=wiring.default_backend(),
         help="compute backend (cpu: native kernels on the mapped weights; reference: the "
         "numpy engine checked against HF transformers; vulkan: the reference engine with its "
-        "weight products on a Vulkan GPU, --numerics fp32 only, docs/vulkan.md)",
+        "weight products on a Vulkan GPU, docs/vulkan.md)",
     )
     parser.add_argument(
         "-t",

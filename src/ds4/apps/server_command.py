@@ -68,7 +68,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=("cpu", "reference", "vulkan", "scripted"),
         default=wiring.default_backend(),
         help="compute backend: cpu (native kernels), reference (numpy), vulkan (the reference "
-        "engine with its weight products on a Vulkan GPU; --numerics fp32 only), or scripted, "
+        "engine with its weight products on a Vulkan GPU), or scripted, "
         "which plays back --script outputs (for client tests)",
     )
     p.add_argument(
@@ -76,7 +76,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=("ds4", "exact", "fp32"),
         default="ds4",
         help="as for ds4 cli: ds4 (the engine's rounding points), exact (the same in strict "
-        "order, cpu backend) or fp32 (no low-precision simulation; what --backend vulkan runs)",
+        "order, cpu backend only) or fp32 (no low-precision simulation)",
     )
     p.add_argument(
         "-t",

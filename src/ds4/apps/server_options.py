@@ -17,7 +17,7 @@ MAX_SESSIONS = 64  # live sessions on one model (--sessions)
 class ServerOptions:
     model: str | None  # GGUF path (None: scripted backend without a model)
     backend: str = "reference"
-    numerics: str = "ds4"  # ds4 | exact | fp32 (--backend vulkan needs fp32)
+    numerics: str = "ds4"  # ds4 | exact | fp32 (exact: cpu backend only)
     threads: int | None = None
     script: str | None = None
     script_token_delay: float = 0.0

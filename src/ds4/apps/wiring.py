@@ -141,11 +141,8 @@ def check_backend(backend: str, numerics: str = "ds4") -> None:
         reason = vulkan_unavailable_reason()
         if reason is not None:
             raise Ds4Error(f"--backend vulkan: {reason}")
-        if numerics_named(numerics).activation_quant:
-            raise Ds4Error(
-                f"--backend vulkan runs --numerics fp32 only for now (not {numerics}): the "
-                "activation quantization of the ds4 numerics has no shader yet"
-            )
+        if numerics_named(numerics).name == "exact":
+            raise Ds4Error("--numerics exact runs on the native CPU backend (--backend cpu)")
         return
     have = "cpu, reference" if cpu_backend_available() else "reference"
     if backend not in ("cpu", "reference") or (backend == "cpu" and "cpu" not in have):

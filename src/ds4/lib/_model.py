@@ -40,7 +40,7 @@ def open_model(
     ($DS4_MODEL, else ./ds4flash.gguf, else the demo model of a source checkout).
     backend: "cpu" (native kernels; the default where they are built), "reference"
     (numpy) or "vulkan" (the reference engine with its weight products on a Vulkan GPU,
-    fp32 only; docs/vulkan.md). numerics: "ds4", "exact" (cpu only) or "fp32". threads: the cpu
+    docs/vulkan.md). numerics: "ds4", "exact" (cpu only) or "fp32". threads: the cpu
     backend's kernel threads (default: every core).
     """
     if path is None:

@@ -1,7 +1,8 @@
 """`--backend vulkan`: the reference forward with every weight product on the GPU.
 
 What runs where (docs/vulkan.md#status): the weight matmuls (projections, experts,
-shared expert, head) run as Vulkan shaders over the raw blocks resident on the device;
+shared expert, head) run as Vulkan shaders over the raw blocks resident on the device
+(ds4 numerics: integer dots on activations quantized on the host; fp32: f32 dots);
 norms, HC, RoPE, compressors, the indexer, attention, routing and sampling run in the
 reference engine's numpy on the host, with activations copied each way per matmul.
 The whole forward on the GPU is not done yet; this says so instead of claiming it.
@@ -26,16 +27,13 @@ def vulkan_runner(
     model: ModelFile,
     hparams: DeepSeekV4HParams,
     *,
-    numerics: str = "fp32",
+    numerics: str = "ds4",
     dequantizer: Dequantizer | None = None,
 ) -> ModelRunner:
     """The vulkan backend over an opened model; Ds4Error saying why where it cannot run."""
     chosen = numerics_named(numerics)
-    if chosen.activation_quant:
-        raise Ds4Error(
-            f"--backend vulkan runs --numerics fp32 only for now (not {chosen.name}): the "
-            "activation quantization of the ds4 numerics has no shader yet"
-        )
+    if chosen.name == "exact":
+        raise Ds4Error("--numerics exact runs on the native CPU backend (--backend cpu)")
     check_numerics_fit(chosen, hparams)
     try:
         rt = runtime()

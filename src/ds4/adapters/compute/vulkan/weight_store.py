@@ -1,10 +1,12 @@
 """The reference forward's weight products on the GPU (`--backend vulkan`, docs/vulkan.md).
 
 Each weight tensor goes to the device once, as its raw GGUF blocks (a 3-D expert tensor
-as one buffer, experts addressed by offset); every matmul then runs there. Only the
-fp32 numerics are served: the ds4 numerics quantize activations before the integer
-dots, which no shader does yet. A weight type without a shader is an error, never a
-quiet CPU product.
+as one buffer, experts addressed by offset); every matmul then runs there. fp32
+numerics: f32 dots on the decoded weights. ds4 numerics: quantized weights take the
+integer dots against activations quantized on the host by the engine's quantizers
+(matvec_q8.py); F32/F16 weights take the f32 dots (the reference sums F32 in f64 and
+F16 in index order: within the fast path's noise). A weight type without a shader is an
+error, never a quiet CPU product.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy.typing as npt
 
 from ds4.adapters.compute.reference.weights import WeightStore
 from ds4.adapters.compute.vulkan.matvec import SHADERS, VulkanWeights, matmul, upload_weights
+from ds4.adapters.compute.vulkan.matvec_q8 import SHADERS_Q8, matmul_q8
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.domain.engine_math.numerics import Numerics
 from ds4.domain.errors import Ds4Error
@@ -27,8 +30,8 @@ class VulkanWeightStore(WeightStore):
     def __init__(
         self, model: ModelFile, dequantizer: Dequantizer, numerics: Numerics, rt: VulkanRuntime
     ) -> None:
-        if numerics.activation_quant:
-            raise Ds4Error(f"the vulkan backend runs --numerics fp32 only (not {numerics.name})")
+        if numerics.name == "exact":
+            raise Ds4Error("--numerics exact runs on the native CPU backend (--backend cpu)")
         super().__init__(model, dequantizer, numerics)
         self._rt = rt
         self._resident: dict[str, VulkanWeights] = {}
@@ -53,6 +56,8 @@ class VulkanWeightStore(WeightStore):
                 raise Ds4Error(f"{name}: row range {rows} is not a plain non-empty slice")
             w = w.view(start, stop - start)
         xs = np.asarray(x, dtype=np.float32).reshape(-1, w.cols)
+        if self._numerics.activation_quant and w.ggml_type in SHADERS_Q8:
+            return matmul_q8(w, xs)
         return matmul(w, xs)
 
     def _tensor(self, name: str) -> VulkanWeights:
