@@ -1,6 +1,7 @@
 """Vulkan quantized matvec/matmul bandwidth on Flash shapes, next to the cpu kernels.
 
-For each (type, in x out) shape: decode (1 token) GB/s of weight bytes read, prefill
+For each (type, in x out) shape: decode (1 token) GB/s of weight bytes read (f32-dot
+kernels, and the ds4 numerics' integer-dot kernels in the last column), prefill
 (--prefill-tokens tokens) time per matmul, and the device's copy bandwidth measured in
 the same run (vkCmdCopyBuffer between two device-local buffers, bytes read + written).
 Enough copies of each weight tensor (--total-mb) are cycled that caches do not serve
@@ -27,6 +28,7 @@ from ds4.adapters.compute.vulkan.matvec import (
     record_matmul,
     upload_weights,
 )
+from ds4.adapters.compute.vulkan.matvec_q8 import SHADERS_Q8, record_matmul_q8, stage_activations
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime, runtime
 from ds4.adapters.compute.vulkan.submission import MAX_SETS, Recorder
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
@@ -76,6 +78,23 @@ def time_matmuls(rt: VulkanRuntime, ws: list[VulkanWeights], n_tok: int, reps: i
     elapsed = time.perf_counter() - start
     y.release()
     return elapsed / reps
+
+
+def time_q8_decode(rt: VulkanRuntime, ws: list[VulkanWeights], reps: int) -> float:
+    """Seconds per ds4-numerics decode matvec (integer dots; activation quantized once)."""
+    x = np.random.default_rng(0).standard_normal((1, ws[0].cols)).astype(np.float32)
+    acts = stage_activations(ws[0], x)
+    tables = kernel_tables(rt, ws[0])
+
+    def record(rec: Recorder, count: int) -> None:
+        for i in range(count):
+            record_matmul_q8(rec, ws[i % len(ws)], acts, 1, tables)
+            rec.barrier()
+
+    rt.run(lambda rec: record(rec, min(len(ws), reps)))
+    start = time.perf_counter()
+    rt.run(lambda rec: record(rec, reps))
+    return (time.perf_counter() - start) / reps
 
 
 def copy_bandwidth(rt: VulkanRuntime, nbytes: int, reps: int) -> float:
@@ -148,7 +167,8 @@ def main() -> None:
     else:
         print(f"cpu kernels: {ck.threads()} threads, {ck.best_impl()}; cores {os.cpu_count()}")
     head = (f"{'shape':<18}{'type':<9}{'MiB':>6}{'vk dec GB/s':>12}{'% copy':>8}"
-            f"{'cpu dec GB/s':>13}{'vk/cpu':>8}{'vk pre ms':>10}{'cpu pre ms':>11}")  # fmt: skip
+            f"{'cpu dec GB/s':>13}{'vk/cpu':>8}{'vk pre ms':>10}{'cpu pre ms':>11}"
+            f"{'vk q8 GB/s':>11}")  # fmt: skip
     print(head)
     rng = np.random.default_rng(1)
     for what, kind, cols, rows in SHAPES:
@@ -167,10 +187,15 @@ def main() -> None:
             cpre = cpu_time(ck, raw, kind, args.prefill_tokens, 3)
             line += f"{raw.nbytes / cdec / 1e9:>13.3f}{cdec / dec:>8.3f}"
             line += f"{pre * 1e3:>10.2f}{cpre * 1e3:>11.2f}"
+        if kind in SHADERS_Q8:
+            line += f"{raw.nbytes / time_q8_decode(rt, ws, args.reps) / 1e9:>11.3f}"
+        else:
+            line += f"{'-':>11}"
         print(line, flush=True)
         for w in ws:
             w.release()
-    print("vk/cpu: cpu time / vulkan time for one decode matvec (> 1: vulkan faster).")
+    print("vk/cpu: cpu time / vulkan time for one decode matvec (> 1: vulkan faster); "
+          "vk q8: the ds4-numerics integer-dot kernels' decode GB/s.")  # fmt: skip
 
 
 if __name__ == "__main__":
