@@ -37,8 +37,9 @@ class VulkanRuntime:
         self._submitter = Submitter(dev, self.pipelines)
         self._lock = threading.Lock()  # one submission at a time on the one queue
         self._owner: int | None = None
-        self._scratch: dict[str, Buffer] = {}
+        self._scratch: dict[tuple[int, str], Buffer] = {}
         self._constants: dict[str, Buffer] = {}
+        self._tables_lock = threading.Lock()
 
     def run(self, record: Callable[[Recorder], None]) -> None:
         if self._lock.locked() and self._owner == threading.get_ident():
@@ -75,20 +76,24 @@ class VulkanRuntime:
         return dst
 
     def scratch(self, name: str, nbytes: int) -> Buffer:
-        """A host-visible buffer of at least nbytes kept under `name` for reuse (callers
-        hold the runtime's single-threaded use: kernels run one at a time)."""
-        have = self._scratch.get(name)
-        if have is None or have.size < nbytes:
-            if have is not None:
-                have.release()
-            have = self._scratch[name] = self.host_buffer(max(nbytes, 256))
+        """A host-visible buffer of at least nbytes kept under `name` for reuse, one per
+        calling thread (so concurrent sessions never share staging; submissions are
+        serialized by run())."""
+        key = (threading.get_ident(), name)
+        with self._tables_lock:
+            have = self._scratch.get(key)
+            if have is None or have.size < nbytes:
+                if have is not None:
+                    have.release()
+                have = self._scratch[key] = self.host_buffer(max(nbytes, 256))
         return have
 
     def constant(self, name: str, data: npt.NDArray[Any]) -> Buffer:
         """A device-local table uploaded once per runtime (e.g. the IQ2_XXS grid)."""
-        have = self._constants.get(name)
-        if have is None:
-            have = self._constants[name] = self.upload(data)
+        with self._tables_lock:
+            have = self._constants.get(name)
+            if have is None:
+                have = self._constants[name] = self.upload(data)
         return have
 
     def close(self) -> None:
