@@ -4,7 +4,7 @@
 # Needs: this tree with src/ds4/_vulkan_spirv built (make build, or tools/gpu/pack.sh), a
 # Python with numpy + cffi + pytest (.venv, or the wheels tools/gpu/pack.sh put in
 # tools/gpu/bundle/wheels), and a Vulkan loader (the system's, or bundle/lib's).
-# PYTHON picks the interpreter; BENCH_ARGS overrides the bench's flags (small ones to try it on lavapipe).
+# PYTHON picks the interpreter; BENCH_ARGS and FLASH_ARGS override the bench's flags (small ones to try it on lavapipe).
 # Under 10 minutes; writes everything it prints to $OUT/gpu_checks.log when OUT is set.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -50,6 +50,10 @@ fi
 echo "== matvec bandwidth (Flash shapes, random weights, 2 GiB per shape cycled)"
 # shellcheck disable=SC2086  # BENCH_ARGS is a word list on purpose
 timeout 300 "$PY" bench/vulkan_matvec_bench.py ${BENCH_ARGS:---total-mb 2048 --reps 512 --copy-mb 1024} \
+    || status=1
+echo "== Flash-shaped weight products of whole layers (43 layers, ~7.6 GB resident)"
+# shellcheck disable=SC2086
+timeout 300 "$PY" bench/vulkan_flash_decode_bench.py ${FLASH_ARGS:---layers 43 --steps 3} \
     || status=1
 echo "== done (status $status); log in $LOG"
 exit $status
