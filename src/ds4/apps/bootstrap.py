@@ -3,6 +3,7 @@
 `load_engine` opens and validates the model GGUF once and shares that mapping: the
 tokenizer is read from its metadata, the runner computes over its tensors and the KV
 model tag hashes its identity. `ds4 cli` and `ds4 bench` use the engine alone;
+`bootstrap_agent` adds the agent's tools and saved sessions;
 `bootstrap_server` adds the worker (or, with `--sessions N`, N slots over one batching
 step gate), the disk KV cache and the HTTP app. The server's
 adapters can be passed in already built (the engine's runner and tokenizer, the KV
@@ -17,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,9 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ds4.apps import wiring
+from ds4.apps.agent.options import AgentOptions
 from ds4.apps.flag_types import model_file_problem
 from ds4.apps.server_options import MAX_SESSIONS, ServerOptions
-from ds4.domain.api.prompt_bound import longest_token_bytes
+from ds4.domain.agent.agent import Agent
+from ds4.domain.agent.core import AgentCore
+from ds4.domain.agent.library import SessionLibrary
+from ds4.domain.agent.toolbox import ToolBox
+from ds4.domain.distributed.target import DistributedOptions
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.disk_cache import DiskCache
@@ -34,20 +41,27 @@ from ds4.domain.kvcache.model_identity import model_tag_for
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.kv_checkpoints import KvCheckpoints
 from ds4.domain.serving.live_bindings import EverySlotBindings
+from ds4.domain.serving.memory_checkpoints import MemoryCheckpoints
+from ds4.domain.serving.prompt_bound import longest_token_bytes
 from ds4.domain.tools.replay_memory import ToolReplayMemory
+from ds4.ports.agent_io import AgentIO
+from ds4.ports.browser import Browser
 from ds4.ports.clock import Clock
 from ds4.ports.compute import ComputeSession, ModelRunner
 from ds4.ports.kv_store import KVStore
 from ds4.ports.random_source import RandomSource
+from ds4.ports.shell import Shell
 from ds4.ports.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from ds4.adapters.compute.batching import StepGate
+    from ds4.adapters.eval.engine_answerer import EngineAnswerer
     from ds4.adapters.http.guard import ASGIApp
     from ds4.adapters.http.job_queue import JobQueue
     from ds4.adapters.http.server_state import ServerState
 
 kv_log = logging.getLogger("ds4.kvcache")
+server_log = logging.getLogger("ds4.server")
 Log = Callable[[str], None]
 
 # ---- the engine: cli, bench and the server ---------------------------------------
@@ -77,6 +91,12 @@ def shipped_demo_model() -> Path:
     """models/demo.gguf of the source tree the package runs from (a checkout, an editable
     install, PYTHONPATH=src). A wheel does not carry it (docs/demo-model.md)."""
     return Path(__file__).resolve().parents[3] / "models" / "demo.gguf"
+
+
+def shipped_test_vectors() -> Path:
+    """tests/test-vectors of the source tree: DeepSeek's official API vectors
+    (docs/test-vectors.md); like the demo model, a wheel does not carry them."""
+    return Path(__file__).resolve().parents[3] / "tests" / "test-vectors"
 
 
 def default_model_path(explicit: str | None) -> str:
@@ -128,10 +148,13 @@ def load_engine(
     threads: int | None = None,
     script: str | None = None,
     script_token_delay: float = 0.0,
+    distributed: DistributedOptions | None = None,
+    log: Log | None = None,
 ) -> Engine:
     """Check the backend choice, open the model (if any) once, build tokenizer and
     runner over it. Without a model the tokenizer is the official tokenizer.json
-    (the scripted backend's case)."""
+    (the scripted backend's case). distributed: the layers on Ray workers
+    (docs/distributed.md); log gets where each range runs."""
     wiring.check_backend(backend, numerics)
     model = wiring.open_model(path) if path is not None else None
     if model is not None:
@@ -146,8 +169,27 @@ def load_engine(
         script=script,
         script_tokenizer=tokenizer,
         script_token_delay=script_token_delay,
+        distributed=distributed,
+        log=log,
     )
     return Engine(tokenizer, runner, model)
+
+
+# ---- ds4 eval ----------------------------------------------------------------------
+
+
+def shipped_sample_suite() -> Path:
+    """evals/sample.jsonl of the source tree, ds4 eval's cases when no --cases is given
+    (like the demo model, a wheel does not carry it)."""
+    return Path(__file__).resolve().parents[3] / "evals" / "sample.jsonl"
+
+
+def eval_engine_answerer(engine: Engine, *, backend: str, chunk: int) -> EngineAnswerer:
+    """ds4 eval's case answerer on a loaded engine; its session opens once the context
+    is sized (EngineAnswerer.open)."""
+    from ds4.adapters.eval.engine_answerer import EngineAnswerer
+
+    return EngineAnswerer(engine.tokenizer, engine.runner, backend=backend, chunk=chunk)
 
 
 # ---- the server ------------------------------------------------------------------
@@ -205,6 +247,8 @@ def bootstrap_server(
             threads=options.threads,
             script=options.script,
             script_token_delay=options.script_token_delay,
+            distributed=options.distributed,
+            log=_placement_log,
         )
     random = random or wiring.random_source()
     memory = ToolReplayMemory(
@@ -213,8 +257,11 @@ def bootstrap_server(
     lock = threading.Lock()
     write_trace = _trace_writer(trace)
     disk = _disk_cache(options, engine, write_trace, store, clock)
+    checkpoints = _memory_checkpoints(options, engine, write_trace)
     sessions, gate = _live_sessions(engine.runner, options)
-    workers = _workers(options, engine, sessions, memory, lock, random, disk, write_trace)
+    workers = _workers(
+        options, engine, sessions, memory, lock, random, disk, checkpoints, write_trace
+    )
     if workers[0].kv is not None:
         workers[0].kv.import_tool_memory()  # one tool memory for every slot
     config = HttpConfig(
@@ -272,14 +319,17 @@ def _workers(
     memory_lock: threading.Lock,
     random: RandomSource,
     disk: DiskCache | None,
+    checkpoints: MemoryCheckpoints | None,
     write_trace: Log,
 ) -> list[Worker]:
     """One worker per live session; with several, each has its own bindings, disk
-    checkpoint frontier and trace tag, and they share the rest."""
+    checkpoint frontier and trace tag, and they share the rest (the in-memory
+    checkpoints too: any slot restores what another kept)."""
     disk_lock = threading.Lock()  # one disk cache for every slot
     workers = []
     for slot, compute in enumerate(sessions):
-        trace = write_trace if len(sessions) == 1 else _tagged(write_trace, f"[slot {slot}] ")
+        tag = "" if len(sessions) == 1 else f"[slot {slot}] "
+        trace = _tagged(write_trace, tag) if tag else write_trace
         kv = None
         if disk is not None:
             kv = KvCheckpoints(
@@ -300,6 +350,8 @@ def _workers(
                 memory_lock=memory_lock,
                 trace=trace,
                 kv=kv,
+                mem=checkpoints,
+                warn=_server_warning(tag),
             )
         )
     return workers
@@ -314,6 +366,11 @@ def _job_queue(workers: list[Worker], gate: StepGate | None) -> JobQueue:
         return InferenceWorker(workers[0])
     # the gate numbers its slots in the order the sessions were made: the workers' order
     return SlotPool([InferenceWorker(w) for w in workers], on_idle=gate.leave)
+
+
+def _placement_log(line: str) -> None:
+    """Where each distributed layer range runs, once at start (stderr)."""
+    print(f"ds4 server: distributed {line}", file=sys.stderr)
 
 
 def _trace_writer(trace: TextIO | None) -> Log:
@@ -347,6 +404,28 @@ def _kv_log(write_trace: Log) -> Log:
     return log
 
 
+def _server_warning(tag: str) -> Log:
+    def warn(line: str) -> None:
+        server_log.warning("%s%s", tag, line)
+
+    return warn
+
+
+def _memory_checkpoints(
+    options: ServerOptions, engine: Engine, write_trace: Log
+) -> MemoryCheckpoints | None:
+    """The in-memory KV checkpoints every slot shares (ADR 0049); None with no budget."""
+    if options.kv_mem_bytes <= 0:
+        return None
+    return MemoryCheckpoints(
+        options.kv_mem_bytes,
+        engine.tokenizer,
+        min_tokens=options.kv_cache.min_tokens,
+        lock=threading.Lock(),
+        log=_kv_log(write_trace),
+    )
+
+
 def _disk_cache(
     options: ServerOptions,
     engine: Engine,
@@ -369,3 +448,54 @@ def _disk_cache(
         model_tag=engine.model_tag(),
         log=log,
     )
+
+
+# ---- the agent -------------------------------------------------------------------
+
+
+@dataclass
+class BuiltAgent:
+    agent: Agent
+    shell: Shell
+    browser: Browser | None
+
+    def close(self) -> None:
+        """Kill running bash jobs, close the browser (call from the worker thread: the
+        browser belongs to the thread that used it)."""
+        self.shell.close()
+        if self.browser is not None:
+            self.browser.close()
+
+
+def bootstrap_agent(
+    options: AgentOptions, io: AgentIO, *, engine: Engine | None = None
+) -> BuiltAgent:
+    """The agent's object graph: the engine's session, its tools on the working
+    directory, and (with options.home) the saved sessions: KV files in home/kv, their
+    JSON records in home/sessions."""
+    if engine is None:
+        engine = load_engine(
+            options.model,
+            backend=options.backend,
+            threads=options.threads,
+            script=options.script,
+            script_token_delay=options.script_token_delay,
+        )
+    session = Session(engine.runner.new_session(options.ctx), chunk=options.prefill_chunk)
+    cwd = str(Path(options.cwd).resolve())
+    shell = wiring.agent_shell(cwd)
+    browser = wiring.agent_browser() if options.web else None
+    tools = ToolBox(
+        wiring.agent_workspace(cwd), shell, browser, edit_upto=options.settings.edit_upto
+    )
+    library = None
+    if options.home is not None:
+        library = SessionLibrary(
+            wiring.kv_store(str(Path(options.home) / "kv"), io.trace),
+            wiring.agent_session_index(str(Path(options.home) / "sessions")),
+            model_tag=engine.model_tag(),
+            quant_bits=engine.runner.routed_quant_bits,
+            ctx=options.ctx,
+        )
+    core = AgentCore(session, engine.tokenizer, options.settings, tools, io, library)
+    return BuiltAgent(Agent(core), shell, browser)

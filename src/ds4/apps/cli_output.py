@@ -19,6 +19,7 @@ from ds4.domain.generation.events import (
     ReasoningDelta,
     TextDelta,
 )
+from ds4.domain.generation.loop import cut_by_context
 
 _DIM, _RESET = "\x1b[90m", "\x1b[0m"
 
@@ -101,6 +102,16 @@ class Stopwatch:
         return f"ds4: prefill: {prefill:.2f} t/s, generation: {decode:.2f} t/s"
 
 
+def warn_if_cut_by_context(finished: Finished, max_tokens: int, ctx: int) -> None:
+    """One stderr line when the context, not -n, ended the reply."""
+    if cut_by_context(finished, max_tokens):
+        print(
+            f"ds4: the reply stopped at the context limit (--ctx {ctx}); a larger --ctx "
+            "gives longer replies",
+            file=sys.stderr,
+        )
+
+
 class EventPrinter:
     """Reasoning dimmed on a terminal, a newline where the answer starts."""
 
@@ -126,9 +137,13 @@ class EventPrinter:
             self._end_reasoning()
             self._write(event.text)
         elif isinstance(event, Finished):
-            self._end_reasoning()
-            if not self._ended_with_newline:
-                self._write("\n")
+            self.end()
+
+    def end(self) -> None:
+        """The turn is over: reset the colour, end the line."""
+        self._end_reasoning()
+        if not self._ended_with_newline:
+            self._write("\n")
 
     def _end_reasoning(self) -> None:
         if self._in_reasoning:

@@ -12,8 +12,8 @@ run a session (prefill, generate with a streaming callback, rewind, snapshot and
 restore, payloads, `.kv` files), parse and render DSML tool calls, keep the tool-replay
 memory. Each is a thin face over the code the `ds4` command runs. docs/library.md has
 runnable examples and the stability note: only the names in `__all__` are public;
-every other module under `ds4` (ds4.domain, ds4.ports, ds4.adapters, ds4.apps, the
-private modules of this package) is internal and may change in any release.
+every other module under `ds4` (ds4.domain, ds4.ports, ds4.wire, ds4.adapters,
+ds4.apps, the private modules of this package) is internal and may change in any release.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from ds4.domain.chat.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ds4.domain.chat.request_rendering import ChatRequestError
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.dsml.render import render_tool_calls
 from ds4.domain.dsml.turn import Recovery, TurnResult
@@ -53,6 +52,7 @@ from ds4.lib._model import Model, open_model
 from ds4.lib._session import OnEvent, OnProgress, Session, Snapshot
 from ds4.lib._tools import parse_tool_calls, tool_memory
 from ds4.ports.tokenizer import SpecialTokenIds
+from ds4.wire.chat_request import ChatRequestError
 
 __all__ = [
     "AssistantMessage",

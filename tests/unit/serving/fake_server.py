@@ -16,15 +16,15 @@ from tests.unit.generation.byte_tokenizer import VOCAB, ByteTokenizer
 
 from ds4.apps.bootstrap import BuiltServer, Engine, bootstrap_server
 from ds4.apps.server_options import ServerOptions
-from ds4.domain.api.anthropic_request import parse_messages
-from ds4.domain.api.chat_request import parse_chat_completion
-from ds4.domain.api.served_events import PromptReady, ServedEvent
 from ds4.domain.engine.cancel import CancelCheck, never_cancel
 from ds4.domain.generation.events import Finished, TextDelta
 from ds4.domain.kvcache.kvc_header import SaveReason
 from ds4.domain.kvcache.policy import KvCacheOptions
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.prepare import PreparedJob, prepare_job
+from ds4.domain.serving.served_events import PromptReady, ServedEvent
+from ds4.wire.anthropic_request import parse_messages
+from ds4.wire.chat_request import parse_chat_completion
 
 TOK = ByteTokenizer()
 EOS, USER, ASSISTANT = TOK.special.eos, TOK.special.user, TOK.special.assistant
@@ -98,11 +98,11 @@ class FakeServer:
 
     def chat(self, messages: list[dict[str, Any]], **extra: Any) -> PreparedJob:
         body = {"messages": messages, "think": False, **extra}
-        return self._prepare(parse_chat_completion(json.dumps(body).encode()))
+        return self._prepare(parse_chat_completion(json.dumps(body).encode()).generation)
 
     def anthropic(self, messages: list[dict[str, Any]], **extra: Any) -> PreparedJob:
         body = {"max_tokens": 200, "messages": messages, **extra}
-        return self._prepare(parse_messages(json.dumps(body).encode()))
+        return self._prepare(parse_messages(json.dumps(body).encode()).generation)
 
     def _prepare(self, request: Any) -> PreparedJob:
         state = self.built.state
@@ -137,14 +137,28 @@ def fake_server(
     store: MemoryKVStore | None = None,
     sessions: int = 1,
     rewind_step: int = 1,
+    rewind_history: int | None = None,
+    mem_bytes: int = ServerOptions(model=None).kv_mem_bytes,
 ) -> FakeServer:
     """The server graph from bootstrap_server with every adapter a fake; `rewind_step`
-    models an engine that rewinds exactly only to multiples of it (bounded history)."""
-    runner = FakeRunner(vocab=VOCAB, script=ReplyScript(replies), rewind_step=rewind_step)
+    models an engine that rewinds exactly only to multiples of it, `rewind_history` one
+    that rewinds at most that far back (a real state's bounded history); `mem_bytes` is
+    the in-memory checkpoint budget (0: none)."""
+    runner = FakeRunner(
+        vocab=VOCAB,
+        script=ReplyScript(replies),
+        rewind_step=rewind_step,
+        rewind_history=rewind_history,
+    )
     if disk and store is None:
         store = MemoryKVStore()
     options = ServerOptions(
-        model=None, ctx=ctx, prefill_chunk=chunk, sessions=sessions, kv_cache=opts
+        model=None,
+        ctx=ctx,
+        prefill_chunk=chunk,
+        sessions=sessions,
+        kv_cache=opts,
+        kv_mem_bytes=mem_bytes,
     )
     trace = io.StringIO()
     built = bootstrap_server(

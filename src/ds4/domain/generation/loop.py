@@ -8,7 +8,9 @@ the events of generation.events. One turn:
    block, feed "</think>\\n\\n" when a tool call was begun inside reasoning (the
    forced close of docs/reference/chat-and-dsml.md §3.8); the loop also stops on EOS (never
    evaluated), the token budget, a full context or cancellation; `on_token(token)` runs after each
-   token is evaluated, before the next step (the server's continued KV saves);
+   token is evaluated, before the next step (the server's continued KV saves); `steer`
+   may force a token instead of sampling one (ds4 eval's reply budgets,
+   domain/eval/think_close.py);
 3. finish: flush held text, parse the turn (dsml.turn.finish_turn), report usage.
 """
 
@@ -16,6 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
 
 from ds4.domain.dsml.syntax import THINK_CLOSE
 from ds4.domain.dsml.turn import FinishReason as TurnFinish
@@ -39,6 +44,9 @@ from ds4.ports.tokenizer import Tokenizer
 FORCED_THINK_CLOSE = THINK_CLOSE + "\n\n"
 
 OnToken = Callable[[int], None]
+# Before each sampled token: (logits, tokens generated so far, still reasoning) ->
+# a token to emit instead of sampling, or None to sample.
+Steer = Callable[[npt.NDArray[np.float32], int, bool], int | None]
 
 
 def ignore_token(_token: int) -> None:
@@ -178,11 +186,14 @@ def decode_turn(
     cached: int = 0,
     cancel: CancelCheck = never_cancel,
     on_token: OnToken = ignore_token,
+    steer: Steer | None = None,
 ) -> Iterator[GenerationEvent]:
     """Decode one turn from a prefilled session (its logits follow the prompt).
 
     on_token(token) runs after each token is evaluated into the session (forced
-    tokens included), so the state then holds exactly the tokens so far.
+    tokens included), so the state then holds exactly the tokens so far. steer, when
+    given, is asked before each token that would be sampled and may force one instead
+    (a forced token is never taken for EOS).
     """
     turn = _Turn(tokenizer, settings)
     usage = Usage(prompt_tokens, cached, 0)
@@ -206,11 +217,17 @@ def decode_turn(
                     on_token(token)
                     yield from turn.push(token)
                 continue
-            params = GREEDY if turn.lexer.greedy else settings.sampling
-            token = sample(logits, params, rng)
-            if token == eos:
-                finish = "stop"
-                break
+            steered = None
+            if steer is not None:
+                steered = steer(logits, len(turn.tokens), turn.lexer.in_reasoning)
+            if steered is None:
+                params = GREEDY if turn.lexer.greedy else settings.sampling
+                token = sample(logits, params, rng)
+                if token == eos:
+                    finish = "stop"
+                    break
+            else:
+                token = steered
             logits = session.eval(token)
             on_token(token)
             yield from turn.push(token)
@@ -223,6 +240,12 @@ def decode_turn(
     except Ds4Error as exc:
         finish, error = "error", str(exc)
     yield from turn.finished(finish, usage, error)
+
+
+def cut_by_context(finished: Finished, max_tokens: int) -> bool:
+    """Whether decode_turn stopped because the context was full, not at max_tokens (the
+    client sees finish `length` either way; the operator should hear of the first)."""
+    return finished.finish == "length" and finished.usage.completion_tokens < max_tokens
 
 
 def decode_tokens(
