@@ -10,7 +10,7 @@ DEPS   := $(VENV)/.deps-installed
 ORACLE := $(VENV)/.oracle-installed
 RAY    := $(VENV)/.ray-installed
 BUILT  := $(VENV)/.ds4-built
-NATIVE := $(wildcard native/*/*.c native/*/*.h native/build/*.py)
+NATIVE := $(wildcard native/*/*.c native/*/*.h native/build/*.py native/vulkan/*.comp native/vulkan/*.glsl)
 
 .PHONY: all env build lint typecheck unit test test-all serve wheel lock clean
 

@@ -243,6 +243,7 @@ def bootstrap_server(
         engine = load_engine(
             options.model,
             backend=options.backend,
+            numerics=options.numerics,
             threads=options.threads,
             script=options.script,
             script_token_delay=options.script_token_delay,

@@ -23,7 +23,8 @@ def add_model_flag(parser: argparse.ArgumentParser, help_text: str = MODEL_HELP)
 def add_backend_flags(parser: argparse.ArgumentParser, *, scripted: bool = False) -> None:
     """--backend (cpu by default when the native kernels are built) and --threads; with
     `scripted`, also the scripted backend and its --script / --script-token-delay."""
-    choices = ["cpu", "reference", "scripted"] if scripted else ["cpu", "reference"]
+    choices = ["cpu", "reference", "vulkan", "scripted"] if scripted else [
+        "cpu", "reference", "vulkan"]  # fmt: skip
     scripted_help = (
         ", or scripted, which plays back --script outputs (for client tests)" if scripted else ""
     )
@@ -32,7 +33,8 @@ def add_backend_flags(parser: argparse.ArgumentParser, *, scripted: bool = False
         choices=choices,
         default=wiring.default_backend(),
         help="compute backend: cpu (native kernels on the mapped weights), reference (the "
-        f"numpy engine checked against HF transformers){scripted_help}",
+        "numpy engine checked against HF transformers), vulkan (the reference engine with its "
+        f"weight products on a Vulkan GPU; docs/vulkan.md){scripted_help}",
     )
     parser.add_argument(
         "-t",

@@ -16,7 +16,12 @@ from typing import TextIO
 
 from ds4.apps import flag_types
 from ds4.apps.distributed_flags import add_distributed_flags, distributed_options
-from ds4.apps.engine_flags import add_backend_flags, add_model_flag, scripted_flags_problem
+from ds4.apps.engine_flags import (
+    add_backend_flags,
+    add_model_flag,
+    add_numerics_flag,
+    scripted_flags_problem,
+)
 from ds4.apps.flag_types import INT_MAX, MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.server_logging import LOG_FORMATS, configure_server_logging
@@ -64,6 +69,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help=f"default max_tokens when a request sets no limit (1..{INT_MAX})",
     )
     add_backend_flags(p, scripted=True)
+    add_numerics_flag(p)
     p.add_argument(
         "--api-key",
         type=flag_types.api_key,
@@ -318,6 +324,7 @@ def run_server(args: argparse.Namespace) -> int:
     options = ServerOptions(
         model=model,
         backend=args.backend,
+        numerics=args.numerics,
         threads=args.threads,
         script=args.script,
         script_token_delay=args.script_token_delay,

@@ -20,6 +20,7 @@ DEFAULT_KV_MEM_MIB = 4096
 class ServerOptions:
     model: str | None  # GGUF path (None: scripted backend without a model)
     backend: str = "reference"
+    numerics: str = "ds4"  # ds4 | exact | fp32 (exact: cpu backend only)
     threads: int | None = None
     script: str | None = None
     script_token_delay: float = 0.0

@@ -135,9 +135,23 @@ def default_backend() -> str:
     return "cpu" if cpu_backend_available() else "reference"
 
 
+def vulkan_unavailable_reason() -> str | None:
+    """None where the Vulkan backend can run (loader, device, compiled shaders), else why."""
+    from ds4.adapters.compute.vulkan.runtime import unavailable_reason
+
+    return unavailable_reason()
+
+
 def check_backend(backend: str, numerics: str = "ds4") -> None:
     """Refuse an unusable `--backend`/`--numerics` before any file is opened."""
     if backend == "scripted":
+        return
+    if backend == "vulkan":
+        reason = vulkan_unavailable_reason()
+        if reason is not None:
+            raise Ds4Error(f"--backend vulkan: {reason}")
+        if numerics_named(numerics).name == "exact":
+            raise Ds4Error("--numerics exact runs on the native CPU backend (--backend cpu)")
         return
     have = "cpu, reference" if cpu_backend_available() else "reference"
     if backend not in ("cpu", "reference") or (backend == "cpu" and "cpu" not in have):
@@ -158,9 +172,10 @@ def model_runner(
     log: Callable[[str], None] | None = None,
 ) -> ModelRunner:
     """The compute backend (`--backend`) over an opened model: native cpu, reference
-    numpy, or the scripted test double (no model). threads sizes the cpu backend's
-    kernel pool (default: every core). distributed: the cpu backend's layers split by
-    range across Ray workers (docs/distributed.md); log gets one line per range."""
+    numpy, vulkan (the reference forward with its weight products on the GPU), or the
+    scripted test double (no model). threads sizes the cpu backend's kernel pool
+    (default: every core). distributed: the cpu backend's layers split by range across
+    Ray workers (docs/distributed.md); log gets one line per range."""
     check_backend(backend, numerics)
     if distributed is not None:
         if backend != "cpu" or model is None:
@@ -190,6 +205,10 @@ def model_runner(
         from ds4.adapters.compute.cpu import cpu_runner
 
         return cpu_runner(model.file, model.hparams, numerics=numerics, threads=threads)
+    if backend == "vulkan":
+        from ds4.adapters.compute.vulkan.runner import vulkan_runner
+
+        return vulkan_runner(model.file, model.hparams, numerics=numerics)
     from ds4.adapters.compute.reference import reference_runner
 
     return reference_runner(

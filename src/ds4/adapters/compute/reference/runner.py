@@ -31,11 +31,16 @@ class ReferenceRunner(StateRunner):
         hparams: DeepSeekV4HParams,
         numerics: Numerics,
         dequantizer: Dequantizer,
+        *,
+        weights: WeightStore | None = None,
     ) -> None:
+        """weights: where the weight products run (default: numpy on the host; the vulkan
+        backend passes its device-resident store)."""
         super().__init__(hparams)
         self._model = model
         self.numerics = numerics
-        self.forward = Forward(hparams, WeightStore(model, dequantizer, numerics), numerics)
+        store = weights or WeightStore(model, dequantizer, numerics)
+        self.forward = Forward(hparams, store, numerics)
 
     @property
     def routed_quant_bits(self) -> int:

@@ -1,0 +1,52 @@
+// Frame of the ds4-numerics matvec kernels (docs/vulkan.md#kernels): weights as raw
+// GGUF blocks times activations already quantized on the host exactly as the engine
+// quantizes them (Q8_0: int8 per 32 with an f32 scale; Q8_K: int8 per 256 with an f32
+// scale and 16 sums of 16 codes). Integer dot per block, the block's f32 scale products
+// as the reference applies them; blocks are summed in f32 (in a different order from
+// the cpu kernels: the only difference). One workgroup per (row, token).
+#include "subgroup.glsl"
+
+#define WG 64
+#define NT 1
+layout(local_size_x = WG) in;
+
+layout(std430, binding = 0) readonly buffer Weights { uint wdata[]; };
+layout(std430, binding = 1) readonly buffer Codes { uint codes[]; };   // int8, 4 per word
+layout(std430, binding = 2) readonly buffer Scales { float ascale[]; }; // per act block
+layout(std430, binding = 3) writeonly buffer Out { float ydata[]; };
+layout(std430, binding = 4) readonly buffer Bsums { int bsums[]; };    // Q8_K: 16 per block
+
+layout(push_constant) uniform Params {
+    uint rows;
+    uint cols;
+    uint n_tok;
+    uint row_bytes;
+    uint w_offset;
+} p;
+
+#include "reduce.glsl"
+
+uint byte_at(uint off) { return (wdata[off >> 2] >> ((off & 3u) * 8u)) & 0xFFu; }
+int sbyte_at(uint off) { return int(byte_at(off) << 24) >> 24; }
+uint u16_at(uint off) { return (wdata[off >> 2] >> ((off & 2u) * 8u)) & 0xFFFFu; }
+float f16_at(uint off) { return unpackHalf2x16(u16_at(off)).x; }
+// Activation code k of token t (codes are 4-aligned per token: cols is a block multiple).
+int code(uint t, uint k) {
+    uint i = t * p.cols + k;
+    return int(((codes[i >> 2] >> ((i & 3u) * 8u)) & 0xFFu) << 24) >> 24;
+}
+
+float block_term(uint rb, uint t, uint b);  // this block's f32 term, as the reference forms it
+uint n_blocks();
+
+void main() {
+    uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    if (row >= p.rows) return;
+    uint t = gl_WorkGroupID.z;
+    float acc[NT];
+    acc[0] = 0.0;
+    uint rb = p.w_offset + row * p.row_bytes;
+    for (uint b = gl_LocalInvocationID.x; b < n_blocks(); b += WG) acc[0] += block_term(rb, t, b);
+    reduce_all(acc);
+    if (gl_LocalInvocationID.x == 0u) ydata[t * p.rows + row] = acc[0];
+}

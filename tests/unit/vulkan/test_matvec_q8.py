@@ -1,0 +1,41 @@
+"""ds4-numerics Vulkan products (integer dots on host-quantized activations) == the cpu
+scalar kernels (bit-identical to the numpy reference) up to the f32 order of the block sum:
+|y - y_cpu| <= 1e-5 * sum |w x| per output (w: the reference decoding of the blocks)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tests.unit.cpu_kernels.kernel_blocks import quant_rows
+from tests.unit.vulkan.reference import dequantized
+
+from ds4.adapters.compute.vulkan.matvec import upload_weights
+from ds4.adapters.compute.vulkan.matvec_q8 import matmul_q8
+from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
+from ds4.domain.engine_math import quant_dots
+from ds4.domain.engine_math.actquant import quantize_q8_0, quantize_q8_k
+from ds4.domain.gguf.ggml_types import GGMLType
+
+DOTS = {
+    GGMLType.Q8_0: (quant_dots.dot_q8_0, quantize_q8_0),
+    GGMLType.Q2_K: (quant_dots.dot_q2_k, quantize_q8_k),
+    GGMLType.Q4_K: (quant_dots.dot_q4_k, quantize_q8_k),
+    GGMLType.IQ2_XXS: (quant_dots.dot_iq2_xxs, quantize_q8_k),
+}
+
+
+@pytest.mark.parametrize("t", list(DOTS), ids=lambda t: t.name)
+@pytest.mark.parametrize("rows,blocks,n_tok", [(1, 1, 1), (37, 2, 3), (70, 3, 1)])
+def test_integer_dots_agree_with_the_reference(
+    vk_any: VulkanRuntime, t: GGMLType, rows: int, blocks: int, n_tok: int
+) -> None:
+    cols = (32 if t is GGMLType.Q8_0 else 256) * blocks
+    raw = quant_rows(t, rows, cols, seed=rows)
+    x = np.random.default_rng(blocks).standard_normal((n_tok, cols)).astype(np.float32)
+    dot, quantize = DOTS[t]
+    want = np.stack([dot(raw, quantize(xt)) for xt in x])
+    w = upload_weights(raw, t, cols, rt=vk_any)
+    got = matmul_q8(w, x)
+    bound = 1e-5 * (np.abs(x.astype(np.float64)) @ np.abs(dequantized(raw, t, rows, cols)).T)
+    assert np.all(np.abs(got.astype(np.float64) - want) <= bound + 1e-30)
+    w.release()
