@@ -1,0 +1,308 @@
+/* The routed-expert cache (ds4_expert_cache.h, docs/ssd-streaming.md). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "ds4_expert_cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu_internal.h"
+
+#define DIRECT_ALIGN 4096
+#define PART_ALIGN 64
+#define BOUNCE_BYTES ((size_t)8 << 20)
+
+typedef struct {
+    uint64_t off[3];
+    size_t bytes[3], at[3];   /* per-expert bytes of each part, offset inside a slot */
+    int set;
+} layer_src;
+
+typedef struct {
+    double score;             /* decayed use count as of tick `last` */
+    uint64_t last, uses;      /* tick of the last access, accesses in all */
+    int32_t slot;             /* -1 when not resident */
+} entry_meta;
+
+typedef struct {
+    int32_t key;              /* layer * n_expert + expert, -1 when empty */
+    uint32_t pins;
+} slot_meta;
+
+struct ds4_xc {
+    pthread_mutex_t lock;
+    int fd_direct, fd_plain;  /* fd_direct < 0 once the filesystem refused O_DIRECT */
+    int n_layer, n_expert, policy;
+    double half_life;
+    size_t n_slots, slot_bytes;
+    uint8_t *arena, *bounce;
+    layer_src *layers;
+    entry_meta *entries;
+    slot_meta *slots;
+    uint64_t tick;
+    ds4_xc_stats st;
+    int32_t *trace;
+    size_t trace_cap, trace_len;
+};
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+ds4_xc *ds4_xc_new(const char *path, int n_layer, int n_expert, size_t n_slots,
+                   size_t slot_bytes, int policy, double half_life, int direct) {
+    if (n_layer <= 0 || n_expert <= 0 || n_slots == 0 || slot_bytes == 0 ||
+        (policy != DS4_XC_LRU && policy != DS4_XC_DECAYED) || !(half_life > 0.0)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    ds4_xc *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->fd_direct = -1;
+    c->fd_plain = open(path, O_RDONLY | O_CLOEXEC);
+    if (c->fd_plain < 0) {
+        free(c);
+        return NULL;
+    }
+#ifdef O_DIRECT
+    if (direct) c->fd_direct = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+#else
+    (void)direct;
+#endif
+    pthread_mutex_init(&c->lock, NULL);
+    c->n_layer = n_layer;
+    c->n_expert = n_expert;
+    c->policy = policy;
+    c->half_life = half_life;
+    c->n_slots = n_slots;
+    c->slot_bytes = (slot_bytes + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
+    size_t n_entries = (size_t)n_layer * (size_t)n_expert;
+    c->layers = calloc((size_t)n_layer, sizeof *c->layers);
+    c->entries = calloc(n_entries, sizeof *c->entries);
+    c->slots = calloc(n_slots, sizeof *c->slots);
+    if (c->slot_bytes > SIZE_MAX / n_slots ||
+        posix_memalign((void **)&c->arena, DIRECT_ALIGN, c->slot_bytes * n_slots))
+        c->arena = NULL;
+    if (posix_memalign((void **)&c->bounce, DIRECT_ALIGN, BOUNCE_BYTES)) c->bounce = NULL;
+    if (!c->layers || !c->entries || !c->slots || !c->arena || !c->bounce) {
+        ds4_xc_free(c);
+        errno = ENOMEM;
+        return NULL;
+    }
+    for (size_t i = 0; i < n_entries; i++) c->entries[i].slot = -1;
+    for (size_t s = 0; s < n_slots; s++) c->slots[s].key = -1;
+    return c;
+}
+
+void ds4_xc_free(ds4_xc *c) {
+    if (!c) return;
+    if (c->fd_direct >= 0) close(c->fd_direct);
+    if (c->fd_plain >= 0) close(c->fd_plain);
+    pthread_mutex_destroy(&c->lock);
+    free(c->arena);
+    free(c->bounce);
+    free(c->layers);
+    free(c->entries);
+    free(c->slots);
+    free(c);
+}
+
+int ds4_xc_set_layer(ds4_xc *c, int layer, const uint64_t *offsets, const size_t *bytes) {
+    if (layer < 0 || layer >= c->n_layer) return DS4_CPU_BAD_SHAPE;
+    layer_src *l = &c->layers[layer];
+    size_t at = 0;
+    for (int p = 0; p < 3; p++) {
+        l->off[p] = offsets[p];
+        l->bytes[p] = bytes[p];
+        l->at[p] = at;
+        at += (bytes[p] + PART_ALIGN - 1) / PART_ALIGN * PART_ALIGN;
+    }
+    if (at > c->slot_bytes) return DS4_CPU_BAD_SHAPE;
+    l->set = 1;
+    return DS4_CPU_OK;
+}
+
+/* Read len bytes at off into dst, bypassing the page cache. */
+static int read_direct(ds4_xc *c, uint64_t off, size_t len, uint8_t *dst) {
+    while (c->fd_direct >= 0 && len) {
+        uint64_t start = off / DIRECT_ALIGN * DIRECT_ALIGN;
+        size_t lead = (size_t)(off - start);
+        size_t want = lead + len < BOUNCE_BYTES ? lead + len : BOUNCE_BYTES;
+        size_t span = (want + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
+        ssize_t got = pread(c->fd_direct, c->bounce, span, (off_t)start);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0 && errno == EINVAL) {  /* this filesystem takes no O_DIRECT */
+            close(c->fd_direct);
+            c->fd_direct = -1;
+            break;
+        }
+        if (got <= (ssize_t)lead) return DS4_XC_IO;
+        size_t n = (size_t)got - lead < len ? (size_t)got - lead : len;
+        if (n > want - lead) n = want - lead;
+        memcpy(dst, c->bounce + lead, n);
+        dst += n;
+        off += n;
+        len -= n;
+    }
+    uint64_t first = off;
+    size_t total = len;
+    while (len) {
+        ssize_t got = pread(c->fd_plain, dst, len, (off_t)off);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return DS4_XC_IO;
+        dst += got;
+        off += (uint64_t)got;
+        len -= (size_t)got;
+    }
+    /* the page cache must not keep what the expert cache now holds */
+    if (total) posix_fadvise(c->fd_plain, (off_t)first, (off_t)total, POSIX_FADV_DONTNEED);
+    return DS4_CPU_OK;
+}
+
+static double decayed(const ds4_xc *c, const entry_meta *e) {
+    return e->score * exp2(-(double)(c->tick - e->last) / c->half_life);
+}
+
+/* The slot to fill: an empty one, else the policy's victim among unpinned ones. */
+static int64_t victim(ds4_xc *c) {
+    int64_t best = -1;
+    double best_score = 0.0;
+    uint64_t best_last = 0;
+    for (size_t s = 0; s < c->n_slots; s++) {
+        if (c->slots[s].key < 0) return (int64_t)s;
+        if (c->slots[s].pins) continue;
+        const entry_meta *e = &c->entries[c->slots[s].key];
+        double score = c->policy == DS4_XC_DECAYED ? decayed(c, e) : 0.0;
+        if (best < 0 || score < best_score || (score == best_score && e->last < best_last)) {
+            best = (int64_t)s;
+            best_score = score;
+            best_last = e->last;
+        }
+    }
+    return best;
+}
+
+/* Make (layer, expert) resident; lock held. */
+static int load(ds4_xc *c, int layer, int expert, int32_t key) {
+    const layer_src *l = &c->layers[layer];
+    int64_t s = victim(c);
+    if (s < 0) return DS4_XC_ALL_PINNED;
+    slot_meta *slot = &c->slots[s];
+    if (slot->key >= 0) {
+        c->entries[slot->key].slot = -1;
+        c->st.evictions++;
+        c->st.resident--;
+        slot->key = -1;
+    }
+    uint8_t *base = c->arena + (size_t)s * c->slot_bytes;
+    uint64_t t0 = now_ns();
+    for (int p = 0; p < 3; p++) {
+        uint64_t off = l->off[p] + (uint64_t)expert * l->bytes[p];
+        int rc = read_direct(c, off, l->bytes[p], base + l->at[p]);
+        if (rc) return rc;
+        c->st.bytes_read += l->bytes[p];
+    }
+    c->st.read_ns += now_ns() - t0;
+    slot->key = key;
+    c->entries[key].slot = (int32_t)s;
+    c->st.resident++;
+    return DS4_CPU_OK;
+}
+
+static int check(const ds4_xc *c, int layer, int expert) {
+    if (layer < 0 || layer >= c->n_layer || expert < 0 || expert >= c->n_expert)
+        return DS4_CPU_BAD_EXPERT;
+    return c->layers[layer].set ? DS4_CPU_OK : DS4_CPU_BAD_SHAPE;
+}
+
+int ds4_xc_acquire(ds4_xc *c, int layer, int expert, const uint8_t **parts) {
+    int rc = check(c, layer, expert);
+    if (rc) return rc;
+    int32_t key = layer * c->n_expert + expert;
+    pthread_mutex_lock(&c->lock);
+    entry_meta *e = &c->entries[key];
+    c->tick++;
+    c->st.accesses++;
+    if (c->trace && c->trace_len < c->trace_cap) c->trace[c->trace_len++] = key;
+    if (e->slot >= 0) {
+        c->st.hits++;
+    } else {
+        c->st.misses++;
+        uint64_t t0 = now_ns();
+        rc = load(c, layer, expert, key);
+        c->st.stall_ns += now_ns() - t0;
+    }
+    if (!rc) {
+        e->score = decayed(c, e) + 1.0;
+        e->last = c->tick;
+        e->uses++;
+        c->slots[e->slot].pins++;
+        const uint8_t *base = c->arena + (size_t)e->slot * c->slot_bytes;
+        for (int p = 0; p < 3; p++) parts[p] = base + c->layers[layer].at[p];
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+void ds4_xc_release(ds4_xc *c, int layer, int expert) {
+    if (check(c, layer, expert)) return;
+    pthread_mutex_lock(&c->lock);
+    int32_t s = c->entries[layer * c->n_expert + expert].slot;
+    if (s >= 0 && c->slots[s].pins) c->slots[s].pins--;
+    pthread_mutex_unlock(&c->lock);
+}
+
+int ds4_xc_prefetch(ds4_xc *c, int layer, int expert) {
+    int rc = check(c, layer, expert);
+    if (rc) return rc;
+    int32_t key = layer * c->n_expert + expert;
+    pthread_mutex_lock(&c->lock);
+    if (c->entries[key].slot < 0) {
+        rc = load(c, layer, expert, key);
+        if (rc == DS4_XC_ALL_PINNED) rc = DS4_CPU_OK;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+void ds4_xc_get_stats(const ds4_xc *c, ds4_xc_stats *out) {
+    pthread_mutex_lock((pthread_mutex_t *)&c->lock);
+    *out = c->st;
+    pthread_mutex_unlock((pthread_mutex_t *)&c->lock);
+}
+
+void ds4_xc_reset_stats(ds4_xc *c) {
+    pthread_mutex_lock(&c->lock);
+    uint64_t resident = c->st.resident;
+    memset(&c->st, 0, sizeof c->st);
+    c->st.resident = resident;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void ds4_xc_get_counts(const ds4_xc *c, uint64_t *out) {
+    pthread_mutex_lock((pthread_mutex_t *)&c->lock);
+    size_t n = (size_t)c->n_layer * (size_t)c->n_expert;
+    for (size_t i = 0; i < n; i++) out[i] = c->entries[i].uses;
+    pthread_mutex_unlock((pthread_mutex_t *)&c->lock);
+}
+
+void ds4_xc_set_trace(ds4_xc *c, int32_t *buf, size_t cap) {
+    pthread_mutex_lock(&c->lock);
+    c->trace = buf;
+    c->trace_cap = buf ? cap : 0;
+    c->trace_len = 0;
+    pthread_mutex_unlock(&c->lock);
+}
+
+size_t ds4_xc_trace_len(const ds4_xc *c) { return c->trace_len; }
+
+int ds4_xc_direct(const ds4_xc *c) { return c->fd_direct >= 0; }

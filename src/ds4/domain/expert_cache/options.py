@@ -1,0 +1,50 @@
+"""What `--ssd-streaming` and its companion flags ask for, and the counters the cache
+reports (docs/ssd-streaming.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ds4.domain.expert_cache.budget import CacheSpec
+from ds4.domain.expert_cache.policy import DEFAULT_HALF_LIFE
+
+
+@dataclass(frozen=True)
+class StreamingOptions:
+    cache: CacheSpec | None = None  # None: the automatic budget
+    preload: int = 0  # hottest experts of the profile loaded at start
+    cold: bool = False  # drop the file from the page cache first
+    simulate_used_bytes: int = 0  # taken off available memory (budget experiments)
+    profile: str | None = None  # read at start when it exists, written at close
+    policy: str = "decayed"
+    half_life: float = DEFAULT_HALF_LIFE
+
+
+@dataclass(frozen=True)
+class ExpertCacheStats:
+    slots: int
+    resident: int
+    accesses: int
+    hits: int
+    misses: int
+    evictions: int
+    bytes_read: int
+    read_seconds: float
+    stall_seconds: float
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.accesses if self.accesses else 0.0
+
+    @property
+    def read_bytes_per_second(self) -> float:
+        return self.bytes_read / self.read_seconds if self.read_seconds > 0 else 0.0
+
+    def since(self, before: ExpertCacheStats) -> ExpertCacheStats:
+        """The counters accumulated after `before` (slots, resident as now)."""
+        return ExpertCacheStats(
+            self.slots, self.resident, self.accesses - before.accesses,
+            self.hits - before.hits, self.misses - before.misses,
+            self.evictions - before.evictions, self.bytes_read - before.bytes_read,
+            self.read_seconds - before.read_seconds, self.stall_seconds - before.stall_seconds,
+        )  # fmt: skip
