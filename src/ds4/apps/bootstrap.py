@@ -34,6 +34,7 @@ from ds4.domain.agent.library import SessionLibrary
 from ds4.domain.agent.toolbox import ToolBox
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
+from ds4.domain.expert_cache.options import StreamingOptions
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.model_identity import model_tag_for
 from ds4.domain.serving.job import Worker
@@ -144,6 +145,7 @@ def load_engine(
     threads: int | None = None,
     script: str | None = None,
     script_token_delay: float = 0.0,
+    streaming: StreamingOptions | None = None,
 ) -> Engine:
     """Check the backend choice, open the model (if any) once, build tokenizer and
     runner over it. Without a model the tokenizer is the official tokenizer.json
@@ -162,6 +164,7 @@ def load_engine(
         script=script,
         script_tokenizer=tokenizer,
         script_token_delay=script_token_delay,
+        streaming=streaming,
     )
     return Engine(tokenizer, runner, model)
 
@@ -237,6 +240,7 @@ def bootstrap_server(
             threads=options.threads,
             script=options.script,
             script_token_delay=options.script_token_delay,
+            streaming=options.streaming,
         )
     random = random or wiring.random_source()
     memory = ToolReplayMemory(
@@ -269,6 +273,7 @@ def bootstrap_server(
         queue_depth=lambda: inference.waiting,
         active_sessions=lambda: inference.running,
         kv_disk_bytes=wiring.kv_disk_usage(kv_dir) if kv_dir is not None else None,
+        expert_cache=wiring.expert_cache_stats(engine.runner),
     )
     state = ServerState(
         config,

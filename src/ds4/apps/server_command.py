@@ -20,6 +20,7 @@ from ds4.apps.flag_types import INT_MAX, MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.server_logging import LOG_FORMATS, configure_server_logging
 from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK, MAX_SESSIONS, ServerOptions
+from ds4.apps.ssd_flags import add_ssd_streaming_flags, streaming_options
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
 from ds4.wire.loopback import is_loopback_host
@@ -58,6 +59,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help=f"default max_tokens when a request sets no limit (1..{INT_MAX})",
     )
     add_backend_flags(p, scripted=True)
+    add_ssd_streaming_flags(p)
     p.add_argument(
         "--api-key",
         type=flag_types.api_key,
@@ -302,6 +304,7 @@ def run_server(args: argparse.Namespace) -> int:
         sessions=args.sessions,
         kv_disk_dir=args.kv_disk_dir,
         kv_cache=kv_cache_options(args),
+        streaming=streaming_options(args),
         max_body_mb=args.max_body_mb,
         max_connections=args.max_connections,
         header_timeout=args.header_timeout,

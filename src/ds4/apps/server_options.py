@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ds4.domain.expert_cache.options import StreamingOptions
 from ds4.domain.kvcache.policy import KvCacheOptions
 
 # Prefill in chunks of ds4's own chunk size (the DSV4 payload header's), so a cancelled
@@ -38,3 +39,4 @@ class ServerOptions:
     body_timeout: float = 120.0
     kv_disk_dir: str | None = None  # the disk KV cache directory (None: disabled)
     kv_cache: KvCacheOptions = field(default_factory=KvCacheOptions)
+    streaming: StreamingOptions | None = None  # --ssd-streaming (docs/ssd-streaming.md)
