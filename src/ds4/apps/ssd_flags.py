@@ -76,8 +76,7 @@ def add_ssd_streaming_flags(parser: argparse.ArgumentParser) -> None:
         type=gigabytes,
         default=0,
         metavar="NGB",
-        help="pretend NGB of memory are taken when sizing the automatic budget "
-        f"(0..{MAX_GB})",
+        help=f"pretend NGB of memory are taken when sizing the automatic budget (0..{MAX_GB})",
     )
     g.add_argument(
         "--expert-profile",
@@ -91,7 +90,7 @@ def add_ssd_streaming_flags(parser: argparse.ArgumentParser) -> None:
         choices=POLICIES,
         default="decayed",
         help="expert cache eviction: decayed (evict the lowest use count, counts halving "
-        "every 4096 expert uses) or lru (least recently used)",
+        "every 8 tokens' worth of expert uses) or lru (least recently used)",
     )
 
 

@@ -16,7 +16,7 @@ from ds4 import _native_cpu  # type: ignore[attr-defined]
 from ds4.adapters.compute.cpu.native_layout import NativeLayout
 from ds4.domain.errors import Ds4Error
 from ds4.domain.expert_cache.budget import GIB, Budget, cache_slots
-from ds4.domain.expert_cache.options import ExpertCacheStats, StreamingOptions
+from ds4.domain.expert_cache.options import ExpertCacheStats, StreamingOptions, half_life_uses
 from ds4.domain.expert_cache.profile import hottest, merged, parse_profile, profile_text
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.model_file import ModelFile
@@ -84,11 +84,12 @@ class ExpertStreaming:
             kv_and_scratch=KV_AND_SCRATCH_RESERVE,
         )
         slots = self.budget.slots
+        self.half_life = half_life_uses(options, hp.n_layer, hp.n_expert_used)
         if options.cold:
             self._drop_page_cache()
         c = _lib.ds4_xc_new(
             model.path.encode(), hp.n_layer, hp.n_expert, slots, slot_bytes,
-            _POLICY_CODES[options.policy], options.half_life, 1,
+            _POLICY_CODES[options.policy], self.half_life, 1,
         )  # fmt: skip
         if c == _ffi.NULL:
             raise Ds4Error(
