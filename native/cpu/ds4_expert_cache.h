@@ -3,7 +3,9 @@
  * tensors), filled on miss by direct reads from the GGUF file that bypass the page cache.
  * The forward acquires one expert at a time (ds4_xc_acquire .. ds4_xc_release), so one
  * slot is enough; the bytes are the file's, so results equal the mapped run's bit for bit.
- * Thread-safe: one mutex around the bookkeeping and the reads. */
+ * Thread-safe: a mutex guards the bookkeeping, reads run outside it into a slot marked
+ * loading (pinned), and a read-ahead thread loads predicted experts of the next layer
+ * while the forward computes. */
 #ifndef DS4_EXPERT_CACHE_H
 #define DS4_EXPERT_CACHE_H
 
@@ -46,9 +48,19 @@ int ds4_xc_set_layer(ds4_xc *c, int layer, const uint64_t *offsets, const size_t
 int ds4_xc_acquire(ds4_xc *c, int layer, int expert, const uint8_t **parts);
 void ds4_xc_release(ds4_xc *c, int layer, int expert);
 
-/* Load an expert ahead of use without counting an access (preload, read-ahead);
- * a no-op when it is resident or every slot is pinned. */
+/* Load an expert ahead of use without counting an access (preload), now, in the
+ * caller; a no-op when it is resident or every slot is pinned. */
 int ds4_xc_prefetch(ds4_xc *c, int layer, int expert);
+
+/* Read-ahead: how many of a layer's likeliest experts to load ahead (0: none, the
+ * default). The forward calls ds4_xc_readahead(c, l + 1) once layer l is routed: it
+ * queues that many of layer l+1's experts with the highest decayed use counts that are
+ * not resident for a background thread, which loads each only where the slot it would
+ * take holds an expert with a lower count. Returns at once. */
+void ds4_xc_set_readahead(ds4_xc *c, int count);
+void ds4_xc_readahead(ds4_xc *c, int layer);
+/* Experts loaded ahead so far and how many of them were used before being evicted. */
+void ds4_xc_readahead_counts(const ds4_xc *c, uint64_t *loaded, uint64_t *used);
 
 void ds4_xc_get_stats(const ds4_xc *c, ds4_xc_stats *out);
 void ds4_xc_reset_stats(ds4_xc *c);

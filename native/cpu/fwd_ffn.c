@@ -311,6 +311,8 @@ int ds4_fw_ffn(const ds4_fw_layer *L, const float *g, const int32_t *tokens, siz
     ds4_cpu_experts gate = experts_of(&L->gate_exps), up = experts_of(&L->up_exps);
     ds4_cpu_experts down = experts_of(&L->down_exps);
     int fused = q8k_type(gate.type) && q8k_type(up.type) && q8k_type(down.type);
+    /* SSD streaming: the next layer's likely experts load while this one computes */
+    if (L->xc) ds4_xc_readahead(L->xc, L->layer_id + 1);
     for (size_t t = 0; t < n; t++) {
         int32_t *ids = all_ids + t * K;
         float *wts = all_wts + t * K;

@@ -19,6 +19,7 @@ _COMPANIONS = (
     ("simulate_used_memory", "--simulate-used-memory"),
     ("expert_profile", "--expert-profile"),
     ("ssd_streaming_policy", "--ssd-streaming-policy"),
+    ("ssd_streaming_readahead", "--ssd-streaming-readahead"),
 )
 
 
@@ -92,6 +93,15 @@ def add_ssd_streaming_flags(parser: argparse.ArgumentParser) -> None:
         help="expert cache eviction: decayed (evict the lowest use count, counts halving "
         "every 8 tokens' worth of expert uses) or lru (least recently used)",
     )
+    g.add_argument(
+        "--ssd-streaming-readahead",
+        type=flag_types.int_in(0, 1024),
+        default=0,
+        metavar="N",
+        help="while a layer computes, a background thread loads the next layer's N "
+        "likeliest experts (highest decayed use counts), each only over a colder one "
+        "(0..1024; 0: off)",
+    )
 
 
 def streaming_options(args: argparse.Namespace) -> StreamingOptions | None:
@@ -114,4 +124,5 @@ def streaming_options(args: argparse.Namespace) -> StreamingOptions | None:
         simulate_used_bytes=args.simulate_used_memory,
         profile=args.expert_profile,
         policy=args.ssd_streaming_policy,
+        readahead=args.ssd_streaming_readahead,
     )

@@ -16,6 +16,7 @@ class StreamingOptions:
     simulate_used_bytes: int = 0  # taken off available memory (budget experiments)
     profile: str | None = None  # read at start when it exists, written at close
     policy: str = "decayed"
+    readahead: int = 0  # next-layer experts loaded ahead per layer (0: off)
     half_life: float | None = None  # in expert uses; None: HALF_LIFE_TOKENS of decode
 
 
@@ -42,6 +43,8 @@ class ExpertCacheStats:
     bytes_read: int
     read_seconds: float
     stall_seconds: float
+    readahead_loaded: int = 0  # experts the read-ahead thread loaded
+    readahead_used: int = 0  # ... and that were used before being evicted
 
     @property
     def hit_rate(self) -> float:
@@ -58,4 +61,6 @@ class ExpertCacheStats:
             self.hits - before.hits, self.misses - before.misses,
             self.evictions - before.evictions, self.bytes_read - before.bytes_read,
             self.read_seconds - before.read_seconds, self.stall_seconds - before.stall_seconds,
+            self.readahead_loaded - before.readahead_loaded,
+            self.readahead_used - before.readahead_used,
         )  # fmt: skip

@@ -106,11 +106,12 @@ class ExpertStreaming:
             layout.layers[il].xc = self._c
             layout.layers[il].layer_id = il
         self._prefault(resident)
+        _lib.ds4_xc_set_readahead(self._c, min(options.readahead, hp.n_expert))
         log(
             f"ssd streaming: {slots} expert slots x {_size(slot_bytes)} = "
             f"{_size(slots * slot_bytes)} of {_size(self.expert_bytes_total)} "
             f"routed experts ({self.budget.reason}); {_size(self.resident_bytes)} "
-            f"resident; policy {options.policy}; reads "
+            f"resident; policy {options.policy}; read-ahead {options.readahead}; reads "
             f"{'O_DIRECT' if _lib.ds4_xc_direct(self._c) else 'pread + FADV_DONTNEED'}"
         )
         self._profile_counts = self._read_profile()
@@ -163,10 +164,13 @@ class ExpertStreaming:
 
     def stats(self) -> ExpertCacheStats:
         s = _ffi.new("ds4_xc_stats *")
+        loaded, used = _ffi.new("uint64_t *"), _ffi.new("uint64_t *")
         _lib.ds4_xc_get_stats(self._c, s)
+        _lib.ds4_xc_readahead_counts(self._c, loaded, used)
         return ExpertCacheStats(
             self.budget.slots, int(s.resident), int(s.accesses), int(s.hits), int(s.misses),
             int(s.evictions), int(s.bytes_read), s.read_ns / 1e9, s.stall_ns / 1e9,
+            int(loaded[0]), int(used[0]),
         )  # fmt: skip
 
     def counts(self) -> list[int]:
