@@ -48,25 +48,31 @@ ALL = 1 << 20  # more than any tiny model has: every expert fits
     ("model", "numerics", "budgets"),
     [
         # q2 types: the fused Q8_K expert kernels (one token and grouped prefill)
-        ("tiny_all_kinds", "ds4", [(1, "decayed"), (3, "lru"), (ALL, "lru")]),
-        ("tiny_all_kinds", "exact", [(1, "lru")]),
+        (
+            "tiny_all_kinds",
+            "ds4",
+            [(1, "decayed", 0), (3, "lru", 0), (5, "decayed", 2), (ALL, "lru", 0)],
+        ),
+        ("tiny_all_kinds", "exact", [(1, "lru", 1)]),
         # F32 experts: the generic per-slot matmul path
-        ("tiny_f32", "fp32", [(1, "decayed"), (2, "lru")]),
+        ("tiny_f32", "fp32", [(1, "decayed", 0), (2, "lru", 2)]),
     ],
 )
 def test_streaming_is_bit_identical_to_the_mapped_run(
     model: str,
     numerics: str,
-    budgets: list[tuple[int, str]],
+    budgets: list[tuple[int, str, int]],
     prompt: list[int],
     request: pytest.FixtureRequest,
 ) -> None:
     path: Path = request.getfixturevalue(model)
     _, want = _run(path, numerics, prompt, None)
-    for experts, policy in budgets:
-        options = StreamingOptions(cache=CacheSpec(experts=experts), policy=policy)
+    for experts, policy, readahead in budgets:  # read-ahead changes timing, never bytes
+        options = StreamingOptions(
+            cache=CacheSpec(experts=experts), policy=policy, readahead=readahead
+        )
         runner, got = _run(path, numerics, prompt, options)
-        assert np.array_equal(_bits(got), _bits(want)), (experts, policy)
+        assert np.array_equal(_bits(got), _bits(want)), (experts, policy, readahead)
         stats = runner.expert_cache_stats()
         assert stats is not None and stats.accesses > 0
         assert stats.slots == min(experts, runner.hparams.n_layer * runner.hparams.n_expert)
