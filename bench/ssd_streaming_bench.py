@@ -15,7 +15,8 @@ side. The file is deleted at the end (--keep keeps it). Plain mmap runs with wha
 memory the machine has: no cgroup limit is applied (docs/ssd-streaming.md says what
 that means for the comparison).
 
-    PYTHONPATH=src python -m bench.ssd_streaming_bench [--layers 1] [--tokens 8]
+    PYTHONPATH=src python -m bench.ssd_streaming_bench [--layers 1] [--tokens 48]
+        [--plot docs/img/ssd-streaming.png]
 """
 
 from __future__ import annotations
@@ -127,6 +128,35 @@ def row(label: str, tps: float, st: ExpertCacheStats | None, tokens: int) -> str
     )
 
 
+def plot(points: list[tuple[int, str, float, ExpertCacheStats]], mmap: dict[str, float],
+         out: str, tokens: int) -> None:  # fmt: skip
+    """Hit rate, disk MiB/token and t/s against the budget, cold and warm."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    for mode, style in (("cold", "o--"), ("warm", "o-")):
+        pts = [(p, tps, st) for p, m, tps, st in points if m == mode]
+        x = [p for p, _, _ in pts]
+        axes[0].plot(x, [st.hit_rate for _, _, st in pts], style, label=f"stream {mode}")
+        axes[1].plot(x, [st.bytes_read / tokens / 2**20 for _, _, st in pts], style,
+                     label=f"stream {mode}")  # fmt: skip
+        axes[2].plot(x, [tps for _, tps, _ in pts], style, label=f"stream {mode}")
+    for mode, tps in mmap.items():
+        axes[2].axhline(tps, linestyle=":" if mode == "cold" else "-.", color="grey",
+                        label=f"mmap {mode}")  # fmt: skip
+    for ax, title in zip(axes, ("expert hit rate", "disk MiB / token", "decode t/s"),
+                         strict=True):  # fmt: skip
+        ax.set_xlabel("expert cache budget (% of expert bytes)")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    axes[2].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", type=int, default=1, help="Flash-shaped layers (1..43)")
@@ -135,6 +165,7 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the model file")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--budgets", default="10,25,50,75,100", help="percent of expert bytes")
+    ap.add_argument("--plot", metavar="PNG", help="draw the curves here")
     args = ap.parse_args()
     if not 1 <= args.layers <= 43:
         ap.error("--layers must be in 1..43")
@@ -156,10 +187,13 @@ def main() -> int:
         print(f"{args.layers} layers x {hp.n_expert} experts, {n} tokens per window, "
               f"{args.threads} threads\n")  # fmt: skip
         print(f"{'run':<22} {'t/s':>7}  {'hit rate':>8}  {'disk/token':>14}  {'stall ms/t':>10}")
+        points: list[tuple[int, str, float, ExpertCacheStats]] = []
+        mmap: dict[str, float] = {}
         for warm in (False, True):
             if not warm:
                 drop_page_cache(path)
             tps = decode(start(open_cpu_runner(str(path), threads=args.threads), prompt, n), n)
+            mmap["warm" if warm else "cold"] = tps
             print(row(f"mmap {'warm' if warm else 'cold'}", tps, None, n), flush=True)
         for pct in (int(p) for p in args.budgets.split(",")):
             slots = max(1, total * pct // 100)
@@ -170,11 +204,15 @@ def main() -> int:
             s0 = runner.streaming.stats()
             tps = decode(session, n)
             s1 = runner.streaming.stats()
+            points.append((pct, "cold", tps, s1.since(s0)))
             print(row(f"stream {pct:3d}% cold", tps, s1.since(s0), n), flush=True)
             tps = decode(session, n)
-            print(row(f"stream {pct:3d}% warm", tps, runner.streaming.stats().since(s1), n),
-                  flush=True)  # fmt: skip
+            points.append((pct, "warm", tps, runner.streaming.stats().since(s1)))
+            print(row(f"stream {pct:3d}% warm", tps, points[-1][3], n), flush=True)
             del runner, session
+        if args.plot:
+            plot(points, mmap, args.plot, n)
+            print(f"wrote {args.plot}")
     finally:
         if not args.keep:
             path.unlink(missing_ok=True)
