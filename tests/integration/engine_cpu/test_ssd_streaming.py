@@ -14,7 +14,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ds4.adapters.compute.cpu import CpuRunner, open_cpu_runner
+from ds4.adapters.compute.cpu import CpuRunner, cpu_runner, open_cpu_runner
+from ds4.adapters.gguf.model_open import load_model
 from ds4.domain.expert_cache.budget import CacheSpec
 from ds4.domain.expert_cache.options import StreamingOptions
 from ds4.domain.expert_cache.policy import replay
@@ -111,8 +112,8 @@ def test_cli_profile_is_written_then_preloaded(tmp_path: Path) -> None:
     profile = tmp_path / "experts.json"
     plain = _cli()
     assert plain.returncode == 0, plain.stderr
-    flags = ["--ssd-streaming", "--ssd-streaming-cache-experts", "6", "--expert-profile",
-             str(profile), "--ssd-streaming-preload-experts", "6"]  # fmt: skip
+    flags = ["--ssd-streaming", "--ssd-streaming-cold", "--ssd-streaming-cache-experts", "6",
+             "--expert-profile", str(profile), "--ssd-streaming-preload-experts", "6"]  # fmt: skip
     first = _cli(*flags)
     assert first.returncode == 0, first.stderr
     assert first.stdout == plain.stdout
@@ -150,3 +151,22 @@ def test_a_foreign_profile_is_refused(tmp_path: Path) -> None:
     result = _cli("--ssd-streaming", "--expert-profile", str(profile))
     assert result.returncode != 0
     assert "written for 9 layers x 2 experts" in result.stderr
+
+
+def test_buffered_reads_and_the_automatic_budget(tiny_all_kinds: Path, prompt: list[int]) -> None:
+    """Without O_DIRECT (pread + FADV_DONTNEED) the bytes are the same; a simulated full
+    memory leaves the automatic budget at its floor of one expert, said at start."""
+    _, want = _run(tiny_all_kinds, "ds4", prompt, None)
+    lines: list[str] = []
+    options = StreamingOptions(direct=False, simulate_used_bytes=1 << 50)
+    model, hp = load_model(str(tiny_all_kinds))
+    runner = cpu_runner(model, hp, threads=2, streaming=options, log=lines.append)
+    session = runner.new_session(len(prompt) + 8)
+    out = [session.prefill(prompt, all_logits=True)]
+    token = int(out[0][-1].argmax())
+    for _ in range(4):
+        out.append(session.eval(token).reshape(1, -1))
+        token = int(out[-1].argmax())
+    assert np.array_equal(_bits(np.concatenate(out)), _bits(want))
+    assert "ssd streaming: 1 expert slots" in lines[0] and "(auto: " in lines[0]
+    assert "reads pread + FADV_DONTNEED" in lines[0]

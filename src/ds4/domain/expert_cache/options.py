@@ -17,6 +17,7 @@ class StreamingOptions:
     profile: str | None = None  # read at start when it exists, written at close
     policy: str = "decayed"
     readahead: int = 0  # next-layer experts loaded ahead per layer (0: off)
+    direct: bool = True  # try O_DIRECT (False: pread + FADV_DONTNEED always)
     half_life: float | None = None  # in expert uses; None: HALF_LIFE_TOKENS of decode
 
 

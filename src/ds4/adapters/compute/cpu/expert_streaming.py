@@ -89,7 +89,7 @@ class ExpertStreaming:
             self._drop_page_cache()
         c = _lib.ds4_xc_new(
             model.path.encode(), hp.n_layer, hp.n_expert, slots, slot_bytes,
-            _POLICY_CODES[options.policy], self.half_life, 1,
+            _POLICY_CODES[options.policy], self.half_life, int(options.direct),
         )  # fmt: skip
         if c == _ffi.NULL:
             raise Ds4Error(
