@@ -162,7 +162,17 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=1, help="Flash-shaped layers (1..43)")
     ap.add_argument("--tokens", type=int, default=8, help="decode tokens per measurement")
     ap.add_argument("--dir", default="/tmp", help="where the model file goes")
-    ap.add_argument("--keep", action="store_true", help="keep the model file")
+    ap.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the model file (a kept file is reused by the next run)",
+    )
+    ap.add_argument(
+        "--readahead",
+        type=int,
+        default=0,
+        help="--ssd-streaming-readahead for the streaming runs (0..1024)",
+    )
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--budgets", default="10,25,50,75,100", help="percent of expert bytes")
     ap.add_argument("--plot", metavar="PNG", help="draw the curves here")
@@ -173,19 +183,24 @@ def main() -> int:
     path = Path(args.dir) / f"ssd_bench_flash_{args.layers}l.gguf"
     need = int(3.6e9 * args.layers)  # generous: experts ~1.8 GB a layer + embedding/head
     free = shutil.disk_usage(args.dir).free
-    if free < need + (8 << 30):
+    if not path.exists() and free < need + (8 << 30):
         print(f"not enough disk in {args.dir}: {free >> 30} GiB free", file=sys.stderr)
         return 1
+    if not 0 <= args.readahead <= 1024:
+        ap.error("--readahead must be in 0..1024")
     try:
         t0 = time.perf_counter()
-        write_model(path, hp, 1)
-        print(f"{path}: {path.stat().st_size / 2**30:.2f} GiB, written in "
+        if path.exists():
+            print(f"{path}: reusing the file a --keep run left")
+        else:
+            write_model(path, hp, 1)
+        print(f"{path}: {path.stat().st_size / 2**30:.2f} GiB, ready in "
               f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
         prompt = [int(t) for t in np.random.default_rng(5).integers(0, hp.n_vocab, 4)]
         total = hp.n_layer * hp.n_expert
         n = args.tokens
         print(f"{args.layers} layers x {hp.n_expert} experts, {n} tokens per window, "
-              f"{args.threads} threads\n")  # fmt: skip
+              f"{args.threads} threads, read-ahead {args.readahead}\n")  # fmt: skip
         print(f"{'run':<22} {'t/s':>7}  {'hit rate':>8}  {'disk/token':>14}  {'stall ms/t':>10}")
         points: list[tuple[int, str, float, ExpertCacheStats]] = []
         mmap: dict[str, float] = {}
@@ -197,7 +212,9 @@ def main() -> int:
             print(row(f"mmap {'warm' if warm else 'cold'}", tps, None, n), flush=True)
         for pct in (int(p) for p in args.budgets.split(",")):
             slots = max(1, total * pct // 100)
-            opts = StreamingOptions(cache=CacheSpec(experts=slots), cold=True)
+            opts = StreamingOptions(
+                cache=CacheSpec(experts=slots), cold=True, readahead=args.readahead
+            )
             runner = open_cpu_runner(str(path), threads=args.threads, streaming=opts)
             assert runner.streaming is not None
             session = start(runner, prompt, n)
