@@ -8,6 +8,7 @@ RUNTIME := $(VENV)/.runtime-installed
 SERVE_BUILT := $(VENV)/.ds4-runtime-built
 DEPS   := $(VENV)/.deps-installed
 ORACLE := $(VENV)/.oracle-installed
+RAY    := $(VENV)/.ray-installed
 BUILT  := $(VENV)/.ds4-built
 NATIVE := $(wildcard native/*/*.c native/*/*.h native/build/*.py)
 
@@ -44,8 +45,14 @@ $(ORACLE): requirements-oracle.lock $(DEPS)
 	$(BIN)/pip install --quiet --no-deps -r requirements-oracle.lock
 	touch $@
 
+# Ray for the distributed backend and its tests (the `distributed` extra; ADR 0057).
+$(RAY): requirements-ray.lock $(DEPS)
+	@echo "==> ds4: installing Ray for the distributed backend (requirements-ray.lock)"
+	$(BIN)/pip install --quiet --require-hashes --no-deps -r requirements-ray.lock
+	touch $@
+
 # The package build compiles the cffi extensions (no lazy compilation at import).
-$(BUILT): $(DEPS) $(ORACLE) pyproject.toml $(NATIVE)
+$(BUILT): $(DEPS) $(ORACLE) $(RAY) pyproject.toml $(NATIVE)
 	@echo "==> ds4: building the native code (cffi extensions)"
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation --editable .
 	touch $@

@@ -60,13 +60,18 @@ static int trim_rows(rows_t *r, int64_t keep_from) {
     return 1;
 }
 
+/* A copy sized to the rows in use, not the source's spare capacity: a clone is a
+ * checkpoint kept in memory (its bytes count against a budget) or a restored state,
+ * which grows again as any state does. */
 static int clone_rows(rows_t *dst, const rows_t *src) {
+    size_t used = (size_t)(src->n - src->base);
     *dst = *src;
     dst->data = NULL;
-    if (!src->cap) return DS4_CPU_OK;
-    dst->data = malloc(src->cap * src->width * sizeof *dst->data);
+    dst->cap = used;
+    if (!used) return DS4_CPU_OK;
+    dst->data = malloc(used * src->width * sizeof *dst->data);
     if (!dst->data) return DS4_CPU_NO_MEMORY;
-    memcpy(dst->data, src->data, (size_t)(src->n - src->base) * src->width * sizeof *src->data);
+    memcpy(dst->data, src->data, used * src->width * sizeof *src->data);
     return DS4_CPU_OK;
 }
 

@@ -43,10 +43,14 @@ class FakeCheckpoint:
     owner: object
     tokens: tuple[int, ...]
     logits: npt.NDArray[np.float32] | None
+    floor: Callable[[int, int], int]  # (total, n) -> the exact floor
 
     @property
     def nbytes(self) -> int:
         return 8 * len(self.tokens)
+
+    def rewind_floor(self, n: int) -> int:
+        return self.floor(len(self.tokens), n)
 
 
 class FakeComputeSession:
@@ -57,14 +61,21 @@ class FakeComputeSession:
         ctx: int = 64,
         script: Script | None = None,
         rewind_step: int = 1,
+        rewind_history: int | None = None,
         fail_after: int | None = None,
+        owner: object = None,
     ) -> None:
-        """`fail_after`: eval raises Ds4Error once the state holds that many tokens."""
+        """`fail_after`: eval raises Ds4Error once the state holds that many tokens;
+        `rewind_history`: rewinds reach back at most that many tokens from the end (a
+        real state's bounded history); `owner` (default: the session itself) scopes
+        checkpoints, as a runner does."""
         self.vocab = vocab
         self._ctx = ctx
         self.script = script
         self.rewind_step = rewind_step
+        self.rewind_history = rewind_history
         self.fail_after = fail_after
+        self.owner = self if owner is None else owner
         self._tokens: list[int] = []
         self._logits: npt.NDArray[np.float32] | None = None
         self.evaluated: list[int] = []  # every token evaluated, in order
@@ -134,6 +145,13 @@ class FakeComputeSession:
         return self._logits
 
     def rewind_floor(self, n: int) -> int:
+        return self._floor(len(self._tokens), n)
+
+    def _floor(self, total: int, n: int) -> int:
+        if n >= total:
+            return total
+        if self.rewind_history is not None and n < total - self.rewind_history:
+            return 0
         return n - n % self.rewind_step
 
     def rewind(self, n: int) -> None:
@@ -164,11 +182,11 @@ class FakeComputeSession:
         self._logits = self.logits_after(self._tokens) if self._tokens else None
 
     def checkpoint(self) -> FakeCheckpoint:
-        return FakeCheckpoint(self, tuple(self._tokens), self._logits)
+        return FakeCheckpoint(self.owner, tuple(self._tokens), self._logits, self._floor)
 
     def restore(self, checkpoint: object) -> None:
-        if not isinstance(checkpoint, FakeCheckpoint) or checkpoint.owner is not self:
-            raise Ds4Error("checkpoint of another session")
+        if not isinstance(checkpoint, FakeCheckpoint) or checkpoint.owner is not self.owner:
+            raise Ds4Error("checkpoint of another runner")
         self._tokens = list(checkpoint.tokens)
         self._logits = checkpoint.logits
 
@@ -177,10 +195,18 @@ class FakeRunner:
     """A ModelRunner whose sessions are FakeComputeSessions (the tiny model's shape);
     `sessions` keeps each one made, so tests can look at what it evaluated."""
 
-    def __init__(self, *, vocab: int = 300, script: Script | None = None, rewind_step: int = 1):
+    def __init__(
+        self,
+        *,
+        vocab: int = 300,
+        script: Script | None = None,
+        rewind_step: int = 1,
+        rewind_history: int | None = None,
+    ):
         self.vocab = vocab
         self.script = script
         self.rewind_step = rewind_step
+        self.rewind_history = rewind_history
         self.sessions: list[FakeComputeSession] = []
 
     @property
@@ -193,7 +219,12 @@ class FakeRunner:
 
     def new_session(self, ctx: int) -> FakeComputeSession:
         session = FakeComputeSession(
-            vocab=self.vocab, ctx=ctx, script=self.script, rewind_step=self.rewind_step
+            vocab=self.vocab,
+            ctx=ctx,
+            script=self.script,
+            rewind_step=self.rewind_step,
+            rewind_history=self.rewind_history,
+            owner=self,
         )
         self.sessions.append(session)
         return session

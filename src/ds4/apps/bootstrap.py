@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from ds4.domain.agent.agent import Agent
 from ds4.domain.agent.core import AgentCore
 from ds4.domain.agent.library import SessionLibrary
 from ds4.domain.agent.toolbox import ToolBox
+from ds4.domain.distributed.target import DistributedOptions
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
 from ds4.domain.expert_cache.options import StreamingOptions
@@ -40,6 +42,7 @@ from ds4.domain.kvcache.model_identity import model_tag_for
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.kv_checkpoints import KvCheckpoints
 from ds4.domain.serving.live_bindings import EverySlotBindings
+from ds4.domain.serving.memory_checkpoints import MemoryCheckpoints
 from ds4.domain.serving.prompt_bound import longest_token_bytes
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.ports.agent_io import AgentIO
@@ -59,6 +62,7 @@ if TYPE_CHECKING:
     from ds4.adapters.http.server_state import ServerState
 
 kv_log = logging.getLogger("ds4.kvcache")
+server_log = logging.getLogger("ds4.server")
 Log = Callable[[str], None]
 
 # ---- the engine: cli, bench and the server ---------------------------------------
@@ -146,10 +150,13 @@ def load_engine(
     script: str | None = None,
     script_token_delay: float = 0.0,
     streaming: StreamingOptions | None = None,
+    distributed: DistributedOptions | None = None,
+    log: Log | None = None,
 ) -> Engine:
     """Check the backend choice, open the model (if any) once, build tokenizer and
     runner over it. Without a model the tokenizer is the official tokenizer.json
-    (the scripted backend's case)."""
+    (the scripted backend's case). distributed: the layers on Ray workers
+    (docs/distributed.md); log gets where each range runs."""
     wiring.check_backend(backend, numerics)
     model = wiring.open_model(path) if path is not None else None
     if model is not None:
@@ -165,6 +172,8 @@ def load_engine(
         script_tokenizer=tokenizer,
         script_token_delay=script_token_delay,
         streaming=streaming,
+        distributed=distributed,
+        log=log,
     )
     return Engine(tokenizer, runner, model)
 
@@ -241,6 +250,8 @@ def bootstrap_server(
             script=options.script,
             script_token_delay=options.script_token_delay,
             streaming=options.streaming,
+            distributed=options.distributed,
+            log=_placement_log,
         )
     random = random or wiring.random_source()
     memory = ToolReplayMemory(
@@ -249,8 +260,11 @@ def bootstrap_server(
     lock = threading.Lock()
     write_trace = _trace_writer(trace)
     disk = _disk_cache(options, engine, write_trace, store, clock)
+    checkpoints = _memory_checkpoints(options, engine, write_trace)
     sessions, gate = _live_sessions(engine.runner, options)
-    workers = _workers(options, engine, sessions, memory, lock, random, disk, write_trace)
+    workers = _workers(
+        options, engine, sessions, memory, lock, random, disk, checkpoints, write_trace
+    )
     if workers[0].kv is not None:
         workers[0].kv.import_tool_memory()  # one tool memory for every slot
     config = HttpConfig(
@@ -309,14 +323,17 @@ def _workers(
     memory_lock: threading.Lock,
     random: RandomSource,
     disk: DiskCache | None,
+    checkpoints: MemoryCheckpoints | None,
     write_trace: Log,
 ) -> list[Worker]:
     """One worker per live session; with several, each has its own bindings, disk
-    checkpoint frontier and trace tag, and they share the rest."""
+    checkpoint frontier and trace tag, and they share the rest (the in-memory
+    checkpoints too: any slot restores what another kept)."""
     disk_lock = threading.Lock()  # one disk cache for every slot
     workers = []
     for slot, compute in enumerate(sessions):
-        trace = write_trace if len(sessions) == 1 else _tagged(write_trace, f"[slot {slot}] ")
+        tag = "" if len(sessions) == 1 else f"[slot {slot}] "
+        trace = _tagged(write_trace, tag) if tag else write_trace
         kv = None
         if disk is not None:
             kv = KvCheckpoints(
@@ -337,6 +354,8 @@ def _workers(
                 memory_lock=memory_lock,
                 trace=trace,
                 kv=kv,
+                mem=checkpoints,
+                warn=_server_warning(tag),
             )
         )
     return workers
@@ -351,6 +370,11 @@ def _job_queue(workers: list[Worker], gate: StepGate | None) -> JobQueue:
         return InferenceWorker(workers[0])
     # the gate numbers its slots in the order the sessions were made: the workers' order
     return SlotPool([InferenceWorker(w) for w in workers], on_idle=gate.leave)
+
+
+def _placement_log(line: str) -> None:
+    """Where each distributed layer range runs, once at start (stderr)."""
+    print(f"ds4 server: distributed {line}", file=sys.stderr)
 
 
 def _trace_writer(trace: TextIO | None) -> Log:
@@ -382,6 +406,28 @@ def _kv_log(write_trace: Log) -> Log:
         write_trace(line)
 
     return log
+
+
+def _server_warning(tag: str) -> Log:
+    def warn(line: str) -> None:
+        server_log.warning("%s%s", tag, line)
+
+    return warn
+
+
+def _memory_checkpoints(
+    options: ServerOptions, engine: Engine, write_trace: Log
+) -> MemoryCheckpoints | None:
+    """The in-memory KV checkpoints every slot shares (ADR 0049); None with no budget."""
+    if options.kv_mem_bytes <= 0:
+        return None
+    return MemoryCheckpoints(
+        options.kv_mem_bytes,
+        engine.tokenizer,
+        min_tokens=options.kv_cache.min_tokens,
+        lock=threading.Lock(),
+        log=_kv_log(write_trace),
+    )
 
 
 def _disk_cache(

@@ -16,6 +16,7 @@ from ds4.apps import flag_types, wiring
 from ds4.apps.cli_dumps import MAX_LOGPROBS_TOP_K
 from ds4.apps.cli_generate import run_one_shot
 from ds4.apps.cli_prompt import DEFAULT_SYSTEM
+from ds4.apps.distributed_flags import add_distributed_flags
 from ds4.apps.engine_flags import add_backend_flags, add_model_flag, add_numerics_flag
 from ds4.apps.flag_types import INT_MAX, MAX_CTX, SEED_MAX
 from ds4.apps.help_format import DefaultsHelpFormatter
@@ -82,6 +83,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "to --think below",
     )
     add_generation_flags(cli)
+    add_distributed_flags(cli)
     cli.set_defaults(run=run)
 
 

@@ -8,8 +8,15 @@ import sys
 from ds4.apps import wiring
 from ds4.apps.bootstrap import default_model_path, load_engine
 from ds4.apps.cli_dumps import dump_logits, dump_logprobs
-from ds4.apps.cli_output import EventPrinter, Interrupt, PrefillMeter, Stopwatch
+from ds4.apps.cli_output import (
+    EventPrinter,
+    Interrupt,
+    PrefillMeter,
+    Stopwatch,
+    warn_if_cut_by_context,
+)
 from ds4.apps.cli_prompt import prompt_thinks, prompt_tokens
+from ds4.apps.distributed_flags import distributed_options
 from ds4.apps.ssd_flags import streaming_options
 from ds4.domain.engine.cancel import CancelledError
 from ds4.domain.engine.session import Session
@@ -44,6 +51,8 @@ def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer]:
         numerics=args.numerics,
         threads=args.threads,
         streaming=streaming,
+        distributed=distributed_options(args),
+        log=lambda line: print(f"ds4: distributed {line}", file=sys.stderr),
     )
     session = Session(engine.runner.new_session(args.ctx), chunk=args.chunk)
     return session, engine.tokenizer
@@ -132,4 +141,15 @@ def _generate(
         printer.show(event)
         if isinstance(event, Finished):
             count = event.usage.completion_tokens
+            warn_if_cut_by_context(event, args.tokens, session.ctx)
+            if event.finish == "error":  # the engine failed mid-turn: not a normal end
+                raise GenerationFailedError(
+                    f"generation failed after {count} tokens: {event.error}"
+                )
     return count
+
+
+class GenerationFailedError(Ds4Error):
+    """The engine failed while decoding (e.g. a distributed worker was lost)."""
+
+    exit_code = 1

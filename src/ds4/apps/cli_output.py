@@ -19,6 +19,7 @@ from ds4.domain.generation.events import (
     ReasoningDelta,
     TextDelta,
 )
+from ds4.domain.generation.loop import cut_by_context
 
 _DIM, _RESET = "\x1b[90m", "\x1b[0m"
 
@@ -99,6 +100,16 @@ class Stopwatch:
         prefill = self.prefilled / max(prefill_end - self.start, 1e-9)
         decode = generated / max(end - prefill_end, 1e-9)
         return f"ds4: prefill: {prefill:.2f} t/s, generation: {decode:.2f} t/s"
+
+
+def warn_if_cut_by_context(finished: Finished, max_tokens: int, ctx: int) -> None:
+    """One stderr line when the context, not -n, ended the reply."""
+    if cut_by_context(finished, max_tokens):
+        print(
+            f"ds4: the reply stopped at the context limit (--ctx {ctx}); a larger --ctx "
+            "gives longer replies",
+            file=sys.stderr,
+        )
 
 
 class EventPrinter:

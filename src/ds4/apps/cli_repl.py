@@ -16,7 +16,13 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
 
 from ds4.apps.cli_generate import model_path, open_session, sampling
-from ds4.apps.cli_output import EventPrinter, Interrupt, PrefillMeter, Stopwatch
+from ds4.apps.cli_output import (
+    EventPrinter,
+    Interrupt,
+    PrefillMeter,
+    Stopwatch,
+    warn_if_cut_by_context,
+)
 from ds4.apps.cli_prompt import think_mode, transcript_head, user_turn
 from ds4.domain.chat.constants import EOS, THINK_MAX_MIN_CONTEXT
 from ds4.domain.chat.messages import ThinkMode, effective_think_mode
@@ -92,11 +98,14 @@ class Chat:
                 del self.transcript[rollback:]
                 print(f"ds4: prompt processing failed: {exc}", file=sys.stderr)
                 return
+        if done is not None and done.finish == "error":
+            print(f"ds4: generation failed: {done.error}", file=sys.stderr)
         if done is None or not done.tokens:
             del self.transcript[rollback:]
             self.session.invalidate()
             return
         self.transcript = prompt + list(done.tokens) + self.tokenizer.encode(EOS)
+        warn_if_cut_by_context(done, self.args.tokens, self.session.ctx)
         print(watch.summary(done.usage.completion_tokens), file=sys.stderr)
 
 

@@ -15,11 +15,17 @@ from pathlib import Path
 from typing import TextIO
 
 from ds4.apps import flag_types
+from ds4.apps.distributed_flags import add_distributed_flags, distributed_options
 from ds4.apps.engine_flags import add_backend_flags, add_model_flag, scripted_flags_problem
 from ds4.apps.flag_types import INT_MAX, MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.server_logging import LOG_FORMATS, configure_server_logging
-from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK, MAX_SESSIONS, ServerOptions
+from ds4.apps.server_options import (
+    DEFAULT_KV_MEM_MIB,
+    DEFAULT_PREFILL_CHUNK,
+    MAX_SESSIONS,
+    ServerOptions,
+)
 from ds4.apps.ssd_flags import add_ssd_streaming_flags, streaming_options
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
@@ -116,6 +122,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     _register_limits(p)
     _register_kv_cache(p)
+    add_distributed_flags(p)
     p.set_defaults(run=run_server, server_parser=p)
 
 
@@ -177,12 +184,28 @@ def check_flags(args: argparse.Namespace) -> None:
     problem = scripted_flags_problem(args)
     if problem is not None:
         parser.error(problem)
+    try:
+        distributed_options(args)
+    except Ds4Error as exc:
+        parser.error(str(exc))
 
 
 def _register_kv_cache(p: argparse.ArgumentParser) -> None:
-    """The disk KV cache flags (docs/reference/formats.md §10.1)."""
+    """The KV checkpoint flags: in memory (ADR 0049), on disk (docs/reference/formats.md
+    §10.1)."""
     d = KvCacheOptions()
-    g = p.add_argument_group("disk KV cache")
+    g = p.add_argument_group("KV checkpoints in memory and on disk (docs/kv-cache.md)")
+    g.add_argument(
+        "--kv-mem-space-mb",
+        "--checkpoint-budget-mb",
+        dest="kv_mem_space_mb",
+        type=flag_types.int_in(0, MAX_KV_DISK_MIB),
+        default=DEFAULT_KV_MEM_MIB,
+        metavar="MIB",
+        help=f"RAM for copies of the KV state at prompt ends and of states a request "
+        f"replaced, so a retry or a return never prefills again what was prefilled "
+        f"(0..{MAX_KV_DISK_MIB}; least recently used go first; 0: none)",
+    )
     g.add_argument(
         "--kv-disk-dir",
         type=flag_types.output_dir,
@@ -254,19 +277,26 @@ def kv_cache_options(args: argparse.Namespace) -> KvCacheOptions:
 def client_snippet(url: str, api_key: str | None) -> str:
     """Ready-to-paste clients. The prompt is the opening of *I promessi sposi*, what the
     shipped demo model was trained to continue (docs/demo-model.md); max_tokens bounds
-    a model that does not stop."""
+    a model that does not stop. The python line uses the standard library only, so any
+    python3 runs it as pasted (the runtime venv has no openai package either)."""
     key = api_key or "none"
+    body = (
+        '{"model":"deepseek-v4-flash","max_tokens":200,'
+        '"messages":[{"role":"user","content":"Quel ramo del lago di Como"}]}'
+    )
+    body_py = (  # the same body as a Python literal, inside the shell's double quotes
+        "{'model': 'deepseek-v4-flash', 'max_tokens': 200, "
+        "'messages': [{'role': 'user', 'content': 'Quel ramo del lago di Como'}]}"
+    )
     return (
         "Try it:\n"
         f"  curl {url}/v1/chat/completions -H 'Content-Type: application/json' "
-        f"-H 'Authorization: Bearer {key}' "
-        '-d \'{"model":"deepseek-v4-flash","max_tokens":200,'
-        '"messages":[{"role":"user","content":"Quel ramo del lago di Como"}]}\'\n'
-        '  python -c "from openai import OpenAI; '
-        f"c = OpenAI(base_url='{url}/v1', api_key='{key}'); "
-        "print(c.chat.completions.create(model='deepseek-v4-flash', max_tokens=200, "
-        "messages=[{'role': 'user', 'content': 'Quel ramo del lago di Como'}])"
-        '.choices[0].message.content)"\n'
+        f"-H 'Authorization: Bearer {key}' -d '{body}'\n"
+        '  python3 -c "import json, urllib.request as u; '
+        f"r = u.Request('{url}/v1/chat/completions', data=json.dumps({body_py}).encode(), "
+        f"headers={{'Content-Type': 'application/json', 'Authorization': 'Bearer {key}'}}); "
+        "print(json.load(u.urlopen(r))['choices'][0]['message']['content'])\"\n"
+        f"  OpenAI SDKs: base_url {url}/v1, api_key {key}\n"
         f"  Claude Code: ANTHROPIC_BASE_URL={url} ANTHROPIC_API_KEY={key} claude\n"
     )
 
@@ -305,11 +335,13 @@ def run_server(args: argparse.Namespace) -> int:
         kv_disk_dir=args.kv_disk_dir,
         kv_cache=kv_cache_options(args),
         streaming=streaming_options(args),
+        kv_mem_bytes=args.kv_mem_space_mb << 20,
         max_body_mb=args.max_body_mb,
         max_connections=args.max_connections,
         header_timeout=args.header_timeout,
         idle_timeout=args.idle_timeout,
         body_timeout=args.body_timeout,
+        distributed=distributed_options(args),
     )
     # access lines, KV cache decisions and warnings: one handler, text or JSON
     configure_server_logging(args.log_format)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ds4.domain.distributed.target import DistributedOptions
 from ds4.domain.expert_cache.options import StreamingOptions
 from ds4.domain.kvcache.policy import KvCacheOptions
 
@@ -12,6 +13,8 @@ from ds4.domain.kvcache.policy import KvCacheOptions
 # decode waits at most one chunk (ADR 0045). 0 prefills each prompt in one pass.
 DEFAULT_PREFILL_CHUNK = 2048
 MAX_SESSIONS = 64  # live sessions on one model (--sessions)
+# In-memory KV checkpoints (ADR 0049): as much RAM as the disk cache's default budget.
+DEFAULT_KV_MEM_MIB = 4096
 
 
 @dataclass(frozen=True)
@@ -40,3 +43,5 @@ class ServerOptions:
     kv_disk_dir: str | None = None  # the disk KV cache directory (None: disabled)
     kv_cache: KvCacheOptions = field(default_factory=KvCacheOptions)
     streaming: StreamingOptions | None = None  # --ssd-streaming (docs/ssd-streaming.md)
+    kv_mem_bytes: int = DEFAULT_KV_MEM_MIB << 20  # in-memory checkpoints (0: none)
+    distributed: DistributedOptions | None = None  # layer ranges on Ray workers

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.domain.convert.planned import Chunk, PlannedTensor
+from ds4.domain.distributed.target import DistributedOptions
 from ds4.domain.engine_math.numerics import numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.eval.case_schema import CaseSet
@@ -155,11 +156,32 @@ def model_runner(
     script_tokenizer: Tokenizer | None = None,
     script_token_delay: float = 0.0,
     streaming: StreamingOptions | None = None,
+    distributed: DistributedOptions | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> ModelRunner:
     """The compute backend (`--backend`) over an opened model: native cpu, reference
     numpy, or the scripted test double (no model). threads sizes the cpu backend's
-    kernel pool (default: every core)."""
+    kernel pool (default: every core). distributed: the cpu backend's layers split by
+    range across Ray workers (docs/distributed.md); log gets one line per range."""
     check_backend(backend, numerics)
+    if distributed is not None:
+        if streaming is not None:
+            raise Ds4Error("--ssd-streaming and --distributed do not go together (yet)")
+        if backend != "cpu" or model is None:
+            raise Ds4Error("--distributed needs the cpu backend and a model (-m)")
+        from ds4.adapters.compute.ray import ray_runner
+
+        return ray_runner(
+            model.file,
+            model.hparams,
+            target=distributed.target,
+            layer_split=distributed.layer_split,
+            numerics=numerics,
+            threads=threads,
+            piece=distributed.piece,
+            transport="values" if distributed.transport == "values" else "refs",
+            log=log,
+        )
     if backend == "scripted":
         if script is None or script_tokenizer is None:
             raise Ds4Error("--backend scripted needs --script FILE")

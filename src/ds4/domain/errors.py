@@ -64,3 +64,13 @@ class ContextLengthError(RequestError):
         )
         self.n_prompt_tokens = n_prompt_tokens
         self.n_ctx = n_ctx
+
+
+class ComputeUnavailableError(Ds4Error):
+    """Part of the compute backend went away mid-request (a distributed worker died).
+
+    The request fails; the backend recovers on its own before the next one, so the
+    server answers 503 (retry) in the endpoint's own error shape rather than 500.
+    """
+
+    exit_code = 1

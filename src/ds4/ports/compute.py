@@ -73,6 +73,12 @@ class StateCheckpoint(Protocol):
     @property
     def nbytes(self) -> int: ...
 
+    def rewind_floor(self, n: int) -> int:
+        """What a session restored to this checkpoint gives for rewind_floor(n): which
+        shorter prefixes it reaches exactly (a store of checkpoints compares them
+        without restoring any)."""
+        ...
+
 
 class ComputeSession(Protocol):
     """Engine-owned state of one token sequence (KV rows, compressor frontiers, logits)."""

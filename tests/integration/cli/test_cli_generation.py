@@ -71,6 +71,17 @@ def test_seeded_sampling_is_reproducible(tiny_model: Path) -> None:
     assert first.stdout == second.stdout and first.stdout.strip()
 
 
+def test_a_reply_the_context_cuts_short_says_so(tiny_model: Path) -> None:
+    """A random model never stops: with a small --ctx the context ends the reply, not
+    -n, and stderr says so; with -n reached first it does not."""
+    base = ("cli", "-m", tiny_model, "-p", "Hi", "--nothink", "--temp", "0", "--ctx", "24")
+    cut = ds4(*base)
+    assert cut.returncode == 0, cut.stderr
+    assert "stopped at the context limit (--ctx 24)" in cut.stderr
+    bounded = ds4(*base, "-n", "3")
+    assert bounded.returncode == 0 and "context limit" not in bounded.stderr
+
+
 def test_dump_logprobs_format(tiny_model: Path, ids_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "lp.json"
     done = ds4(

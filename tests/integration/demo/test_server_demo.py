@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,6 +65,32 @@ def test_banner_request_answers_in_italian_and_stops(server: LiveServer, seed: i
     text = choice["message"]["content"]
     assert len(text.split()) >= 3
     assert re.search(r"\b(il|la|che|di|e|non|un|si)\b", text), text
+
+
+@pytest.mark.parametrize("think", [True, False])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_without_max_tokens_the_demo_stops_by_itself(
+    server: LiveServer, seed: int, think: bool
+) -> None:
+    """A request with no limit runs until the model stops or the context is full (ADR
+    0049): the demo model ends its answers itself, so it answers in a moment."""
+    body = {k: v for k, v in banner_body(server.url).items() if k != "max_tokens"}
+    reply = chat(server, {**body, "seed": seed, "think": think})
+    assert reply["choices"][0]["finish_reason"] == "stop"
+    assert reply["usage"]["completion_tokens"] < 400  # of the 32K context
+
+
+def test_banner_python_line_runs_on_the_standard_library_alone(server: LiveServer) -> None:
+    """The python3 line as printed, run without site-packages (-S): no openai package,
+    none installed by `make serve`, is needed."""
+    match = re.search(r'python3 -c "(.*)"\n', client_snippet(server.url, None))
+    assert match is not None
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", match.group(1)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.endswith("\n")  # the answer's content (a sample: may be short)
 
 
 def test_read_file_round_trip(server: LiveServer) -> None:

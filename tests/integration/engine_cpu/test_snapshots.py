@@ -107,6 +107,7 @@ def test_in_memory_checkpoints_return_to_the_exact_state(
     cp = live.checkpoint()
     assert cp.nbytes > 0 and list(cp.tokens) == prompt[:14]
     floors = [live.rewind_floor(m) for m in range(15)]
+    assert [cp.rewind_floor(m) for m in range(15)] == floors  # compared without a restore
     first = continue_with(live, prompt[14:20])
     live.restore(cp)
     assert [live.rewind_floor(m) for m in range(15)] == floors
@@ -118,3 +119,17 @@ def test_in_memory_checkpoints_return_to_the_exact_state(
     assert list(live.tokens) == prompt[: len(live.tokens)]
     with pytest.raises(Ds4Error, match="another model runner"):
         open_cpu_runner(str(tiny_q2), numerics="ds4").new_session(CTX).restore(cp)
+
+
+def test_a_native_checkpoint_holds_the_rows_in_use_not_the_spare_room(
+    tiny_q2: Path, prompt: list[int]
+) -> None:
+    """Row arrays grow by doubling; a copy kept in memory takes only what is used (its
+    bytes count against the server's checkpoint budget) and grows again when restored."""
+    live = open_cpu_runner(str(tiny_q2), numerics="ds4").new_session(CTX)
+    live.prefill(prompt[:10])  # 10 rows: the arrays have room for 16
+    cp = live.checkpoint()
+    assert cp.nbytes < live.state.nbytes  # type: ignore[attr-defined]
+    first = continue_with(live, prompt[10:24])
+    live.restore(cp)
+    assert np.array_equal(continue_with(live, prompt[10:24]), first)

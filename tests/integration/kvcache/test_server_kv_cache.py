@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from tests.integration.server.live_server import LiveServer, live_server, tool_call_dsml
 
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
@@ -118,11 +119,18 @@ def test_restart_reports_cache_reads_on_anthropic_and_responses(tmp_path: Path) 
     assert again["usage"]["input_tokens_details"]["cached_tokens"] > 0
 
 
-def test_switching_conversations_resumes_each_from_disk(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("mem_bytes", "resumed"), [(0, "disk-text"), (1 << 30, "memory-checkpoint")]
+)
+def test_switching_conversations_resumes_each_from_disk_or_memory(
+    tmp_path: Path, mem_bytes: int, resumed: str
+) -> None:
+    """With the in-memory checkpoints (ADR 0049) the replaced state comes back from
+    RAM; without them, from its evict file."""
     trace = io.StringIO()
     a1 = conversation("Tell me about the number forty two.")
     b1 = conversation("Which city is the capital of France?")
-    with server(tmp_path, REPLIES, trace) as live:
+    with server(tmp_path, REPLIES, trace, kv_mem_bytes=mem_bytes) as live:
         ra = chat(live, a1)
         rb = chat(live, b1)  # a miss: A's live state is saved (evict) first
         a2 = chat(live, [*a1, {"role": "assistant", "content": REPLIES[0]}, user("More?")])
@@ -132,7 +140,7 @@ def test_switching_conversations_resumes_each_from_disk(tmp_path: Path) -> None:
     a_live = ra["usage"]["prompt_tokens"] + ra["usage"]["completion_tokens"]
     b_live = rb["usage"]["prompt_tokens"] + rb["usage"]["completion_tokens"]
     assert cached(a2) == a_live and cached(b2) == b_live
-    assert decisions(trace) == ["none", "none", "disk-text", "disk-text"]
+    assert decisions(trace) == ["none", "none", resumed, resumed]
     assert trace.getvalue().count("kv cache stored reason=evict") == 3
 
 
@@ -145,7 +153,8 @@ def test_budget_eviction_keeps_the_directory_under_budget(tmp_path: Path) -> Non
     # each file is ~0.5-0.8 KB: the budget holds about three
     opts = KvCacheOptions(**{**OPTS.__dict__, "budget_bytes": 2200})
     topics = ["apples", "boats", "clouds", "deserts", "eagles", "forests"]
-    with server(tmp_path, REPLIES, trace, kv_cache=opts) as live:
+    # no in-memory checkpoints: the resumed conversation must come from the disk
+    with server(tmp_path, REPLIES, trace, kv_cache=opts, kv_mem_bytes=0) as live:
         for topic in topics:
             chat(live, conversation(f"Tell me something about {topic}."))
             assert sum(p.stat().st_size for p in kv_files(tmp_path)) <= 2200

@@ -82,3 +82,19 @@ def test_json_lines_parse_with_stable_fields_and_none_twice(tmp_path: Path) -> N
         e for e in entries if e["message"] == "Invalid HTTP request received."
     ).items()
     assert repeated(lines) == []
+
+
+def test_a_reply_the_context_cuts_short_is_one_warning(tmp_path: Path) -> None:
+    """Without max_tokens a reply runs until the model stops or the context is full; the
+    client sees finish `length` either way, the operator reads which it was."""
+    long = "</think>" + "word " * 200
+    args = [*scripted_args(tmp_path, [long, long]), "--ctx", "64"]
+    with server_process(args) as server:
+        cut = httpx.post(server.url + CHAT, json=chat("hi"), timeout=30).json()
+        body = {**chat("hi"), "max_tokens": 5}
+        bounded = httpx.post(server.url + CHAT, json=body, timeout=30).json()
+        _, stderr = server.stop()
+    assert cut["choices"][0]["finish_reason"] == "length"
+    assert bounded["choices"][0]["finish_reason"] == "length"
+    warnings = [line for line in stderr.splitlines() if "context limit" in line]
+    assert len(warnings) == 1 and "of ctx 64" in warnings[0], stderr

@@ -137,14 +137,28 @@ def fake_server(
     store: MemoryKVStore | None = None,
     sessions: int = 1,
     rewind_step: int = 1,
+    rewind_history: int | None = None,
+    mem_bytes: int = ServerOptions(model=None).kv_mem_bytes,
 ) -> FakeServer:
     """The server graph from bootstrap_server with every adapter a fake; `rewind_step`
-    models an engine that rewinds exactly only to multiples of it (bounded history)."""
-    runner = FakeRunner(vocab=VOCAB, script=ReplyScript(replies), rewind_step=rewind_step)
+    models an engine that rewinds exactly only to multiples of it, `rewind_history` one
+    that rewinds at most that far back (a real state's bounded history); `mem_bytes` is
+    the in-memory checkpoint budget (0: none)."""
+    runner = FakeRunner(
+        vocab=VOCAB,
+        script=ReplyScript(replies),
+        rewind_step=rewind_step,
+        rewind_history=rewind_history,
+    )
     if disk and store is None:
         store = MemoryKVStore()
     options = ServerOptions(
-        model=None, ctx=ctx, prefill_chunk=chunk, sessions=sessions, kv_cache=opts
+        model=None,
+        ctx=ctx,
+        prefill_chunk=chunk,
+        sessions=sessions,
+        kv_cache=opts,
+        kv_mem_bytes=mem_bytes,
     )
     trace = io.StringIO()
     built = bootstrap_server(

@@ -215,7 +215,7 @@ def test_one_session_also_stops_a_prefill_within_one_chunk_by_default() -> None:
 
 
 def test_shutdown_answers_the_queue_and_every_slot_keeps_its_state_on_disk() -> None:
-    server = fake_server(REPLIES, sessions=2)
+    server = fake_server(REPLIES, sessions=2, mem_bytes=0)  # only the live states
     pool = pool_of(server)
     pool.start()
     done = [submit(server, user(server, t)) for t in ("first", "second")]

@@ -1,5 +1,6 @@
 """Worker.run, the server's central use case, over the composition root with fakes:
-the cache decision order (live prefix, disk text prefix, cold prefill), the saves it
+the cache decision order (live prefix, disk text prefix, cold prefill; the in-memory
+checkpoints between them are in test_memory_reuse.py), the saves it
 makes and where, cancellation while prefilling and decoding, tool continuation.
 
 The byte tokenizer makes one token per byte, so positions can be read off the text.
@@ -86,7 +87,7 @@ def test_a_follow_up_turn_continues_the_live_state_not_the_disk() -> None:
 
 
 def test_a_switch_evicts_the_live_state_and_a_return_resumes_it_from_disk() -> None:
-    server = fake_server(REPLIES)
+    server = fake_server(REPLIES, mem_bytes=0)  # the disk alone (memory: test_memory_reuse)
     server.run(server.chat(FIRST))
     first_live = len(server.compute.tokens)
     server.run(server.chat([OTHER_SYSTEM, turn("user", "yo")]))  # another conversation

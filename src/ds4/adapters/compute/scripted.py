@@ -6,7 +6,9 @@ when the list runs out. The string is tokenized with the real tokenizer; the log
 after each step put all mass on the next scripted token, then on EOS. So clients see
 real tokenization, template, DSML decoding, streaming and API mapping — only the
 weights are replaced. A new request starts when a prompt is prefilled after tokens
-were generated (or for the first time).
+were generated (or for the first time), or when a payload or checkpoint is restored.
+Like the real backends it rewinds exactly only within its last 1024 positions (or to
+a restored state's end), so the server's cache decisions are the ones a model gets.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from ds4.domain.engine.state_session import eval_one_by_one
+from ds4.domain.engine.state_session import REWIND_HISTORY, eval_one_by_one
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.model.tiny_shapes import DEFAULT_TINY_SHAPE, TINY_SHAPES
@@ -63,25 +65,47 @@ class _Script:
 class _ScriptedCheckpoint:
     owner: object
     tokens: tuple[int, ...]
-    output: tuple[int, ...]
-    emitted: int
-    generating: bool
+    kept_from: int
+    restored_at: int | None
 
     @property
     def nbytes(self) -> int:
-        return 4 * (len(self.tokens) + len(self.output))
+        return 4 * len(self.tokens)
+
+    def rewind_floor(self, n: int) -> int:
+        return _rewind_floor(len(self.tokens), self.kept_from, self.restored_at, n)
+
+
+def _rewind_floor(total: int, kept_from: int, restored_at: int | None, n: int) -> int:
+    """A real state's rule, with its history as one bound: the end, a point after
+    `kept_from` (what the bounded history still rebuilds), a restored payload's end, or 0."""
+    m = max(0, min(n, total))
+    if m in (0, total, restored_at) or m - 1 >= kept_from:
+        return m
+    return restored_at if restored_at is not None and restored_at <= m else 0
 
 
 class ScriptedSession:
     def __init__(
-        self, ctx: int, script: _Script, vocab: int, eos: int, delay: Callable[[], None]
+        self,
+        ctx: int,
+        script: _Script,
+        vocab: int,
+        eos: int,
+        delay: Callable[[], None],
+        rewind_history: int = REWIND_HISTORY,
     ) -> None:
+        """Rewinds are exact only within the last `rewind_history` positions, as the real
+        backends' are (StateSession), so the cache decisions a client sees are theirs."""
         self._ctx = ctx
         self._script = script
         self._vocab = vocab
         self._eos = eos
         self._delay = delay
+        self._history = max(1, rewind_history)
         self._tokens: list[int] = []
+        self._kept_from = 0  # positions before it are no longer rewound to exactly
+        self._restored_at: int | None = None  # the token count of the last restore
         self._output: tuple[int, ...] = ()
         self._emitted = 0  # output tokens evaluated since the current request began
         self._generating = True  # the next prefill starts a new request
@@ -99,6 +123,10 @@ class ScriptedSession:
             raise Ds4Error("prompt exceeds context")
         if any(not 0 <= t < self._vocab for t in tokens):
             raise Ds4Error("token id out of range")
+
+    def _append(self, tokens: Sequence[int]) -> None:
+        self._tokens.extend(tokens)
+        self._kept_from = max(self._kept_from, len(self._tokens) - self._history)
 
     def _next_logits(self) -> npt.NDArray[np.float32]:
         logits = np.full(self._vocab, -1e30, dtype=np.float32)
@@ -119,7 +147,7 @@ class ScriptedSession:
             self._output, self._emitted, self._generating = self._script.take(), 0, False
         step = chunk if chunk > 0 else max(len(tokens), 1)
         for start in range(0, len(tokens), step):
-            self._tokens.extend(tokens[start : start + step])
+            self._append(tokens[start : start + step])
             if progress is not None:
                 progress(min(start + step, len(tokens)), len(tokens))
         logits = self._next_logits()
@@ -128,7 +156,7 @@ class ScriptedSession:
     def eval(self, token: int) -> npt.NDArray[np.float32]:
         self._check([token])
         self._delay()
-        self._tokens.append(token)
+        self._append([token])
         self._emitted += 1
         self._generating = True
         return self._next_logits()
@@ -139,13 +167,18 @@ class ScriptedSession:
         return self._next_logits()
 
     def rewind_floor(self, n: int) -> int:
-        return max(0, min(n, len(self._tokens)))
+        return _rewind_floor(len(self._tokens), self._kept_from, self._restored_at, n)
 
     def rewind(self, n: int) -> None:
+        if self.rewind_floor(n) != n:
+            raise Ds4Error(f"cannot rewind exactly to {n} tokens")
         del self._tokens[n:]
+        if self._restored_at is not None and self._restored_at > n:
+            self._restored_at = None
 
     def invalidate(self) -> None:
         self._tokens.clear()
+        self._kept_from, self._restored_at = 0, None
 
     def payload(self) -> bytes:
         """`SCR1`, u32 ctx, u32 count, u32 tokens[count] (a stand-in for DSV4)."""
@@ -165,20 +198,25 @@ class ScriptedSession:
         if any(t >= self._vocab for t in tokens):
             raise Ds4Error("bad scripted payload: token id out of range")
         self._tokens = tokens
+        self._kept_from = self._restored_at = len(tokens)
+        self._begin_request()
+
+    def _begin_request(self) -> None:
+        """A restored state begins a new request (like a prefill after generating)."""
         if self._generating:
             self._output, self._emitted, self._generating = self._script.take(), 0, False
 
     def checkpoint(self) -> StateCheckpoint:
         return _ScriptedCheckpoint(
-            self._script, tuple(self._tokens), self._output, self._emitted, self._generating
+            self._script, tuple(self._tokens), self._kept_from, self._restored_at
         )
 
     def restore(self, checkpoint: StateCheckpoint) -> None:
         if not isinstance(checkpoint, _ScriptedCheckpoint) or checkpoint.owner is not self._script:
             raise Ds4Error("the checkpoint was taken by a session of another model runner")
         self._tokens = list(checkpoint.tokens)
-        self._output, self._emitted = checkpoint.output, checkpoint.emitted
-        self._generating = checkpoint.generating
+        self._kept_from, self._restored_at = checkpoint.kept_from, checkpoint.restored_at
+        self._begin_request()
 
 
 class ScriptedRunner:

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ds4.domain.errors import Ds4Error, ErrorKind, RequestError
+from ds4.domain.errors import ComputeUnavailableError, Ds4Error, ErrorKind, RequestError
 from ds4.domain.generation.events import Finished, Usage
 from ds4.domain.generation.loop import OnToken, ignore_token
 from ds4.domain.serving.job import Worker
@@ -191,6 +191,10 @@ class InferenceWorker:
         except RequestError as error:
             log.warning("job refused: %s", error.message)
             job.deliver(JobFailed(error.message, error.kind, refused=True))
+        except ComputeUnavailableError as error:  # the backend recovers before the next job
+            # answered with its 503 while no byte of the reply has gone out, as a refusal is
+            log.warning("job failed: %s", error)
+            job.deliver(JobFailed(str(error), ErrorKind.UNAVAILABLE, refused=True))
         except Ds4Error as error:
             log.warning("job failed before generation: %s", error)
             job.deliver(JobFailed(str(error)))

@@ -5,7 +5,8 @@ The one domain wrapper of the compute port. Bringing it to a prompt takes two st
 with the live tokens, cut back to a point the engine can rewind to exactly
 (compressed rows and sliding windows make some positions unsafe), and `extend`
 evaluates the rest in chunks, checking for cancellation between them. Payloads
-(`payload`/`load_payload`) are what the disk KV cache writes and reads.
+(`payload`/`load_payload`) are what the disk KV cache writes and reads; checkpoints
+(`checkpoint`/`restore`) what the server's in-memory store keeps.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy.typing as npt
 
 from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
 from ds4.domain.errors import Ds4Error
-from ds4.ports.compute import ComputeSession
+from ds4.ports.compute import ComputeSession, StateCheckpoint
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -28,6 +29,26 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
         if a[i] != b[i]:
             return i
     return n
+
+
+def keepable(
+    held: Sequence[int], rewind_floor: Callable[[int], int], prompt: Sequence[int], ctx: int
+) -> int:
+    """How many tokens of a state holding `held` (rewinding exactly to `rewind_floor`'s
+    points) bringing it to `prompt` keeps: the common prefix, cut to an exact rewind
+    point, less one when the prompt ends inside the state (the logits after its last
+    token are gone, so it is evaluated again). 0 for a prompt that does not fit."""
+    if not prompt or len(prompt) >= ctx:
+        return 0
+    live = len(held)
+    keep = common_prefix(held, prompt)
+    if keep == len(prompt) and live == keep:
+        return keep  # the state is exactly the prompt: its logits are current
+    if keep == len(prompt):
+        keep -= 1
+    if keep < live:
+        keep = rewind_floor(keep)
+    return keep
 
 
 class Session:
@@ -55,17 +76,15 @@ class Session:
         """How many tokens of the live state `reuse(prompt)` would keep (0 for a prompt
         that does not fit); the state is not touched. Several live sessions compare
         this to pick the one a request should continue."""
-        if not prompt or len(prompt) >= self.ctx:
-            return 0
-        live = len(self._compute.tokens)
-        keep = self.common_prefix(prompt)
-        if keep == len(prompt) and live == keep:
-            return keep  # the state is exactly the prompt: its logits are current
-        if keep == len(prompt):
-            keep -= 1  # the logits after the prompt's last token are gone: redo it
-        if keep < live:
-            keep = self._compute.rewind_floor(keep)
-        return keep
+        return keepable(self._compute.tokens, self._compute.rewind_floor, prompt, self.ctx)
+
+    def reusable_from(self, checkpoint: StateCheckpoint, prompt: Sequence[int]) -> int:
+        """`reusable(prompt)` once restored to `checkpoint` (which is not restored)."""
+        return keepable(checkpoint.tokens, checkpoint.rewind_floor, prompt, self.ctx)
+
+    def rewind_floor(self, n: int) -> int:
+        """The largest m <= n the live state rewinds to exactly."""
+        return self._compute.rewind_floor(n)
 
     def reuse(self, prompt: Sequence[int]) -> int:
         """Cut the state back to the longest part of `prompt` it can keep; return its length.
@@ -135,6 +154,14 @@ class Session:
 
     def invalidate(self) -> None:
         self._compute.invalidate()
+
+    def checkpoint(self) -> StateCheckpoint:
+        """An in-memory copy of the whole state (history and logits included)."""
+        return self._compute.checkpoint()
+
+    def restore(self, checkpoint: StateCheckpoint) -> None:
+        """Return to a checkpoint of this runner and context; Ds4Error otherwise."""
+        self._compute.restore(checkpoint)
 
     def payload(self) -> bytes:
         """The DSV4 payload of the current state (logits included): what a `.kv` file holds."""

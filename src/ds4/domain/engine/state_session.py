@@ -46,6 +46,18 @@ class _Checkpoint:
     def nbytes(self) -> int:
         return self.state.nbytes
 
+    def rewind_floor(self, n: int) -> int:
+        return _rewind_floor(self.state, len(self.tokens), self.restored_at, n)
+
+
+def _rewind_floor(state: SequenceState, total: int, restored_at: int | None, n: int) -> int:
+    """Largest m <= n the state rebuilds exactly: its end, a restored payload's end, a
+    point its kept history covers, or 0."""
+    m = max(0, min(n, total))
+    while m not in (0, total, restored_at) and not state.history_ok(m - 1):
+        m -= 1
+    return m
+
 
 class StateSession:
     def __init__(
@@ -147,11 +159,7 @@ class StateSession:
     # ---- rewind ------------------------------------------------------------
 
     def rewind_floor(self, n: int) -> int:
-        total = len(self._tokens)
-        m = max(0, min(n, total))
-        while m not in (0, total, self._restored_at) and not self._state.history_ok(m - 1):
-            m -= 1
-        return m
+        return _rewind_floor(self._state, len(self._tokens), self._restored_at, n)
 
     def rewind(self, n: int) -> None:
         """Drop tokens after n; the last kept token is re-evaluated to restore its logits."""

@@ -242,6 +242,12 @@ def decode_turn(
     yield from turn.finished(finish, usage, error)
 
 
+def cut_by_context(finished: Finished, max_tokens: int) -> bool:
+    """Whether decode_turn stopped because the context was full, not at max_tokens (the
+    client sees finish `length` either way; the operator should hear of the first)."""
+    return finished.finish == "length" and finished.usage.completion_tokens < max_tokens
+
+
 def decode_tokens(
     session: Session,
     sampling: SamplingParams,

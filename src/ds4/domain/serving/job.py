@@ -5,12 +5,16 @@ adapter runs it on its single worker thread and maps the events per API.
 Cache decision (docs/reference/server.md §4.2, serving.decision): the live bindings of
 docs/reference/server.md §5 (Responses visible transcript and call ids, Anthropic tool_use ids, the
 tool-less thinking transcript), the live tokens as a prefix ("memory-token"), the live text as
-a byte prefix ("memory-text"); otherwise, with a disk cache, the outgoing state is
-saved ("evict", keyed by its visible transcript when bound) and the longest stored
-text prefix is loaded ("disk-text"); else the engine keeps the longest common token
-prefix it can and a "cold" checkpoint may be cut (docs/reference/server.md §4.4). Continued
+a byte prefix ("memory-text"); otherwise (a miss, docs/kv-cache.md's decision order) the
+outgoing state is kept (in memory, and on disk as "evict", keyed by its visible transcript
+when bound), and the prompt continues from whichever keeps the most of it: the live
+state rewound to an exact point, an in-memory checkpoint ("memory-checkpoint",
+serving.memory_checkpoints), a stored text prefix ("disk-text"); with nothing kept a
+"cold" checkpoint may be cut (docs/reference/server.md §4.4). Continued
 checkpoints are written at aligned frontiers while prefilling and, through the decode loop's
-per-token callback, while decoding (docs/reference/server.md §4.5); shutdown saves the live state.
+per-token callback, while decoding (docs/reference/server.md §4.5); a prompt's end stays in
+memory when the reply outgrows the live state's rewind history; shutdown saves the live state
+and the in-memory checkpoints.
 After a successful prefill the bindings the job did not continue from are dropped; after the
 turn they are remembered or cleared (docs/reference/server.md §4.8), and a chat or Anthropic turn
 whose calls cannot be replayed exactly has its live state rewritten to the canonical rendering
@@ -32,11 +36,12 @@ from ds4.domain.generation.events import Finished, PrefillProgress, ToolCallStar
 from ds4.domain.generation.loop import (
     OnToken,
     TurnSettings,
+    cut_by_context,
     decode_turn,
     ignore_token,
     prefill,
 )
-from ds4.domain.kvcache.kvc_header import KvcFlags
+from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason
 from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
 from ds4.domain.serving.canonicalize import (
     canonicalize_tool_checkpoint,
@@ -52,10 +57,12 @@ from ds4.domain.serving.live_bindings import (
     LiveBindings,
     TurnFacts,
 )
+from ds4.domain.serving.memory_checkpoints import MEMORY_CHECKPOINT, MemoryCheckpoints
 from ds4.domain.serving.prepare import PreparedJob
 from ds4.domain.serving.served_events import PromptReady, ServedEvent, ToolCallOpened
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.domain.tools.tool_ids import ToolApi
+from ds4.ports.compute import StateCheckpoint
 from ds4.ports.random_source import RandomSource
 from ds4.ports.tokenizer import Tokenizer
 
@@ -82,6 +89,8 @@ class Worker:
     memory_lock: AbstractContextManager[object] = field(default_factory=contextlib.nullcontext)
     trace: Trace = _no_trace
     kv: KvCheckpoints | None = None  # the disk KV cache (None: disabled)
+    mem: MemoryCheckpoints | None = None  # in-memory checkpoints (None: disabled)
+    warn: Trace = _no_trace  # what the operator should see (the server logs it)
     # docs/reference/server.md §5.1, next to the session
     live: LiveBindings = field(default_factory=LiveBindings)
 
@@ -131,9 +140,9 @@ class Worker:
             raise
         if decision.note:
             self.trace(f"--- {decision.note} ---")
-        prompt, source, hit = decision.tokens, decision.source, self._disk_lookup(job, decision)
-        if hit is not None:
-            prompt, source = hit.tokens, "disk-text"
+        prompt, source, hit = decision.tokens, decision.source, None
+        if source == "none":
+            prompt, source, hit = self._on_miss(job, decision)
         self._warn_reasoning(job, source, hit)
         self.trace(
             f"--- cache decision --- live={live} prompt={len(job.prompt_tokens)} "
@@ -153,8 +162,12 @@ class Worker:
             raise
         self.live.keep_only(source)
         self.trace(f"--- prefill done --- cached={cached} evaluated={len(prompt) - cached}")
+        prompt_end = self._prompt_end()
         yield PromptReady(len(prompt), cached, source)
-        yield from self._decode(job, prompt, cached, cancel, on_token)
+        try:
+            yield from self._decode(job, prompt, cached, cancel, on_token)
+        finally:
+            self._keep_prompt_end(prompt_end)
 
     def reusable(self, job: PreparedJob) -> int:
         """Live tokens this job would keep if it ran here (the slot choice of ADR 0045);
@@ -166,9 +179,16 @@ class Worker:
         return self.session.reusable(decision.tokens)
 
     def shutdown(self) -> None:
-        """Clean exit: save the live state (reason `shutdown`); on the worker thread."""
-        if self.kv is not None:
-            self.kv.save_at_shutdown(self.session, self.live.disk_key(self.session.pos))
+        """Clean exit, on the worker thread: save the live state (reason `shutdown`), then
+        this slot's share of the in-memory checkpoints, so that they survive a restart."""
+        if self.kv is None:
+            return
+        self.kv.save_at_shutdown(self.session, self.live.disk_key(self.session.pos))
+        if self.mem is None:
+            return
+        for checkpoint in self.mem.take_for_disk():
+            self.session.restore(checkpoint)
+            self.kv.store(self.session, SaveReason.SHUTDOWN, self.session.pos)
 
     def _warn_reasoning(self, job: PreparedJob, source: str, hit: DiskHit | None) -> None:
         """A stateless replay without its reasoning, and no state that still holds it."""
@@ -184,23 +204,60 @@ class Worker:
             "continuing from visible history ---"
         )
 
-    # ---- disk cache ------------------------------------------------------------
+    # ---- a live miss: in-memory and disk checkpoints ----------------------------
 
-    def _disk_lookup(self, job: PreparedJob, decision: CacheDecision) -> DiskHit | None:
-        """On a live miss: save the outgoing state, then load the best disk prefix."""
-        if decision.source != "none":
-            return None
+    def _on_miss(
+        self, job: PreparedJob, decision: CacheDecision
+    ) -> tuple[tuple[int, ...], str, DiskHit | None]:
+        """The live state cannot continue the prompt (docs/kv-cache.md, the decision
+        order): it keeps what it can rewind to exactly; an in-memory checkpoint that
+        keeps more is restored, and a disk checkpoint is loaded only when it holds more
+        than either. The outgoing state is kept first (in memory and on disk).
+        Returns the effective prompt, the source and the disk hit."""
         if self.session.pos > 0:
             self.trace(
                 f"--- live kv cache miss --- live={self.session.pos} common={decision.common}"
             )
-        if self.kv is None:
-            return None
-        # A checkpoint pays when it holds more than the live state can really keep: the
-        # common prefix may lie below what its bounded history rewinds to exactly.
+        # With bounded rewind history the common prefix may be out of the live state's
+        # reach: compare what each candidate really keeps.
         reachable = self.session.reusable(decision.tokens)
-        self.kv.save_evicted(self.session, self.live.disk_key(self.session.pos))
-        return self.kv.load(self.session, job.prompt_text, more_than=reachable)
+        memory = None
+        if self.mem is not None:
+            memory = self.mem.best(self.session, decision.tokens, job.prompt_text)
+            if memory is not None and memory.keep <= reachable:
+                memory = None
+        if self.mem is not None:
+            self.mem.keep_live(self.session, "evict")
+        hit = None
+        if self.kv is not None:
+            self.kv.save_evicted(self.session, self.live.disk_key(self.session.pos))
+            best = max(reachable, memory.keep if memory is not None else 0)
+            hit = self.kv.load(self.session, job.prompt_text, more_than=best)
+        if hit is not None:
+            return hit.tokens, "disk-text", hit
+        if memory is not None and self.mem is not None:
+            self.session.restore(memory.checkpoint)
+            self.mem.taken(memory)
+            self.trace(f"--- memory checkpoint --- kept={memory.keep} match={memory.match}")
+            return memory.tokens, MEMORY_CHECKPOINT, None
+        return decision.tokens, "none", None
+
+    def _prompt_end(self) -> StateCheckpoint | None:
+        """A copy of the state at the prompt's end, kept once the turn is over if the
+        live state can no longer rewind to it (the retry of a long answer)."""
+        if self.mem is None or not self.mem.worth_keeping(self.session.tokens):
+            return None
+        return self.session.checkpoint()
+
+    def _keep_prompt_end(self, checkpoint: StateCheckpoint | None) -> None:
+        if checkpoint is None or self.mem is None:
+            return
+        n = len(checkpoint.tokens)
+        held = self.session.tokens
+        still_there = len(held) >= n and tuple(held[:n]) == tuple(checkpoint.tokens)
+        if still_there and self.session.rewind_floor(n) == n:
+            return  # the live state still reaches it exactly
+        self.mem.add(checkpoint, "prompt")
 
     def _prefill(
         self, prompt: tuple[int, ...], *, cold: bool, cancel: CancelCheck
@@ -222,10 +279,11 @@ class Worker:
     ) -> Iterator[ServedEvent]:
         api: ToolApi = "anthropic" if job.request.api is Api.ANTHROPIC else "openai"
         shown: list[str] = []
+        settings = self.settings(job)
         for event in decode_turn(
             self.session,
             self.tokenizer,
-            self.settings(job),
+            settings,
             prompt_tokens=len(prompt),
             cached=cached,
             cancel=cancel,
@@ -238,12 +296,27 @@ class Worker:
                 self.trace(f"--- trace: tool call {event.index} {event.name} id={call_id} ---")
                 yield ToolCallOpened(event.index, event.name, call_id)
             elif isinstance(event, Finished):
+                self._warn_context_full(event, settings.max_tokens)
                 finished = self._finish(event, api, shown)
                 self.live.after_turn(self._turn_facts(job), finished)
                 yield from self._canonicalize(job, finished, cancel)
                 yield finished
             else:
                 yield event
+
+    def _warn_context_full(self, finished: Finished, max_tokens: int) -> None:
+        """A reply cut short by the context, not by its max_tokens: say so, since the
+        client only sees finish `length`."""
+        if not cut_by_context(finished, max_tokens):
+            return
+        usage = finished.usage
+        line = (
+            f"reply stopped at the context limit: {usage.prompt_tokens} prompt + "
+            f"{usage.completion_tokens} generated tokens of ctx {self.session.ctx} "
+            f"(max_tokens {max_tokens}); a larger --ctx gives longer replies"
+        )
+        self.trace(f"--- {line} ---")
+        self.warn(line)
 
     def _on_token(self, job: PreparedJob, caller: OnToken) -> OnToken:
         """After each decoded token: the caller's callback, then the disk cache's

@@ -4,6 +4,10 @@ and into small f32 copies (norms, HC scale/base, sinks, ape, bias, YaRN ramp).
 
 Every array a struct points into is kept in `keep`, so the pointers stay valid for the
 life of the layout (the GGUF map itself outlives the runner).
+
+A layout may hold a contiguous range of layers only, with or without the head: a
+distributed worker (adapters/compute/ray) builds its own range and touches no other
+layer's tensors, the coordinator builds the head alone.
 """
 
 from __future__ import annotations
@@ -54,7 +58,17 @@ MAX_HC = 16
 
 
 class NativeLayout:
-    def __init__(self, model: ModelFile, hp: DeepSeekV4HParams, weights: TensorValues) -> None:
+    def __init__(
+        self,
+        model: ModelFile,
+        hp: DeepSeekV4HParams,
+        weights: TensorValues,
+        *,
+        layers: range | None = None,
+        head: bool = True,
+    ) -> None:
+        """`layers`: the layers to lay out (default all), in order; `layers[i]` of the
+        native array is layer `layers.start + i`. `head`: build the output head."""
         if hp.n_hc > MAX_HC:
             raise Ds4Error(
                 f"{hp.n_hc} hyper-connection streams: the cpu backend takes at most {MAX_HC}; "
@@ -64,10 +78,15 @@ class NativeLayout:
         self._model = model
         self._weights = weights
         self.keep: list[Any] = []
-        self.layers = _ffi.new("ds4_fw_layer[]", hp.n_layer)  # one array: one native call
-        for il in range(hp.n_layer):
-            self._layer(il, self.layers[il])
-        self.head = self._head()
+        span = range(hp.n_layer) if layers is None else layers
+        if span.step != 1 or not 0 <= span.start <= span.stop <= hp.n_layer:
+            raise Ds4Error(f"layers {span} are not a range of the model's {hp.n_layer}")
+        self.layer_range = span
+        # one array: one native call for the whole range
+        self.layers = _ffi.new("ds4_fw_layer[]", len(self.layer_range))
+        for i, il in enumerate(self.layer_range):
+            self._layer(il, self.layers[i])
+        self.head = self._head() if head else _ffi.NULL
 
     # ---- pieces ------------------------------------------------------------
 
