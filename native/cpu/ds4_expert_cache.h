@@ -69,6 +69,11 @@ void ds4_xc_get_counts(const ds4_xc *c, uint64_t *out);
 /* Record each access as layer * n_expert + expert into buf (up to cap; NULL stops). */
 void ds4_xc_set_trace(ds4_xc *c, int32_t *buf, size_t cap);
 size_t ds4_xc_trace_len(const ds4_xc *c);
+/* mlock the cache's slot arena, or n bytes from p (widened to whole pages): 0, or the
+ * errno of the refusal (ENOMEM/EPERM: RLIMIT_MEMLOCK too small). */
+int ds4_xc_lock_arena(ds4_xc *c);
+int ds4_xc_lock_range(const void *p, size_t n);
+
 /* 1 when reads go through O_DIRECT. */
 int ds4_xc_direct(const ds4_xc *c);
 

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -447,3 +448,13 @@ void ds4_xc_set_trace(ds4_xc *c, int32_t *buf, size_t cap) {
 size_t ds4_xc_trace_len(const ds4_xc *c) { return c->trace_len; }
 
 int ds4_xc_direct(const ds4_xc *c) { return __atomic_load_n(&c->direct_ok, __ATOMIC_RELAXED); }
+
+int ds4_xc_lock_arena(ds4_xc *c) {
+    return mlock(c->arena, c->slot_bytes * c->n_slots) ? errno : 0;
+}
+
+int ds4_xc_lock_range(const void *p, size_t n) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = (uintptr_t)p / page * page;
+    return mlock((const void *)start, n + ((uintptr_t)p - start)) ? errno : 0;
+}

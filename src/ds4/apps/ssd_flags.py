@@ -20,6 +20,7 @@ _COMPANIONS = (
     ("expert_profile", "--expert-profile"),
     ("ssd_streaming_policy", "--ssd-streaming-policy"),
     ("ssd_streaming_readahead", "--ssd-streaming-readahead"),
+    ("ssd_streaming_mlock", "--ssd-streaming-mlock"),
 )
 
 
@@ -102,6 +103,13 @@ def add_ssd_streaming_flags(parser: argparse.ArgumentParser) -> None:
         "likeliest experts (highest decayed use counts), each only over a colder one "
         "(0..1024; 0: off)",
     )
+    g.add_argument(
+        "--ssd-streaming-mlock",
+        action="store_true",
+        help="lock the non-routed weights and the expert cache in memory (mlock), so "
+        "memory pressure cannot page them out; needs a locked-memory limit (ulimit -l) "
+        "that large (default: off, they are pre-faulted only)",
+    )
 
 
 def streaming_options(args: argparse.Namespace) -> StreamingOptions | None:
@@ -125,4 +133,5 @@ def streaming_options(args: argparse.Namespace) -> StreamingOptions | None:
         profile=args.expert_profile,
         policy=args.ssd_streaming_policy,
         readahead=args.ssd_streaming_readahead,
+        lock=args.ssd_streaming_mlock,
     )

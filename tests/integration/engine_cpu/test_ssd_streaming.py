@@ -6,6 +6,8 @@ replay; the profile is written and preloaded; bad flags are refused by name."""
 from __future__ import annotations
 
 import json
+import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 
 from ds4.adapters.compute.cpu import CpuRunner, cpu_runner, open_cpu_runner
 from ds4.adapters.gguf.model_open import load_model
+from ds4.domain.errors import Ds4Error
 from ds4.domain.expert_cache.budget import CacheSpec
 from ds4.domain.expert_cache.options import StreamingOptions
 from ds4.domain.expert_cache.policy import replay
@@ -170,3 +173,19 @@ def test_buffered_reads_and_the_automatic_budget(tiny_all_kinds: Path, prompt: l
     assert np.array_equal(_bits(np.concatenate(out)), _bits(want))
     assert "ssd streaming: 1 expert slots" in lines[0] and "(auto: " in lines[0]
     assert "reads pread + FADV_DONTNEED" in lines[0]
+
+
+def test_mlock_locks_or_names_the_limit(tiny_all_kinds: Path) -> None:
+    """--ssd-streaming-mlock: locked (root, or a limit that large) or a Ds4Error naming
+    `ulimit -l`, never a silent half-lock."""
+    lines: list[str] = []
+    model, hp = load_model(str(tiny_all_kinds))
+    options = StreamingOptions(cache=CacheSpec(experts=2), lock=True)
+    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    can_lock = os.geteuid() == 0 or soft == resource.RLIM_INFINITY or soft >= model.file_size
+    if can_lock:
+        cpu_runner(model, hp, threads=1, streaming=options, log=lines.append)
+        assert "locked in memory" in lines[0]
+    else:
+        with pytest.raises(Ds4Error, match=r"ulimit -l"):
+            cpu_runner(model, hp, threads=1, streaming=options, log=lines.append)

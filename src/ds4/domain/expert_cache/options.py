@@ -18,6 +18,7 @@ class StreamingOptions:
     policy: str = "decayed"
     readahead: int = 0  # next-layer experts loaded ahead per layer (0: off)
     direct: bool = True  # try O_DIRECT (False: pread + FADV_DONTNEED always)
+    lock: bool = False  # mlock the non-routed weights and the expert cache
     half_life: float | None = None  # in expert uses; None: HALF_LIFE_TOKENS of decode
 
 

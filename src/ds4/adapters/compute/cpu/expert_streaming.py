@@ -106,6 +106,7 @@ class ExpertStreaming:
             layout.layers[il].xc = self._c
             layout.layers[il].layer_id = il
         self._prefault(resident)
+        locked = self._lock(resident, slots * slot_bytes) if options.lock else 0
         _lib.ds4_xc_set_readahead(self._c, min(options.readahead, hp.n_expert))
         log(
             f"ssd streaming: {slots} expert slots x {_size(slot_bytes)} = "
@@ -113,6 +114,7 @@ class ExpertStreaming:
             f"routed experts ({self.budget.reason}); {_size(self.resident_bytes)} "
             f"resident; policy {options.policy}; read-ahead {options.readahead}; reads "
             f"{'O_DIRECT' if _lib.ds4_xc_direct(self._c) else 'pread + FADV_DONTNEED'}"
+            + (f"; {_size(locked)} locked in memory" if options.lock else "")
         )
         self._profile_counts = self._read_profile()
         if options.profile is not None:
@@ -137,6 +139,24 @@ class ExpertStreaming:
             raw = self._model.raw(name).reshape(-1)
             if raw.size:
                 int(np.add.reduce(raw[::PAGE], dtype=np.uint64))
+
+    def _lock(self, names: list[str], arena_bytes: int) -> int:
+        """mlock the expert cache and every non-routed tensor; Ds4Error when refused."""
+        total = arena_bytes + sum(self._model.tensors[n].nbytes for n in names)
+        err = _lib.ds4_xc_lock_arena(self._c)
+        for name in names:
+            if err:
+                break
+            raw = self._model.raw(name)
+            if raw.size:
+                err = _lib.ds4_xc_lock_range(_ffi.cast("void *", raw.ctypes.data), raw.nbytes)
+        if err:
+            raise Ds4Error(
+                f"--ssd-streaming-mlock: cannot lock {_size(total)} in memory "
+                f"({os.strerror(err)}); raise the locked-memory limit (ulimit -l) or drop "
+                "the flag (the weights are still pre-faulted)"
+            )
+        return total
 
     def _read_profile(self) -> list[int] | None:
         path = self.options.profile
