@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import time
 
 import numpy as np
@@ -29,6 +30,7 @@ from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu.native_forward import NativeForward
 from ds4.adapters.gguf.tensor_values import TensorValues
 from ds4.adapters.quant.native_dequant import NativeDequantizer
+from ds4.domain.convert.hf_config import hparams_from_config
 from ds4.domain.convert.quant_presets import quant_plan
 from ds4.domain.engine_math.numerics import numerics_named
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
@@ -147,6 +149,12 @@ def main() -> None:
                          "alternating with the chosen set (--rounds times), and print the "
                          "ratios (default: no comparison)")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=2, help="alternations for --compare")
+    ap.add_argument(
+        "--preset-config",
+        metavar="CONFIG_JSON",
+        help="take the layer's shape from a release's config.json (converter's reader), "
+        "e.g. DeepSeek V4 PRO's, instead of Flash's (one layer of it: check the RAM)",
+    )
     args = ap.parse_args()
     if args.compare and args.compare not in cpu_kernels.available_impls():
         ap.error(f"--compare {args.compare}: not available (have {cpu_kernels.available_impls()})")
@@ -154,9 +162,14 @@ def main() -> None:
         ap.error("--rounds must be 1..100")
     if args.threads:
         cpu_kernels.set_threads(args.threads)
+    base = FLASH
+    if args.preset_config:
+        with open(args.preset_config, encoding="utf-8") as f:  # noqa: PTH123 (bench script)
+            base = hparams_from_config(json.load(f))
     hp = dataclasses.replace(
-        FLASH, n_layer=1, compress_ratios=(4,), n_hash_layer=0, swiglu_clamp=(10.0,)
-    )
+        base, n_layer=1, compress_ratios=(4,), n_hash_layer=0,
+        swiglu_clamp=(base.swiglu_clamp[0],),
+    )  # fmt: skip
     n_total = args.prefill + args.decode
     rng = np.random.default_rng(1)
     tokens = [int(t) for t in rng.choice(hp.n_vocab, n_total, replace=False)]
@@ -166,7 +179,8 @@ def main() -> None:
     impl = "scalar" if args.numerics == "exact" else "auto"
     weights = TensorValues(model, NativeDequantizer())
     fwd = NativeForward(hp, model, weights, numerics, cpu_kernels.IMPLS[impl])
-    print(f"built one Flash layer in memory ({model.file_size / 2**30:.1f} GiB incl. lazy "
+    kind = "config-shaped" if args.preset_config else "Flash"
+    print(f"built one {kind} layer in memory ({model.file_size / 2**30:.1f} GiB incl. lazy "
           f"tables) in {time.perf_counter() - t0:.0f} s; {cpu_kernels.threads()} threads, "
           f"{cpu_kernels.best_impl() if impl == 'auto' else 'scalar'} kernels, "
           f"{args.numerics} numerics")  # fmt: skip

@@ -23,6 +23,7 @@ HEADERS = (
     "native/cpu/ds4_forward.h",
     "native/cpu/ds4_seq.h",
     "native/cpu/ds4_scratch.h",
+    "native/cpu/ds4_expert_cache.h",
 )
 
 ffibuilder.cdef(public_declarations(*HEADERS))
@@ -41,6 +42,7 @@ ffibuilder.set_source(
         "native/cpu/cpu_probe.c",
         "native/cpu/cpu_scratch.c",
         "native/cpu/cpu_tables.c",
+        "native/cpu/expert_cache.c",
         "native/cpu/fwd_attn.c",
         "native/cpu/fwd_ffn.c",
         "native/cpu/fwd_layer.c",

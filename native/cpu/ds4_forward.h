@@ -22,6 +22,9 @@ enum {
     DS4_FW_OVERFLOW = 22     /* compressed-row capacity exceeded */
 };
 
+/* The routed-expert cache of SSD streaming (ds4_expert_cache.h); opaque here. */
+typedef struct ds4_xc ds4_xc;
+
 /* A weight matrix in GGUF blocks; data == NULL when the tensor is absent. */
 typedef struct {
     const uint8_t *data;
@@ -52,6 +55,10 @@ typedef struct {
     const float *comp_ape, *comp_norm, *idx_ape, *idx_norm;
     const float *hc_ffn_scale, *hc_ffn_base, *ffn_norm, *probs_bias;
     const int32_t *tid2eid;  /* [n_vocab][n_used], NULL unless hash_layer */
+    /* SSD streaming: when xc is set, routed experts come from the cache (entry
+     * (layer_id, expert)) instead of gate/up/down_exps.data, with the same bytes. */
+    ds4_xc *xc;
+    int layer_id;
 } ds4_fw_layer;
 
 /* One compressor's history: per-token projections (kv, score = gate + ape) of position

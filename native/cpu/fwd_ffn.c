@@ -2,6 +2,7 @@
  * top-k, renormalised unbiased weights), the routed experts one token at a time, and
  * the clamped-SwiGLU shared expert. */
 #include "cpu_pool.h"
+#include "ds4_expert_cache.h"
 #include "fwd_internal.h"
 
 #define WEIGHT_SUM_FLOOR 6.103515625e-05f  /* 2^-14 */
@@ -126,6 +127,44 @@ static void grouped_rows(void *ctx, size_t begin, size_t end) {
     }
 }
 
+/* The two phases of moe_grouped for one expert group at a time, each expert's bytes
+ * acquired from the cache (ds4_expert_cache.h) for the group and released after: the
+ * same kernel calls on the same bytes and activations per (token, slot) pair, so the
+ * contributions are those of the mapped run. dots: 2n gate/up kernels, then P down. */
+static int groups_streamed(const ds4_fw_layer *L, size_t n, const expert_group *groups,
+                           size_t n_groups, const size_t *pairs, const ds4_block_q8k *xq, ds4_block_q8k *mq,
+                           ds4_dot_fn *dots, const float *wts, float *mid, float *contrib,
+                           const ds4_dot_table *table) {
+    size_t D = (size_t)L->n_embd, F = (size_t)L->n_ff, nb_d = D / 256, nb_f = F / 256;
+    size_t tiles_f = (F + GROUP_ROW_TILE - 1) / GROUP_ROW_TILE;
+    size_t tiles_d = (D + GROUP_ROW_TILE - 1) / GROUP_ROW_TILE;
+    ds4_dot_fn *gdots = dots, *udots = dots + n, *ddots = dots + 2 * n;
+    for (size_t g = 0; g < n_groups; g++) {
+        const uint8_t *part[3];
+        int rc = ds4_xc_acquire(L->xc, L->layer_id, groups[g].expert, part);
+        if (rc) return rc;
+        ds4_cpu_experts gate = {part[0], 0, L->gate_exps.row_stride, L->gate_exps.type};
+        ds4_cpu_experts up = {part[1], 0, L->up_exps.row_stride, L->up_exps.type};
+        ds4_cpu_experts down = {part[2], 0, L->down_exps.row_stride, L->down_exps.type};
+        expert_group one = {0, groups[g].first, groups[g].count};
+        grouped_job job1 = {L, &one, pairs, F, D, tiles_f, &gate, &up, xq, nb_d, gdots, udots,
+                            wts, L->clamp, mid};
+        ds4_pool_run(grouped_rows, &job1, tiles_f, 1);
+        for (size_t i = one.first; i < one.first + one.count; i++) {
+            size_t p = pairs[i];
+            ds4_cpu_quantize_q8k(mid + p * F, F, mq + p * nb_f);
+            const ds4_dot_table *tt =
+                ds4_cpu_act_has_min_code(ACT_Q8K, mq + p * nb_f, F) ? &ds4_dots_scalar : table;
+            ddots[p] = ds4_cpu_pick_dot(tt, down.type);
+        }
+        grouped_job job2 = {L, &one, pairs, D, F, tiles_d, &down, NULL, mq, nb_f, ddots, NULL,
+                            wts, 0.0f, contrib};
+        ds4_pool_run(grouped_rows, &job2, tiles_d, 1);
+        ds4_xc_release(L->xc, L->layer_id, groups[g].expert);
+    }
+    return DS4_CPU_OK;
+}
+
 static int moe_grouped(const ds4_fw_layer *L, const float *x, size_t n, const int32_t *ids,
                        const float *wts, float *out, int impl) {
     size_t D = (size_t)L->n_embd, F = (size_t)L->n_ff, K = (size_t)L->n_used;
@@ -170,6 +209,12 @@ static int moe_grouped(const ds4_fw_layer *L, const float *x, size_t n, const in
         udots[t] = ds4_cpu_pick_dot(tt, up.type);
     }
     size_t tiles_f = (F + GROUP_ROW_TILE - 1) / GROUP_ROW_TILE;
+    size_t tiles_d = (D + GROUP_ROW_TILE - 1) / GROUP_ROW_TILE;
+    if (L->xc) {  /* SSD streaming: one expert at a time out of the cache */
+        rc = groups_streamed(L, n, groups, n_groups, pairs, xq, mq, dots, wts, mid, contrib, table);
+        if (rc) goto done;
+        goto sum;
+    }
     grouped_job job1 = {L, groups, pairs, F, D, tiles_f, &gate, &up, xq, nb_d, gdots, udots,
                         wts, L->clamp, mid};
     ds4_pool_run(grouped_rows, &job1, n_groups * tiles_f, 1);
@@ -180,11 +225,11 @@ static int moe_grouped(const ds4_fw_layer *L, const float *x, size_t n, const in
             ds4_cpu_act_has_min_code(ACT_Q8K, mq + p * nb_f, F) ? &ds4_dots_scalar : table;
         ddots[p] = ds4_cpu_pick_dot(tt, down.type);
     }
-    size_t tiles_d = (D + GROUP_ROW_TILE - 1) / GROUP_ROW_TILE;
     grouped_job job2 = {L, groups, pairs, D, F, tiles_d, &down, NULL, mq, nb_f, ddots, NULL,
                         wts, 0.0f, contrib};
     ds4_pool_run(grouped_rows, &job2, n_groups * tiles_d, 1);
 
+sum:
     for (size_t t = 0; t < n; t++) {
         float *o = out + t * D;
         for (size_t d = 0; d < D; d++) {
@@ -214,9 +259,19 @@ static int moe_generic(const ds4_fw_layer *L, const float *x, const int32_t *ids
     for (int k = 0; k < L->n_used && !rc; k++) {
         ds4_fw_mat g = expert_mat(&L->gate_exps, ids[k]), u = expert_mat(&L->up_exps, ids[k]);
         ds4_fw_mat dn = expert_mat(&L->down_exps, ids[k]);
-        if ((rc = ds4_fw_matmul(&g, 0, F, x, D, 1, gt, F, impl)) ||
-            (rc = ds4_fw_matmul(&u, 0, F, x, D, 1, up, F, impl)))
+        if (L->xc) {  /* SSD streaming: the expert's bytes from the cache */
+            const uint8_t *part[3];
+            if ((rc = ds4_xc_acquire(L->xc, L->layer_id, ids[k], part))) break;
+            g.data = part[0];
+            u.data = part[1];
+            dn.data = part[2];
+        }
+        rc = ds4_fw_matmul(&g, 0, F, x, D, 1, gt, F, impl);
+        if (!rc) rc = ds4_fw_matmul(&u, 0, F, x, D, 1, up, F, impl);
+        if (rc) {
+            if (L->xc) ds4_xc_release(L->xc, L->layer_id, ids[k]);
             break;
+        }
         for (size_t i = 0; i < F; i++) {
             float gv = gt[i], uv = up[i];
             if (L->clamp > 1e-6f) {
@@ -225,7 +280,9 @@ static int moe_generic(const ds4_fw_layer *L, const float *x, const int32_t *ids
             }
             mid[i] = (silu(gv) * uv) * wts[k];
         }
-        if ((rc = ds4_fw_matmul(&dn, 0, D, mid, F, 1, down, D, impl))) break;
+        rc = ds4_fw_matmul(&dn, 0, D, mid, F, 1, down, D, impl);
+        if (L->xc) ds4_xc_release(L->xc, L->layer_id, ids[k]);
+        if (rc) break;
         for (size_t d = 0; d < D; d++) out[d] = out[d] + down[d];
     }
     ds4_scratch_reset(mark);
@@ -254,11 +311,13 @@ int ds4_fw_ffn(const ds4_fw_layer *L, const float *g, const int32_t *tokens, siz
     ds4_cpu_experts gate = experts_of(&L->gate_exps), up = experts_of(&L->up_exps);
     ds4_cpu_experts down = experts_of(&L->down_exps);
     int fused = q8k_type(gate.type) && q8k_type(up.type) && q8k_type(down.type);
+    /* SSD streaming: the next layer's likely experts load while this one computes */
+    if (L->xc) ds4_xc_readahead(L->xc, L->layer_id + 1);
     for (size_t t = 0; t < n; t++) {
         int32_t *ids = all_ids + t * K;
         float *wts = all_wts + t * K;
         if ((rc = route_token(L, logit + t * E, tokens[t], prob, taken, ids, wts))) goto done;
-        if (fused && n > 1) continue;  /* grouped below */
+        if (fused && (n > 1 || L->xc)) continue;  /* grouped below */
         if (fused)
             rc = ds4_cpu_moe_strict(g + t * D, D, (size_t)L->n_ff, E, &gate, &up, &down, ids,
                                     wts, K, L->clamp, out + t * D, impl, 1);
@@ -266,7 +325,8 @@ int ds4_fw_ffn(const ds4_fw_layer *L, const float *g, const int32_t *tokens, siz
             rc = moe_generic(L, g + t * D, ids, wts, out + t * D, impl);
         if (rc) goto done;
     }
-    if (fused && n > 1 && (rc = moe_grouped(L, g, n, all_ids, all_wts, out, impl))) goto done;
+    if (fused && (n > 1 || L->xc) && (rc = moe_grouped(L, g, n, all_ids, all_wts, out, impl)))
+        goto done;
 
     if ((rc = ds4_fw_matmul(&L->gate_sh, 0, FS, g, D, n, gs, FS, impl)) ||
         (rc = ds4_fw_matmul(&L->up_sh, 0, FS, g, D, n, us, FS, impl)))

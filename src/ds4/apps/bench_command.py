@@ -13,7 +13,7 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -21,18 +21,22 @@ from typing import TextIO
 import numpy as np
 import numpy.typing as npt
 
-from ds4.apps import flag_types
+from ds4.apps import flag_types, wiring
 from ds4.apps.bootstrap import load_engine
 from ds4.apps.cli_prompt import chat_prompt
 from ds4.apps.engine_flags import add_engine_flags
 from ds4.apps.flag_types import MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.apps.ssd_flags import add_ssd_streaming_flags, streaming_options
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.errors import Ds4Error
+from ds4.domain.expert_cache.options import ExpertCacheStats
 from ds4.ports.compute import ComputeSession
 from ds4.ports.tokenizer import Tokenizer
 
 CSV_HEADER = "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes"
+# appended with --ssd-streaming: the expert cache over each frontier's generation
+SSD_HEADER = "expert_hit_rate,disk_bytes_per_token,disk_read_mbps,stall_ms_per_token"
 DEFAULT_SYSTEM = "You are a helpful assistant."  # bench's default ends with a period
 PREFILL_CHUNK = 2048
 
@@ -45,11 +49,19 @@ class Row:
     gen_tokens: int
     gen_tps: float
     kvcache_bytes: int
+    ssd: ExpertCacheStats | None = None  # the expert cache's counters over generation
 
     def csv(self) -> str:
-        return (
+        line = (
             f"{self.ctx_tokens},{self.prefill_tokens},{self.prefill_tps:.2f},"
             f"{self.gen_tokens},{self.gen_tps:.2f},{self.kvcache_bytes}"
+        )
+        if self.ssd is None:
+            return line
+        s, n = self.ssd, max(self.gen_tokens, 1)
+        return (
+            f"{line},{s.hit_rate:.4f},{s.bytes_read / n:.0f},"
+            f"{s.read_bytes_per_second / 1e6:.1f},{s.stall_seconds * 1e3 / n:.3f}"
         )
 
 
@@ -73,6 +85,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     bench.add_argument("-sys", "--system", default=DEFAULT_SYSTEM, help="with --chat-prompt-file")
     add_engine_flags(bench)
+    add_ssd_streaming_flags(bench)
     tokens = flag_types.int_in(1, MAX_CTX)
     bench.add_argument("--ctx-start", type=tokens, default=2048,
                        help=f"first frontier (1..{MAX_CTX}, at most --ctx-max)")  # fmt: skip
@@ -152,7 +165,11 @@ def greedy_not_eos(logits: npt.NDArray[np.float32], eos: int) -> int:
 
 
 def measure(
-    session: ComputeSession, ids: list[int], eos: int, args: argparse.Namespace
+    session: ComputeSession,
+    ids: list[int],
+    eos: int,
+    args: argparse.Namespace,
+    ssd_stats: Callable[[], ExpertCacheStats] | None = None,
 ) -> Iterator[Row]:
     done = 0
     for frontier in frontiers(args.ctx_start, args.ctx_max, args.step_incr, args.step_mul):
@@ -163,13 +180,16 @@ def measure(
         if frontier + args.gen_tokens > session.ctx:
             raise Ds4Error(f"generation would exceed allocated context at frontier {frontier}")
         logits = session.logits()
+        before = ssd_stats() if ssd_stats is not None else None
         t0 = time.perf_counter()
         for _ in range(args.gen_tokens):
             logits = session.eval(greedy_not_eos(logits, eos))
         gen_s = time.perf_counter() - t0
+        ssd = ssd_stats().since(before) if ssd_stats is not None and before else None
         session.load_payload(snapshot)
         yield Row(frontier, frontier - done, (frontier - done) / max(prefill_s, 1e-9),
-                  args.gen_tokens, args.gen_tokens / max(gen_s, 1e-9), len(snapshot))  # fmt: skip
+                  args.gen_tokens, args.gen_tokens / max(gen_s, 1e-9), len(snapshot),
+                  ssd)  # fmt: skip
         done = frontier
 
 
@@ -178,7 +198,15 @@ def run(args: argparse.Namespace) -> int:
     from ds4.apps.cli_generate import model_path
 
     model = model_path(args)
-    engine = load_engine(model, backend=args.backend, numerics=args.numerics, threads=args.threads)
+    streaming = streaming_options(args)
+    engine = load_engine(
+        model,
+        backend=args.backend,
+        numerics=args.numerics,
+        threads=args.threads,
+        streaming=streaming,
+    )
+    ssd_stats = wiring.expert_cache_stats(engine.runner)
     ids, eos = prompt_ids(args, engine.tokenizer)
     session = engine.runner.new_session(alloc)
     rows: list[Row] = []
@@ -189,9 +217,9 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise Ds4Error(f"cannot write {args.csv}: {exc.strerror}") from None
     try:
-        out.write(CSV_HEADER + "\n")
+        out.write(CSV_HEADER + ("," + SSD_HEADER if ssd_stats is not None else "") + "\n")
         out.flush()
-        for row in measure(session, ids, eos, args):
+        for row in measure(session, ids, eos, args, ssd_stats):
             rows.append(row)
             out.write(row.csv() + "\n")
             out.flush()

@@ -36,6 +36,7 @@ from ds4.domain.agent.toolbox import ToolBox
 from ds4.domain.distributed.target import DistributedOptions
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
+from ds4.domain.expert_cache.options import StreamingOptions
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.model_identity import model_tag_for
 from ds4.domain.serving.job import Worker
@@ -148,6 +149,7 @@ def load_engine(
     threads: int | None = None,
     script: str | None = None,
     script_token_delay: float = 0.0,
+    streaming: StreamingOptions | None = None,
     distributed: DistributedOptions | None = None,
     log: Log | None = None,
 ) -> Engine:
@@ -169,6 +171,7 @@ def load_engine(
         script=script,
         script_tokenizer=tokenizer,
         script_token_delay=script_token_delay,
+        streaming=streaming,
         distributed=distributed,
         log=log,
     )
@@ -247,6 +250,7 @@ def bootstrap_server(
             threads=options.threads,
             script=options.script,
             script_token_delay=options.script_token_delay,
+            streaming=options.streaming,
             distributed=options.distributed,
             log=_placement_log,
         )
@@ -284,6 +288,7 @@ def bootstrap_server(
         queue_depth=lambda: inference.waiting,
         active_sessions=lambda: inference.running,
         kv_disk_bytes=wiring.kv_disk_usage(kv_dir) if kv_dir is not None else None,
+        expert_cache=wiring.expert_cache_stats(engine.runner),
     )
     state = ServerState(
         config,

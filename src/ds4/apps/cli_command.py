@@ -20,6 +20,7 @@ from ds4.apps.distributed_flags import add_distributed_flags
 from ds4.apps.engine_flags import add_backend_flags, add_model_flag, add_numerics_flag
 from ds4.apps.flag_types import INT_MAX, MAX_CTX, SEED_MAX
 from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.apps.ssd_flags import add_ssd_streaming_flags
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.errors import Ds4Error
 from ds4.domain.sampling.params import MAX_TOP_K
@@ -110,6 +111,7 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
     )
     add_sampling_flags(cli)
     add_backend_flags(cli)
+    add_ssd_streaming_flags(cli)
     add_numerics_flag(cli)
     cli.add_argument(
         "--chunk",

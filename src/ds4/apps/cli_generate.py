@@ -17,6 +17,7 @@ from ds4.apps.cli_output import (
 )
 from ds4.apps.cli_prompt import prompt_thinks, prompt_tokens
 from ds4.apps.distributed_flags import distributed_options
+from ds4.apps.ssd_flags import streaming_options
 from ds4.domain.engine.cancel import CancelledError
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
@@ -43,11 +44,13 @@ def sampling(args: argparse.Namespace) -> SamplingParams:
 def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer]:
     if args.ctx < 2:
         raise Ds4Error(f"--ctx {args.ctx} is too small (at least 2 tokens)")
+    streaming = streaming_options(args)
     engine = load_engine(
         model_path(args),
         backend=args.backend,
         numerics=args.numerics,
         threads=args.threads,
+        streaming=streaming,
         distributed=distributed_options(args),
         log=lambda line: print(f"ds4: distributed {line}", file=sys.stderr),
     )

@@ -12,8 +12,10 @@ import numpy as np
 from ds4.apps import flag_types, gguf_convert, gguf_score, gguf_tiny, wiring
 from ds4.apps.gguf_report import build_report, render_text
 from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.domain.convert.hf_config import hparams_from_config
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import DEQUANTIZABLE, GGMLType
+from ds4.domain.model.hparams import DeepSeekV4HParams, check_architecture
 from ds4.domain.model.presets import PRESETS
 from ds4.domain.model.validation import validate_model_file
 
@@ -49,6 +51,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="also require the shape of this named preset (default: any valid shape passes)",
     )
+    inspect.add_argument(
+        "--preset-config",
+        type=flag_types.input_file,
+        metavar="CONFIG_JSON",
+        help="also require the shape a release's config.json describes, read by the "
+        "converter's config reader (e.g. DeepSeek V4 PRO's; default: none)",
+    )
     inspect.set_defaults(run=run_inspect)
 
     dump = tools.add_parser(
@@ -79,10 +88,31 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     gguf_score.register(tools)
 
 
+def config_shape(path: str) -> tuple[str, DeepSeekV4HParams]:
+    """(label, hyperparameters) of a config.json; Ds4Error naming the problem."""
+    try:
+        config = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise Ds4Error(f"--preset-config {path}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise Ds4Error(f"--preset-config {path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(config, dict):
+        raise Ds4Error(f"--preset-config {path}: not a JSON object")
+    try:
+        hp = hparams_from_config(config)
+    except Ds4Error as exc:
+        raise Ds4Error(f"--preset-config {path}: {exc}") from None
+    problems = check_architecture(hp)
+    if problems:
+        raise Ds4Error(f"--preset-config {path}: " + "; ".join(str(p) for p in problems))
+    return f"config {Path(path).name}", hp
+
+
 def run_inspect(args: argparse.Namespace) -> int:
+    shape = config_shape(args.preset_config) if args.preset_config is not None else None
     model = wiring.open_model_file(args.file)
     try:
-        report = validate_model_file(model, require_preset=args.preset)
+        report = validate_model_file(model, require_preset=args.preset, require_shape=shape)
         data = build_report(model, report)
     finally:
         model.close()

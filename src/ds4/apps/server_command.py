@@ -31,6 +31,7 @@ from ds4.apps.server_options import (
     MAX_SESSIONS,
     ServerOptions,
 )
+from ds4.apps.ssd_flags import add_ssd_streaming_flags, streaming_options
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
 from ds4.wire.loopback import is_loopback_host
@@ -70,6 +71,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_backend_flags(p, scripted=True)
     add_numerics_flag(p)
+    add_ssd_streaming_flags(p)
     p.add_argument(
         "--api-key",
         type=flag_types.api_key,
@@ -339,6 +341,7 @@ def run_server(args: argparse.Namespace) -> int:
         sessions=args.sessions,
         kv_disk_dir=args.kv_disk_dir,
         kv_cache=kv_cache_options(args),
+        streaming=streaming_options(args),
         kv_mem_bytes=args.kv_mem_space_mb << 20,
         max_body_mb=args.max_body_mb,
         max_connections=args.max_connections,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ds4.domain.distributed.target import DistributedOptions
+from ds4.domain.expert_cache.options import StreamingOptions
 from ds4.domain.kvcache.policy import KvCacheOptions
 
 # Prefill in chunks of ds4's own chunk size (the DSV4 payload header's), so a cancelled
@@ -42,5 +43,6 @@ class ServerOptions:
     body_timeout: float = 120.0
     kv_disk_dir: str | None = None  # the disk KV cache directory (None: disabled)
     kv_cache: KvCacheOptions = field(default_factory=KvCacheOptions)
+    streaming: StreamingOptions | None = None  # --ssd-streaming (docs/ssd-streaming.md)
     kv_mem_bytes: int = DEFAULT_KV_MEM_MIB << 20  # in-memory checkpoints (0: none)
     distributed: DistributedOptions | None = None  # layer ranges on Ray workers

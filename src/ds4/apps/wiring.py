@@ -22,6 +22,7 @@ from ds4.domain.distributed.target import DistributedOptions
 from ds4.domain.engine_math.numerics import numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.eval.case_schema import CaseSet
+from ds4.domain.expert_cache.options import ExpertCacheStats, StreamingOptions
 from ds4.domain.gguf.records import MetaValue
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.agent_sessions import SessionIndex
@@ -168,6 +169,7 @@ def model_runner(
     script: str | None = None,
     script_tokenizer: Tokenizer | None = None,
     script_token_delay: float = 0.0,
+    streaming: StreamingOptions | None = None,
     distributed: DistributedOptions | None = None,
     log: Callable[[str], None] | None = None,
 ) -> ModelRunner:
@@ -178,6 +180,8 @@ def model_runner(
     Ray workers (docs/distributed.md); log gets one line per range."""
     check_backend(backend, numerics)
     if distributed is not None:
+        if streaming is not None:
+            raise Ds4Error("--ssd-streaming and --distributed do not go together (yet)")
         if backend != "cpu" or model is None:
             raise Ds4Error("--distributed needs the cpu backend and a model (-m)")
         from ds4.adapters.compute.ray import ray_runner
@@ -204,7 +208,11 @@ def model_runner(
     if backend == "cpu":
         from ds4.adapters.compute.cpu import cpu_runner
 
-        return cpu_runner(model.file, model.hparams, numerics=numerics, threads=threads)
+        return cpu_runner(
+            model.file, model.hparams, numerics=numerics, threads=threads, streaming=streaming
+        )
+    if streaming is not None:
+        raise Ds4Error("--ssd-streaming needs --backend cpu")
     if backend == "vulkan":
         from ds4.adapters.compute.vulkan.runner import vulkan_runner
 
@@ -214,6 +222,18 @@ def model_runner(
     return reference_runner(
         model.file, model.hparams, numerics=numerics, dequantizer=dequantizer("native")
     )
+
+
+def expert_cache_stats(runner: ModelRunner) -> Callable[[], ExpertCacheStats] | None:
+    """The SSD-streaming cache's counters of a cpu runner with --ssd-streaming, else None
+    (for ds4 bench and the server's /metrics)."""
+    if not cpu_backend_available():
+        return None
+    from ds4.adapters.compute.cpu import CpuRunner
+
+    if not isinstance(runner, CpuRunner) or runner.streaming is None:
+        return None
+    return runner.streaming.stats
 
 
 # ---- quantization and conversion -------------------------------------------------

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from ds4.adapters.http.request_record import RequestRecord
+from ds4.domain.expert_cache.options import ExpertCacheStats
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the text format every Prometheus reads
 
@@ -31,6 +32,7 @@ class ServerMetrics:
         queue_depth: Callable[[], int],
         active_sessions: Callable[[], int],
         kv_disk_bytes: Callable[[], int] | None = None,
+        expert_cache: Callable[[], ExpertCacheStats] | None = None,
     ) -> None:
         self.registry = registry = CollectorRegistry()
         api = ("api",)
@@ -85,6 +87,8 @@ class ServerMetrics:
                 "bytes of KV checkpoint files in --kv-disk-dir",
                 registry=registry,
             ).set_function(kv_disk_bytes)
+        if expert_cache is not None:
+            _expert_cache_gauges(registry, expert_cache)
 
     # ---- TokenTiming: on the inference thread ---------------------------------------
 
@@ -112,3 +116,27 @@ class ServerMetrics:
     def exposition(self) -> bytes:
         """The text exposition of every metric (thread-safe; the gauges read now)."""
         return generate_latest(self.registry)
+
+
+# --ssd-streaming's counters, read from the native cache at each scrape; gauges because
+# prometheus-client counters cannot be fed from a function (they still only grow).
+_EXPERT_CACHE_GAUGES = (
+    ("slots", "expert cache budget in whole experts"),
+    ("hits", "routed expert uses served from the cache"),
+    ("misses", "routed expert uses read from disk"),
+    ("hit_rate", "hits over routed expert uses since start"),
+    ("bytes_read", "expert bytes read from the model file"),
+    ("read_seconds", "time spent reading experts from the model file"),
+    ("stall_seconds", "time the forward waited for missing experts"),
+)
+
+
+def _expert_cache_gauges(
+    registry: CollectorRegistry, stats: Callable[[], ExpertCacheStats]
+) -> None:
+    for field, doc in _EXPERT_CACHE_GAUGES:
+
+        def read(field: str = field) -> float:
+            return float(getattr(stats(), field))
+
+        Gauge(f"ds4_expert_cache_{field}", doc, registry=registry).set_function(read)

@@ -97,8 +97,10 @@ def validate(
     tensors: Mapping[str, TensorInfo],
     *,
     require_preset: str | None = None,
+    require_shape: tuple[str, DeepSeekV4HParams] | None = None,
 ) -> ValidationReport:
-    """Check a main-model or MTP GGUF; optionally insist on a named preset's shape."""
+    """Check a main-model or MTP GGUF; optionally insist on a named preset's shape, or on
+    a shape given as (label, hyperparameters), e.g. read from a release's config.json."""
     kind = file_kind(tensors)
     hp, problems = read_hparams(metadata)
     preset = None
@@ -111,18 +113,28 @@ def validate(
                 Problem(f"preset {require_preset}", diff)
                 for diff in preset_differences(hp, PRESETS[require_preset])
             ]
+        if require_shape is not None:
+            label, shape = require_shape
+            problems += [Problem(label, diff) for diff in preset_differences(hp, shape)]
     if kind == "model":
         problems += check_tokenizer_tables(metadata, hp.n_vocab if hp else None)
     return ValidationReport(kind, hp, preset, tuple(problems))
 
 
-def validate_model_file(model: ModelFile, *, require_preset: str | None = None) -> ValidationReport:
+def validate_model_file(
+    model: ModelFile,
+    *,
+    require_preset: str | None = None,
+    require_shape: tuple[str, DeepSeekV4HParams] | None = None,
+) -> ValidationReport:
     """`validate`, plus the tensor contents the engines index with (tid2eid).
 
     The data checks run only on tensors the directory check passed, so they read
     exactly the bytes the catalog promises.
     """
-    report = validate(model.metadata, model.tensors, require_preset=require_preset)
+    report = validate(
+        model.metadata, model.tensors, require_preset=require_preset, require_shape=require_shape
+    )
     if report.hparams is None or report.kind != "model":
         return report
     flagged = {p.subject for p in report.errors}

@@ -4,12 +4,14 @@ per-sequence state owned by C (CpuState) and sessions from the domain's StateSes
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from ds4.adapters.compute import cpu_kernels
+from ds4.adapters.compute.cpu.expert_streaming import ExpertStreaming
 from ds4.adapters.compute.cpu.native_forward import NativeForward
 from ds4.adapters.compute.cpu.sequence_state import CpuState
 from ds4.adapters.gguf.model_open import load_model, routed_quant_bits
@@ -18,23 +20,44 @@ from ds4.adapters.quant.native_dequant import NativeDequantizer
 from ds4.domain.engine.state_runner import StateRunner
 from ds4.domain.engine_math.numerics import Numerics, check_numerics_fit, numerics_named
 from ds4.domain.errors import Ds4Error
+from ds4.domain.expert_cache.options import ExpertCacheStats, StreamingOptions
 from ds4.domain.model.hparams import DeepSeekV4HParams
-from ds4.ports.compute import ModelRunner, SequenceState
+from ds4.ports.compute import SequenceState
 from ds4.ports.model_file import ModelFile
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
 
 
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 class CpuRunner(StateRunner):
     def __init__(
-        self, model: ModelFile, hparams: DeepSeekV4HParams, numerics: Numerics, impl: str
+        self,
+        model: ModelFile,
+        hparams: DeepSeekV4HParams,
+        numerics: Numerics,
+        impl: str,
+        streaming: StreamingOptions | None = None,
+        log: Callable[[str], None] = _stderr,
     ) -> None:
         super().__init__(hparams)
         self._model = model
         self.numerics = numerics
         values = TensorValues(model, NativeDequantizer())
         self.forward = NativeForward(hparams, model, values, numerics, cpu_kernels.IMPLS[impl])
+        # --ssd-streaming: routed experts through the budgeted cache, not the mapping
+        self.streaming = (
+            ExpertStreaming(model, hparams, self.forward.layout, streaming, log)
+            if streaming is not None
+            else None
+        )
+
+    def expert_cache_stats(self) -> ExpertCacheStats | None:
+        """The expert cache's counters so far; None without --ssd-streaming."""
+        return self.streaming.stats() if self.streaming is not None else None
 
     @property
     def routed_quant_bits(self) -> int:
@@ -63,7 +86,9 @@ def cpu_runner(
     numerics: str = "ds4",
     threads: int | None = None,
     impl: str = "auto",
-) -> ModelRunner:
+    streaming: StreamingOptions | None = None,
+    log: Callable[[str], None] = _stderr,
+) -> CpuRunner:
     """The native CPU backend over an already opened and validated model file.
 
     numerics: "ds4" (default) simulates the engine's rounding points, "exact" does the same
@@ -71,7 +96,8 @@ def cpu_runner(
     simulates none (HF-comparable; quantized weights still take the integer dots). All three run
     one native call for all layers per chunk and one for the head.
     threads: the kernel pool size (default: every core); impl: "auto" (best SIMD this
-    CPU has) or "scalar" (the nominal formulas).
+    CPU has) or "scalar" (the nominal formulas). streaming: serve routed experts from
+    the budgeted SSD-streaming cache (docs/ssd-streaming.md); log gets its start-up lines.
     """
     chosen = numerics_named(numerics)
     if impl not in cpu_kernels.available_impls():
@@ -82,13 +108,20 @@ def cpu_runner(
     n_threads = threads if threads is not None else os.cpu_count() or 1
     cpu_kernels.set_threads(n_threads)  # Ds4Error now for a bad count, not at first use
     check_numerics_fit(chosen, hparams)
-    return CpuRunner(model, hparams, chosen, impl)
+    return CpuRunner(model, hparams, chosen, impl, streaming, log)
 
 
 def open_cpu_runner(
-    path: str, *, numerics: str = "ds4", threads: int | None = None, impl: str = "auto"
-) -> ModelRunner:
+    path: str,
+    *,
+    numerics: str = "ds4",
+    threads: int | None = None,
+    impl: str = "auto",
+    streaming: StreamingOptions | None = None,
+) -> CpuRunner:
     """Open and validate a main-model GGUF for the native CPU backend (see cpu_runner)."""
     numerics_named(numerics)  # a bad name fails before the file is opened
     model, hparams = load_model(path)
-    return cpu_runner(model, hparams, numerics=numerics, threads=threads, impl=impl)
+    return cpu_runner(
+        model, hparams, numerics=numerics, threads=threads, impl=impl, streaming=streaming
+    )
