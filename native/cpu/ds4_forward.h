@@ -52,6 +52,14 @@ typedef struct {
     const float *comp_ape, *comp_norm, *idx_ape, *idx_norm;
     const float *hc_ffn_scale, *hc_ffn_base, *ffn_norm, *probs_bias;
     const int32_t *tid2eid;  /* [n_vocab][n_used], NULL unless hash_layer */
+    /* The MTP block (docs/mtp.md): attend to the kept raw rows only, when its window
+     * starts after a gap (positions whose main-model state is unknown). 0 elsewhere. */
+    int window_from_kept;
+    /* Directional steering (docs/steering.md): y -= scale * v * dot(v, y) on the
+     * attention output (steer_attn) and the FFN output (steer_ffn) before HC post;
+     * steer_dir = NULL or a scale of 0 leaves the sublayer untouched. */
+    const float *steer_dir;
+    float steer_attn, steer_ffn;
 } ds4_fw_layer;
 
 /* One compressor's history: per-token projections (kv, score = gate + ape) of position
@@ -102,6 +110,23 @@ typedef struct {
     ds4_fw_mat hc_fn, output;
     const float *hc_scale, *hc_base, *norm;
 } ds4_fw_head;
+
+/* The MTP block's input (docs/mtp.md): per row t, with e = rmsnorm(emb[t], enorm),
+ * x_in[t][s] = e_proj . e + h_proj . rmsnorm(hprev[t][s], hnorm) for every stream s.
+ * emb (n, n_embd), hprev and x_in (n, n_hc, n_embd). */
+typedef struct {
+    int n_embd, n_hc;
+    float rms_eps;
+    ds4_fw_mat e_proj, h_proj;
+    const float *enorm, *hnorm;
+} ds4_fw_mtp_input;
+
+int ds4_fw_mtp_input_forward(const ds4_fw_mtp_input *M, const float *emb, const float *hprev,
+                             size_t n, float *x_in, const ds4_fw_opts *opt);
+
+/* y -= scale * v * dot(v, y) for n rows of `dim` values (dot accumulated in f32, in
+ * index order): directional steering, exported for tests. */
+void ds4_fw_steer_rows(float *y, size_t n, size_t dim, const float *v, float scale);
 
 /* Logits (n, output.rows) from final streams (n, n_hc, n_embd). */
 int ds4_fw_head_forward(const ds4_fw_head *H, const float *streams, size_t n, float *logits,

@@ -25,18 +25,22 @@ from typing import TYPE_CHECKING, TextIO
 
 from ds4.apps import wiring
 from ds4.apps.flag_types import model_file_problem
+from ds4.apps.mtp_flags import DEFAULT_MTP_DRAFT, MAX_MTP_DRAFT
 from ds4.apps.server_options import MAX_SESSIONS, ServerOptions
 from ds4.domain.api.prompt_bound import longest_token_bytes
 from ds4.domain.engine.session import Session
+from ds4.domain.engine.state_session import StateSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.model_identity import model_tag_for
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.kv_checkpoints import KvCheckpoints
 from ds4.domain.serving.live_bindings import EverySlotBindings
+from ds4.domain.speculative.mtp_drafter import MtpDrafter
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.ports.clock import Clock
 from ds4.ports.compute import ComputeSession, ModelRunner
+from ds4.ports.drafter import DraftModel
 from ds4.ports.kv_store import KVStore
 from ds4.ports.random_source import RandomSource
 from ds4.ports.tokenizer import Tokenizer
@@ -54,10 +58,32 @@ Log = Callable[[str], None]
 
 
 @dataclass(frozen=True)
+class Speculation:
+    """--mtp: the MTP block and how many tokens it drafts per step (docs/mtp.md)."""
+
+    model: DraftModel
+    draft: int
+
+
+@dataclass(frozen=True)
 class Engine:
     tokenizer: Tokenizer
     runner: ModelRunner
     model: wiring.OpenedModel | None = None  # None: no model file (scripted, or fakes)
+    speculation: Speculation | None = None
+
+    def new_session(self, ctx: int, *, chunk: int = 0) -> Session:
+        """A live session; with --mtp its drafter too."""
+        return self.session_over(self.runner.new_session(ctx), chunk=chunk)
+
+    def session_over(self, compute: ComputeSession, *, chunk: int = 0) -> Session:
+        """The live session over a compute session of this engine's runner."""
+        if self.speculation is None:
+            return Session(compute, chunk=chunk)
+        if not isinstance(compute, StateSession):
+            raise Ds4Error("--mtp needs --backend cpu or reference")
+        drafter = MtpDrafter(self.speculation.model, compute)
+        return Session(compute, chunk=chunk, drafter=drafter, draft=self.speculation.draft)
 
     def model_tag(self) -> int:
         """The KVC header's model tag: the model file's identity (ADR 0006), or, with no
@@ -125,10 +151,12 @@ def load_engine(
     threads: int | None = None,
     script: str | None = None,
     script_token_delay: float = 0.0,
+    mtp: str | None = None,
+    mtp_draft: int = DEFAULT_MTP_DRAFT,
 ) -> Engine:
     """Check the backend choice, open the model (if any) once, build tokenizer and
     runner over it. Without a model the tokenizer is the official tokenizer.json
-    (the scripted backend's case)."""
+    (the scripted backend's case). `mtp`: the MTP GGUF for speculative decoding."""
     wiring.check_backend(backend, numerics)
     model = wiring.open_model(path) if path is not None else None
     if model is not None:
@@ -144,7 +172,14 @@ def load_engine(
         script_tokenizer=tokenizer,
         script_token_delay=script_token_delay,
     )
-    return Engine(tokenizer, runner, model)
+    speculation = None
+    if mtp is not None:
+        if model is None:
+            raise Ds4Error("--mtp needs a model (-m) and --backend cpu or reference")
+        if not 1 <= mtp_draft <= MAX_MTP_DRAFT:
+            raise Ds4Error(f"--mtp-draft {mtp_draft}: use 1..{MAX_MTP_DRAFT}")
+        speculation = Speculation(wiring.draft_model(mtp, runner, model.hparams), mtp_draft)
+    return Engine(tokenizer, runner, model, speculation)
 
 
 # ---- the server ------------------------------------------------------------------
@@ -194,6 +229,8 @@ def bootstrap_server(
 
     if not 1 <= options.sessions <= MAX_SESSIONS:
         raise Ds4Error(f"--sessions {options.sessions}: use 1..{MAX_SESSIONS}")
+    if options.mtp is not None and options.sessions > 1:
+        raise Ds4Error("--mtp works with one live session: drop --sessions or --mtp")
     if engine is None:
         engine = load_engine(
             options.model,
@@ -201,6 +238,8 @@ def bootstrap_server(
             threads=options.threads,
             script=options.script,
             script_token_delay=options.script_token_delay,
+            mtp=options.mtp,
+            mtp_draft=options.mtp_draft,
         )
     random = random or wiring.random_source()
     memory = ToolReplayMemory(
@@ -288,7 +327,7 @@ def _workers(
             )
         workers.append(
             Worker(
-                session=Session(compute, chunk=options.prefill_chunk),
+                session=engine.session_over(compute, chunk=options.prefill_chunk),
                 tokenizer=engine.tokenizer,
                 memory=memory,
                 random=random,

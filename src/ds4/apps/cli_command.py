@@ -19,6 +19,7 @@ from ds4.apps.cli_generate import run_one_shot
 from ds4.apps.cli_prompt import DEFAULT_SYSTEM
 from ds4.apps.flag_types import INT_MAX, MAX_CTX, MAX_THREADS, SEED_MAX
 from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.apps.mtp_flags import add_mtp_flags
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.chat.request_rendering import render_chat_request
 from ds4.domain.errors import Ds4Error
@@ -138,6 +139,7 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
     )
     add_backend_flags(cli)
     add_numerics_flag(cli)
+    add_mtp_flags(cli)
     cli.add_argument(
         "--chunk",
         type=flag_types.int_in(1, MAX_CTX),

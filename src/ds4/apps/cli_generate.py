@@ -16,6 +16,7 @@ from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished, PrefillProgress
 from ds4.domain.generation.loop import TurnSettings, decode_tokens, decode_turn, prefill
 from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
+from ds4.domain.speculative.mtp_drafter import MtpDrafter
 from ds4.ports.tokenizer import Tokenizer
 
 
@@ -37,10 +38,26 @@ def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer]:
     if args.ctx < 2:
         raise Ds4Error(f"--ctx {args.ctx} is too small (at least 2 tokens)")
     engine = load_engine(
-        model_path(args), backend=args.backend, numerics=args.numerics, threads=args.threads
+        model_path(args),
+        backend=args.backend,
+        numerics=args.numerics,
+        threads=args.threads,
+        mtp=args.mtp,
+        mtp_draft=args.mtp_draft,
     )
-    session = Session(engine.runner.new_session(args.ctx), chunk=args.chunk)
-    return session, engine.tokenizer
+    return engine.new_session(args.ctx, chunk=args.chunk), engine.tokenizer
+
+
+def draft_summary(session: Session) -> str | None:
+    """The MTP line of the run's summary (None without --mtp)."""
+    drafter = session.drafter
+    if not isinstance(drafter, MtpDrafter):
+        return None
+    s = drafter.stats
+    return (
+        f"ds4: mtp: {s.accepted} of {s.proposed} drafted tokens accepted "
+        f"({100 * s.acceptance:.1f} %) in {s.blocks} verified blocks"
+    )
 
 
 def check_fits(ids: list[int], ctx: int) -> None:
@@ -91,6 +108,9 @@ def run_one_shot(args: argparse.Namespace, text: str | None) -> int:
             return 0
         generated = _generate(args, session, tokenizer, ids, interrupt)
     print(watch.summary(generated), file=sys.stderr)
+    mtp = draft_summary(session)
+    if mtp is not None:
+        print(mtp, file=sys.stderr)
     return 0
 
 

@@ -17,6 +17,7 @@ from typing import TextIO
 from ds4.apps import flag_types, wiring
 from ds4.apps.flag_types import INT_MAX, MAX_CTX, MAX_THREADS
 from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.apps.mtp_flags import add_mtp_flags
 from ds4.apps.server_logging import LOG_FORMATS, configure_server_logging
 from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK, MAX_SESSIONS, ServerOptions
 from ds4.domain.api.loopback import is_loopback_host
@@ -145,6 +146,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="render tool-call history canonically instead of replaying sampled DSML",
     )
+    add_mtp_flags(p)
     _register_limits(p)
     _register_kv_cache(p)
     p.set_defaults(run=run_server, server_parser=p)
@@ -209,6 +211,10 @@ def check_flags(args: argparse.Namespace) -> None:
         parser.error("--script and --script-token-delay need --backend scripted")
     if args.backend == "scripted" and args.script is None:
         parser.error("--backend scripted needs --script FILE")
+    if args.mtp is not None and args.backend == "scripted":
+        parser.error("--mtp needs --backend cpu or reference")
+    if args.mtp is not None and args.sessions > 1:
+        parser.error("--mtp works with one live session (--sessions 1)")
 
 
 def _register_kv_cache(p: argparse.ArgumentParser) -> None:
@@ -334,6 +340,8 @@ def run_server(args: argparse.Namespace) -> int:
         exact_tool_replay=not args.disable_exact_dsml_tool_replay,
         prefill_chunk=args.prefill_chunk,
         sessions=args.sessions,
+        mtp=args.mtp,
+        mtp_draft=args.mtp_draft,
         kv_disk_dir=args.kv_disk_dir,
         kv_cache=kv_cache_options(args),
         max_body_mb=args.max_body_mb,
@@ -360,6 +368,8 @@ def run_server(args: argparse.Namespace) -> int:
         if demo:
             label = f"{model} (the small demo model: docs/demo-model.md)"
         sessions = f", {args.sessions} sessions" if args.sessions > 1 else ""
+        if args.mtp is not None:
+            sessions += f", MTP {args.mtp} drafting {args.mtp_draft}"
         print(f"ds4 server: model {label}, ctx {args.ctx}{sessions}", file=sys.stderr)
         print(f"ds4 server: listening on {url}", file=sys.stderr)
         if not options.check_host and args.api_key is None:

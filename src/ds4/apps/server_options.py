@@ -29,6 +29,8 @@ class ServerOptions:
     exact_tool_replay: bool = True
     prefill_chunk: int = DEFAULT_PREFILL_CHUNK
     sessions: int = 1  # live sessions decoded together (1: one, as before ADR 0045)
+    mtp: str | None = None  # the MTP GGUF for speculative decoding (docs/mtp.md)
+    mtp_draft: int = 3
     keepalive_seconds: float = 5.0
     # request and connection limits (ADR 0044)
     max_body_mb: int = 64

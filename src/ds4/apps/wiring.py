@@ -26,6 +26,7 @@ from ds4.ports.checkpoint import Checkpoint
 from ds4.ports.clock import Clock
 from ds4.ports.compute import ModelRunner
 from ds4.ports.dequantizer import Dequantizer
+from ds4.ports.drafter import DraftModel
 from ds4.ports.kv_store import KVStore
 from ds4.ports.model_file import ModelFile
 from ds4.ports.quantizer import Quantizer
@@ -167,6 +168,26 @@ def model_runner(
     return reference_runner(
         model.file, model.hparams, numerics=numerics, dequantizer=dequantizer("native")
     )
+
+
+def draft_model(path: str, runner: ModelRunner, main: DeepSeekV4HParams) -> DraftModel:
+    """The MTP block of `path` (`--mtp`) on the runner's backend (docs/mtp.md)."""
+    from ds4.adapters.compute.reference.runner import ReferenceRunner
+    from ds4.adapters.gguf.model_open import load_mtp
+
+    if isinstance(runner, ReferenceRunner):
+        from ds4.adapters.compute.reference.mtp import ReferenceDraftModel
+
+        file, hp = load_mtp(path, main)
+        return ReferenceDraftModel(runner.forward, file, hp, runner.numerics, dequantizer())
+    if cpu_backend_available():
+        from ds4.adapters.compute.cpu import CpuRunner
+        from ds4.adapters.compute.cpu.mtp import CpuDraftModel
+
+        if isinstance(runner, CpuRunner):
+            file, hp = load_mtp(path, main)
+            return CpuDraftModel(runner.forward, file, hp)
+    raise Ds4Error("--mtp needs --backend cpu or reference")
 
 
 # ---- quantization and conversion -------------------------------------------------

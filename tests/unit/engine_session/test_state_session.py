@@ -45,6 +45,15 @@ class FakeState:
         ends = range(start + 1, len(self.ids) + 1) if all_logits else [len(self.ids)]
         return np.stack([self._logits(e) for e in ends])
 
+    def forward_streams(
+        self, tokens: npt.NDArray[np.int64], all_logits: bool, keep: int
+    ) -> tuple[F32, F32]:
+        """Each position's 'streams' (1, 1) hold the sum of the ids up to it."""
+        logits = self.forward(tokens, all_logits)
+        ends = range(len(self.ids) - min(keep, tokens.size) + 1, len(self.ids) + 1)
+        streams = np.array([[[sum(self.ids[:e])]] for e in ends], np.float32).reshape(-1, 1, 1)
+        return logits, streams
+
     def truncate(self, n: int) -> None:
         del self.ids[n:]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 
 from ds4.adapters.http.access_log import request_record
 from ds4.adapters.http.guard import Receive, Scope, Send, header, send_error, send_json
@@ -86,6 +87,21 @@ async def _watch_disconnect(receive: Receive, job: Job) -> None:
             return
 
 
+# The per-request MTP opt-out (docs/mtp.md): a header, so every API takes it alike.
+MTP_HEADER = b"x-ds4-mtp"
+_MTP_VALUES = {"on": True, "1": True, "true": True, "off": False, "0": False, "false": False}
+
+
+def _speculation_choice(scope: Scope, request: GenerationRequest) -> GenerationRequest:
+    value = header(scope, MTP_HEADER)
+    if value is None:
+        return request
+    choice = _MTP_VALUES.get(value.strip().lower())
+    if choice is None:
+        raise ApiError(400, f"X-DS4-MTP: {value.strip()!r} is not on or off")
+    return request if choice else replace(request, speculative=False)
+
+
 def _prepare(state: ServerState, request: GenerationRequest) -> PreparedJob:
     with state.memory_lock:
         return prepare_job(
@@ -138,6 +154,7 @@ async def handle_post(
         async with state.large_bodies.turn(large):
             body = await _read_body(scope, receive, state.config)
             request = await state.large_bodies.run(large, parse, body)
+            request = _speculation_choice(scope, request)
             del body  # up to --max-body-mb, not needed while rendering and tokenizing
             prepared = await state.large_bodies.run(large, _prepare, state, request)
         job = Job(prepared, deliver, on_token=record.on_token)

@@ -63,6 +63,7 @@ class GenerationRequest:
     prompt: str | None = None  # completions only: the raw prompt string
     reasoning_summary: bool = False  # Responses: surface reasoning as summary items
     wire_tools: dict[str, WireTool] = field(default_factory=dict)
+    speculative: bool = True  # False: no MTP drafts for this request (X-DS4-MTP: off)
 
     @property
     def tools_active(self) -> bool:

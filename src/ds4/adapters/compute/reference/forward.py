@@ -46,7 +46,13 @@ class Forward:
         return weighted_streams(streams, split.pre), split
 
     def layer(self, il: int, streams: F32, tokens: I64, positions: I64, state: LayerState) -> F32:
-        setup, eps = self.setups[il], self.hp.rms_eps
+        return self.layer_with(self.setups[il], streams, tokens, positions, state)
+
+    def layer_with(
+        self, setup: LayerSetup, streams: F32, tokens: I64, positions: I64, state: LayerState
+    ) -> F32:
+        """One block (HC pre, attention, HC post, HC pre, FFN, HC post) as `setup` names it."""
+        eps = self.hp.rms_eps
         x_in, mix = self._hc_pre(setup, streams, "attn")
         h = rmsnorm(x_in, setup.vec("attn_norm.weight"), eps)
         streams = hc_post(attention_sublayer(setup, h, positions, state), streams, mix)
@@ -68,11 +74,16 @@ class Forward:
 
     def head(self, streams: F32) -> F32:
         """Logits (n, V) from final HC streams (n, S, D)."""
-        hp, w = self.hp, self.weights
+        return self.head_with(streams, self.weights, "output_hc_", "output_norm.weight")
+
+    def head_with(self, streams: F32, store: WeightStore, hc: str, norm: str) -> F32:
+        """The output head with the HC head `hc`{fn,scale,base}.weight and norm `norm`
+        from `store` (the MTP block has its own), always this model's output matrix."""
+        hp = self.hp
         flat = rmsnorm(streams.reshape(streams.shape[0], -1), None, hp.rms_eps)
-        mix = w.matmul("output_hc_fn.weight", flat)
+        mix = store.matmul(hc + "fn.weight", flat)
         wts = head_weights(
-            mix, w.small("output_hc_scale.weight"), w.small("output_hc_base.weight"), hp.hc_eps
+            mix, store.small(hc + "scale.weight"), store.small(hc + "base.weight"), hp.hc_eps
         )
-        z = rmsnorm(weighted_streams(streams, wts), w.small("output_norm.weight"), hp.rms_eps)
-        return w.matmul("output.weight", z)
+        z = rmsnorm(weighted_streams(streams, wts), store.small(norm), hp.rms_eps)
+        return self.weights.matmul("output.weight", z)

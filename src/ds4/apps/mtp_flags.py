@@ -1,0 +1,30 @@
+"""--mtp FILE and --mtp-draft N, shared by `ds4 cli`, `ds4 server` and `ds4 bench`."""
+
+from __future__ import annotations
+
+import argparse
+
+from ds4.apps import flag_types
+
+DEFAULT_MTP_DRAFT = 3  # tokens drafted per step (docs/mtp.md: measured on the demo model)
+MAX_MTP_DRAFT = 16
+
+
+def add_mtp_flags(parser: argparse.ArgumentParser) -> None:
+    """--mtp FILE and --mtp-draft N: speculative decoding with the MTP block."""
+    parser.add_argument(
+        "--mtp",
+        type=flag_types.model_file,
+        metavar="GGUF",
+        help="the MTP block (the separate mtp.0.* GGUF `ds4 gguf convert` writes beside the "
+        "model) for speculative decoding: it drafts tokens the model then checks in one "
+        "batched pass; greedy output is unchanged, sampled output keeps its distribution "
+        "(docs/mtp.md). cpu and reference backends (default: off)",
+    )
+    parser.add_argument(
+        "--mtp-draft",
+        type=flag_types.int_in(1, MAX_MTP_DRAFT),
+        default=DEFAULT_MTP_DRAFT,
+        metavar="N",
+        help=f"tokens drafted per step with --mtp, 1..{MAX_MTP_DRAFT}",
+    )
