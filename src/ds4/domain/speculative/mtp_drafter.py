@@ -59,6 +59,7 @@ class MtpDrafter:
         self._state = model.new_state()
         self._rows: dict[int, _Row] = {}
         self.stats = DraftStats()
+        self.first_logits: F32 | None = None  # the block's logits at the last d1 (tests)
         session.retain_streams(self._window)  # every position a query can see
 
     def draft(self, token: int, limit: int) -> list[int]:
@@ -77,7 +78,8 @@ class MtpDrafter:
         for q, h, t in zip(positions, streams, follow, strict=True):
             self._rows[q] = _Row(h, t)
         x = out[-1:]
-        drafts = [argmax(self._state.logits(x)[0])]
+        self.first_logits = self._state.logits(x)[0]
+        drafts = [argmax(self.first_logits)]
         try:
             while len(drafts) < limit:
                 x = self._state.advance(x, np.asarray(drafts[-1:], dtype=np.int64))
