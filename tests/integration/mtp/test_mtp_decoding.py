@@ -123,6 +123,7 @@ def test_the_blocks_window_cache_equals_one_rebuilt_from_scratch(
     assert isinstance(mine, MtpDrafter) and isinstance(theirs, MtpDrafter)
     for token in (out[-1], 14):
         assert mine.draft(token, 4) == theirs.draft(token, 4)
+        assert mine.first_logits is not None and theirs.first_logits is not None
         assert np.array_equal(mine.first_logits, theirs.first_logits)
 
 

@@ -160,8 +160,9 @@ def test_final_streams_are_kept_for_the_last_positions_only_on_request() -> None
     s.prefill([4, 5, 6, 7], chunk=2)
     kept = {q: s.final_stream(q) for q in range(7)}
     assert [q for q, h in kept.items() if h is not None] == [4, 5, 6]
-    assert float(kept[6][0, 0]) == 1 + 2 + 3 + 4 + 5 + 6 + 7  # position 6's own streams
-    assert not kept[6].flags.writeable
+    last = kept[6]
+    assert last is not None and not last.flags.writeable
+    assert float(last[0, 0]) == 1 + 2 + 3 + 4 + 5 + 6 + 7  # position 6's own streams
 
 
 def test_a_kept_stream_is_the_same_object_until_its_position_changes() -> None:

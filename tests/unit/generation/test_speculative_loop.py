@@ -83,7 +83,7 @@ def finished(events: Sequence[GenerationEvent]) -> Finished:
 
 TEXT = SpeechScript([("Quel ramo del lago di Como, che volge a mezzogiorno.", 30.0)])
 STOPPED = (TEXT, TurnSettings(GREEDY, stops=("lago di",)))
-CASES = {
+CASES: dict[str, tuple[Script, TurnSettings]] = {
     "text": (TEXT, TurnSettings(GREEDY)),
     "stop string": STOPPED,
     "budget": (TEXT, TurnSettings(GREEDY, max_tokens=11)),
