@@ -6,7 +6,7 @@ import argparse
 
 from ds4.apps import flag_types
 
-DEFAULT_MTP_DRAFT = 3  # tokens drafted per step (docs/mtp.md: measured on the demo model)
+DEFAULT_MTP_DRAFT = 2  # tokens drafted per step (docs/mtp.md: measured, and why)
 MAX_MTP_DRAFT = 16
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ds4.apps.mtp_flags import DEFAULT_MTP_DRAFT
 from ds4.domain.kvcache.policy import KvCacheOptions
 
 # Prefill in chunks of ds4's own chunk size (the DSV4 payload header's), so a cancelled
@@ -30,7 +31,7 @@ class ServerOptions:
     prefill_chunk: int = DEFAULT_PREFILL_CHUNK
     sessions: int = 1  # live sessions decoded together (1: one, as before ADR 0045)
     mtp: str | None = None  # the MTP GGUF for speculative decoding (docs/mtp.md)
-    mtp_draft: int = 3
+    mtp_draft: int = DEFAULT_MTP_DRAFT
     keepalive_seconds: float = 5.0
     # request and connection limits (ADR 0044)
     max_body_mb: int = 64
