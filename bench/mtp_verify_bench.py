@@ -8,14 +8,19 @@ shared-expert weights once but up to 6 (N + 1) experts. This measures it:
 
 - one Flash layer (bench/flash_layer_bench.py's: ratio-4 compressor + indexer, biased
   top-k routing, q2 mixture, random weights) after a --context token prefill: the time
-  of a pass over 1, 2, 3 and 5 rows (0, 1, 2 and 4 drafts), median of --repeat passes,
-  each on fresh tokens and rewound afterwards, and its ratio to one row;
+  of a pass over 1, 2, 3 and 5 rows (0, 1, 2 and 4 drafts), median of --repeat passes
+  (the row counts taking turns), each on fresh tokens and rewound afterwards, and its
+  ratio to one row;
 - the output head (random Q8_0, 129280 x 4096: 563 MB) over the same row counts;
+- the weight bytes a pass over k rows reads against one row (the attention, HC and
+  shared-expert weights once, the routed experts of every row): what the pass would
+  cost on a machine bound by memory bandwidth;
 - a projection to the whole model on this machine: one token = 43 layers + head, a
   verified block = 43 layers over N+1 rows + head over N+1 rows, one draft = one
   layer + head (the MTP block is one ratio-0 layer; counted as a ratio-4 one, which
   overstates it), and the speed-up for an acceptance rate α:
-  E[tokens per block] = (1 − α^(N+1)) / (1 − α) over (block + N drafts) / one token.
+  E[tokens per block] = (1 − α^(N+1)) / (1 − α) over (block + N drafts) / one token;
+  and the same with each pass costing its weight bytes (a bandwidth-bound machine).
 
 Run (from the repository root): .venv/bin/python -m bench.mtp_verify_bench
 [--context 256] [--repeat 7] [--acceptance 0.5]. About 3.5 GB of RAM.
@@ -43,34 +48,45 @@ from ds4.domain.model.presets import FLASH
 ROWS = (1, 2, 3, 5)  # a sampled token and 0, 1, 2, 4 drafts
 
 
-def median_pass(fwd: NativeForward, seq: object, fresh: np.ndarray, start: int, k: int) -> float:
-    """Median native time of k-row passes at position `start` over the tokens `fresh`
-    (k each), rewound after each."""
-    times = []
-    for r in range(fresh.size // k):
-        chunk = fresh[r * k : (r + 1) * k]
-        before = fwd.native_seconds
-        fwd.run(seq, chunk)
-        times.append(fwd.native_seconds - before)
-        _native_cpu.lib.ds4_fw_seq_truncate(seq, start)
-    return float(np.median(times))
+def pass_times(fwd: NativeForward, seq: object, ids: np.ndarray, start: int, repeat: int
+                ) -> dict[int, float]:  # fmt: skip
+    """Median native time of a pass over k rows at position `start`, for each k in ROWS,
+    each on fresh tokens and rewound after. The row counts take turns, so a change in
+    the machine's load hits them alike."""
+    times: dict[int, list[float]] = {k: [] for k in ROWS}
+    offset = start
+    for _ in range(repeat):
+        for k in ROWS:
+            before = fwd.native_seconds
+            fwd.run(seq, ids[offset : offset + k])
+            times[k].append(fwd.native_seconds - before)
+            _native_cpu.lib.ds4_fw_seq_truncate(seq, start)
+            offset += k
+    return {k: float(np.median(t)) for k, t in times.items()}
+
+
+def routed_bytes(model: MemoryModel, hp: object) -> int:
+    """Bytes of the routed experts one row reads in layer 0 (its n_expert_used experts)."""
+    total = 0
+    for name in model.tensors:
+        if name.startswith("blk.0.") and name.endswith("_exps.weight"):
+            total += model.raw(name)[0].nbytes * FLASH.n_expert_used
+    return total
 
 
 def head_times(repeat: int) -> dict[int, float]:
     """Median time of the Q8_0 output product over k rows (the head's weight pass)."""
     rng = np.random.default_rng(3)
     raw = random_blocks(GGMLType.Q8_0, FLASH.n_vocab, FLASH.n_embd, rng)
-    out = {}
-    for k in ROWS:
-        x = rng.standard_normal((k, FLASH.n_embd)).astype(np.float32)
-        cpu_kernels.matmul(raw, GGMLType.Q8_0, x)
-        times = []
-        for _ in range(repeat):
+    xs = {k: rng.standard_normal((k, FLASH.n_embd)).astype(np.float32) for k in ROWS}
+    times: dict[int, list[float]] = {k: [] for k in ROWS}
+    cpu_kernels.matmul(raw, GGMLType.Q8_0, xs[1])
+    for _ in range(repeat):
+        for k in ROWS:  # taking turns, as for the layer
             t0 = time.perf_counter()
-            cpu_kernels.matmul(raw, GGMLType.Q8_0, x)
-            times.append(time.perf_counter() - t0)
-        out[k] = float(np.median(times))
-    return out
+            cpu_kernels.matmul(raw, GGMLType.Q8_0, xs[k])
+            times[k].append(time.perf_counter() - t0)
+    return {k: float(np.median(t)) for k, t in times.items()}
 
 
 def main() -> None:
@@ -98,12 +114,7 @@ def main() -> None:
     seq = fwd.new_seq()
     ids = np.array(tokens, dtype=np.int64)
     fwd.run(seq, ids[: args.context])
-    layer: dict[int, float] = {}
-    offset = args.context
-    for k in ROWS:
-        fresh = ids[offset : offset + args.repeat * k]
-        layer[k] = median_pass(fwd, seq, fresh, args.context, k)
-        offset += args.repeat * k
+    layer = pass_times(fwd, seq, ids, args.context, args.repeat)
     head = head_times(args.repeat)
     bandwidth = copy_bandwidth()
     int8_peak, _ = simd_peaks()
@@ -112,11 +123,13 @@ def main() -> None:
     print(f"memory bandwidth (numpy copy): {bandwidth / 1e9:.1f} GB/s; int8 SIMD peak "
           f"{int8_peak / 1e9:.1f} GMAC/s; one row of the layer: {nbytes / 1e6:.0f} MB of "
           f"weights, {macs / 1e6:.0f} M multiply-adds")  # fmt: skip
+    routed = routed_bytes(model, hp)
+    byte_ratio = {k: (nbytes - routed + k * routed) / nbytes for k in ROWS}
     print(f"\nverification pass after {args.context} tokens (median of {args.repeat}):")
-    print("rows  drafts  layer ms  x 1 row  GMAC/s  head ms  x 1 row")
+    print("rows  drafts  layer ms  x 1 row  weight bytes x 1 row  GMAC/s  head ms  x 1 row")
     for k in ROWS:
         print(f"{k:4d}  {k - 1:6d}  {layer[k] * 1e3:8.2f}  {layer[k] / layer[1]:7.2f}"
-              f"  {k * macs / layer[k] / 1e9:6.1f}"
+              f"  {byte_ratio[k]:20.2f}  {k * macs / layer[k] / 1e9:6.1f}"
               f"  {head[k] * 1e3:7.2f}  {head[k] / head[1]:7.2f}")  # fmt: skip
     rate = nbytes / layer[1]
     print(
@@ -128,12 +141,15 @@ def main() -> None:
     a = args.acceptance
     print(f"\nwhole-model projection (43 layers + head; a draft = 1 layer + head = "
           f"{draft / one:.3f} token), acceptance {a:.2f}:")  # fmt: skip
-    print("drafts  block+drafts (tokens)  tokens/block  speed-up")
+    print("drafts  block+drafts (tokens)  tokens/block  speed-up  bandwidth-bound speed-up")
     for k in ROWS[1:]:
         n = k - 1
         cost = (43 * layer[k] + head[k] + n * draft) / one
+        # a machine bound by weight reads: a pass costs its bytes (the head is read once)
+        bound = (43 * layer[1] * byte_ratio[k] + head[1] + n * draft) / one
         expect = (1 - a ** (n + 1)) / (1 - a) if a < 1 else n + 1
-        print(f"{n:6d}  {cost:21.2f}  {expect:12.2f}  {expect / cost:8.2f}")
+        print(f"{n:6d}  {cost:21.2f}  {expect:12.2f}  {expect / cost:8.2f}"
+              f"  {expect / bound:24.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":
