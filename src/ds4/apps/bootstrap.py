@@ -28,6 +28,8 @@ from ds4.apps.flag_types import model_file_problem
 from ds4.apps.mtp_flags import DEFAULT_MTP_DRAFT, MAX_MTP_DRAFT
 from ds4.apps.server_options import MAX_SESSIONS, ServerOptions
 from ds4.domain.api.prompt_bound import longest_token_bytes
+from ds4.domain.chat.prefix_file import PrefixTurn, parse_prefix_file
+from ds4.domain.engine.duty_cycle import DutyCycle, PacedDrafter, PacedSession
 from ds4.domain.engine.session import Session
 from ds4.domain.engine.state_session import StateSession
 from ds4.domain.errors import Ds4Error
@@ -40,7 +42,7 @@ from ds4.domain.speculative.mtp_drafter import MtpDrafter
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.ports.clock import Clock
 from ds4.ports.compute import ComputeSession, ModelRunner
-from ds4.ports.drafter import DraftModel
+from ds4.ports.drafter import Drafter, DraftModel
 from ds4.ports.kv_store import KVStore
 from ds4.ports.random_source import RandomSource
 from ds4.ports.tokenizer import Tokenizer
@@ -71,19 +73,25 @@ class Engine:
     runner: ModelRunner
     model: wiring.OpenedModel | None = None  # None: no model file (scripted, or fakes)
     speculation: Speculation | None = None
+    duty: DutyCycle | None = None  # --power: every session's evaluations are paced
 
     def new_session(self, ctx: int, *, chunk: int = 0) -> Session:
         """A live session; with --mtp its drafter too."""
         return self.session_over(self.runner.new_session(ctx), chunk=chunk)
 
     def session_over(self, compute: ComputeSession, *, chunk: int = 0) -> Session:
-        """The live session over a compute session of this engine's runner."""
-        if self.speculation is None:
-            return Session(compute, chunk=chunk)
-        if not isinstance(compute, StateSession):
-            raise Ds4Error("--mtp needs --backend cpu or reference")
-        drafter = MtpDrafter(self.speculation.model, compute)
-        return Session(compute, chunk=chunk, drafter=drafter, draft=self.speculation.draft)
+        """The live session over a compute session of this engine's runner: with --mtp
+        its drafter, with --power paced."""
+        drafter: Drafter | None = None
+        if self.speculation is not None:
+            if not isinstance(compute, StateSession):
+                raise Ds4Error("--mtp needs --backend cpu or reference")
+            drafter = MtpDrafter(self.speculation.model, compute)
+        if self.duty is not None:
+            compute = PacedSession(compute, self.duty)
+            drafter = PacedDrafter(drafter, self.duty) if drafter is not None else None
+        draft = self.speculation.draft if self.speculation is not None else 0
+        return Session(compute, chunk=chunk, drafter=drafter, draft=draft)
 
     def model_tag(self) -> int:
         """The KVC header's model tag: the model file's identity (ADR 0006), or, with no
@@ -153,10 +161,13 @@ def load_engine(
     script_token_delay: float = 0.0,
     mtp: str | None = None,
     mtp_draft: int = DEFAULT_MTP_DRAFT,
+    power: int | None = None,
 ) -> Engine:
     """Check the backend choice, open the model (if any) once, build tokenizer and
     runner over it. Without a model the tokenizer is the official tokenizer.json
-    (the scripted backend's case). `mtp`: the MTP GGUF for speculative decoding."""
+    (the scripted backend's case). `mtp`: the MTP GGUF for speculative decoding;
+    `power`: the duty cycle in percent (None: no pacing at all, as `ds4 bench`)."""
+    duty = DutyCycle(wiring.pacer(), power) if power is not None else None
     wiring.check_backend(backend, numerics)
     model = wiring.open_model(path) if path is not None else None
     if model is not None:
@@ -179,7 +190,7 @@ def load_engine(
         if not 1 <= mtp_draft <= MAX_MTP_DRAFT:
             raise Ds4Error(f"--mtp-draft {mtp_draft}: use 1..{MAX_MTP_DRAFT}")
         speculation = Speculation(wiring.draft_model(mtp, runner, model.hparams), mtp_draft)
-    return Engine(tokenizer, runner, model, speculation)
+    return Engine(tokenizer, runner, model, speculation, duty)
 
 
 # ---- the server ------------------------------------------------------------------
@@ -231,6 +242,7 @@ def bootstrap_server(
         raise Ds4Error(f"--sessions {options.sessions}: use 1..{MAX_SESSIONS}")
     if options.mtp is not None and options.sessions > 1:
         raise Ds4Error("--mtp works with one live session: drop --sessions or --mtp")
+    prefix = _prefix_turns(options.prefix_file)  # a bad file fails before the model loads
     if engine is None:
         engine = load_engine(
             options.model,
@@ -240,6 +252,7 @@ def bootstrap_server(
             script_token_delay=options.script_token_delay,
             mtp=options.mtp,
             mtp_draft=options.mtp_draft,
+            power=options.power,
         )
     random = random or wiring.random_source()
     memory = ToolReplayMemory(
@@ -283,8 +296,19 @@ def bootstrap_server(
         bindings,
         metrics=metrics,
         longest_token=longest_token_bytes(engine.tokenizer),
+        prefix=prefix,
     )
     return BuiltServer(build_app(state), state, tuple(workers), gate)
+
+
+def _prefix_turns(path: str | None) -> tuple[PrefixTurn, ...]:
+    if path is None:
+        return ()
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise Ds4Error(f"cannot read prefix file {path}: {exc.strerror}") from None
+    return parse_prefix_file(data, path)
 
 
 def _live_sessions(

@@ -19,7 +19,7 @@ from ds4.apps.cli_generate import run_one_shot
 from ds4.apps.cli_prompt import DEFAULT_SYSTEM
 from ds4.apps.flag_types import INT_MAX, MAX_CTX, MAX_THREADS, SEED_MAX
 from ds4.apps.help_format import DefaultsHelpFormatter
-from ds4.apps.mtp_flags import add_mtp_flags
+from ds4.apps.mtp_flags import add_mtp_flags, add_power_flag
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.chat.request_rendering import render_chat_request
 from ds4.domain.errors import Ds4Error
@@ -98,7 +98,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "to --think below",
     )
     add_generation_flags(cli)
-    cli.set_defaults(run=run)
+    cli.add_argument(
+        "--prefix-file",
+        type=flag_types.input_file,
+        metavar="FILE",
+        help="a conversation prefix of USER:/ASSISTANT: turns rendered before the prompt "
+        "(one-shot and interactive; docs/reference/cli-and-bench.md §1.1; default: none)",
+    )
+    cli.set_defaults(run=run, cli_parser=cli)
 
 
 def add_generation_flags(cli: argparse.ArgumentParser) -> None:
@@ -140,6 +147,7 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
     add_backend_flags(cli)
     add_numerics_flag(cli)
     add_mtp_flags(cli)
+    add_power_flag(cli)
     cli.add_argument(
         "--chunk",
         type=flag_types.int_in(1, MAX_CTX),
@@ -201,6 +209,8 @@ def run(args: argparse.Namespace) -> int:
     if args.dump_tokens:
         return dump_tokens(args)
     if args.prompt_tokens is not None:
+        if args.prefix_file is not None:
+            args.cli_parser.error("--prefix-file needs a text prompt, not --prompt-tokens")
         return run_one_shot(args, None)
     if args.prompt is not None or args.prompt_file is not None:
         return run_one_shot(args, read_prompt(args))

@@ -11,6 +11,7 @@ from ds4.apps.cli_dumps import dump_logits, dump_logprobs
 from ds4.apps.cli_output import EventPrinter, Interrupt, PrefillMeter, Stopwatch
 from ds4.apps.cli_prompt import prompt_thinks, prompt_tokens
 from ds4.domain.engine.cancel import CancelledError
+from ds4.domain.engine.duty_cycle import DutyCycle, PacedDrafter
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished, PrefillProgress
@@ -34,7 +35,8 @@ def sampling(args: argparse.Namespace) -> SamplingParams:
     )
 
 
-def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer]:
+def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer, DutyCycle | None]:
+    """The live session, the tokenizer and the session's duty cycle (--power)."""
     if args.ctx < 2:
         raise Ds4Error(f"--ctx {args.ctx} is too small (at least 2 tokens)")
     engine = load_engine(
@@ -44,13 +46,16 @@ def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer]:
         threads=args.threads,
         mtp=args.mtp,
         mtp_draft=args.mtp_draft,
+        power=args.power,
     )
-    return engine.new_session(args.ctx, chunk=args.chunk), engine.tokenizer
+    return engine.new_session(args.ctx, chunk=args.chunk), engine.tokenizer, engine.duty
 
 
 def draft_summary(session: Session) -> str | None:
     """The MTP line of the run's summary (None without --mtp)."""
     drafter = session.drafter
+    if isinstance(drafter, PacedDrafter):
+        drafter = drafter.inner
     if not isinstance(drafter, MtpDrafter):
         return None
     s = drafter.stats
@@ -77,7 +82,7 @@ def _prefill_with_meter(session: Session, ids: list[int], interrupt: Interrupt) 
 
 
 def run_one_shot(args: argparse.Namespace, text: str | None) -> int:
-    session, tokenizer = open_session(args)
+    session, tokenizer, _ = open_session(args)
     ids = prompt_tokens(args, tokenizer, text)
     check_fits(ids, session.ctx)
     interrupt, meter, watch = Interrupt(), PrefillMeter(), Stopwatch()

@@ -17,7 +17,7 @@ from typing import TextIO
 from ds4.apps import flag_types, wiring
 from ds4.apps.flag_types import INT_MAX, MAX_CTX, MAX_THREADS
 from ds4.apps.help_format import DefaultsHelpFormatter
-from ds4.apps.mtp_flags import add_mtp_flags
+from ds4.apps.mtp_flags import add_mtp_flags, add_power_flag
 from ds4.apps.server_logging import LOG_FORMATS, configure_server_logging
 from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK, MAX_SESSIONS, ServerOptions
 from ds4.domain.api.loopback import is_loopback_host
@@ -147,6 +147,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="render tool-call history canonically instead of replaying sampled DSML",
     )
     add_mtp_flags(p)
+    add_power_flag(p)
+    p.add_argument(
+        "--prefix-file",
+        type=flag_types.input_file,
+        metavar="FILE",
+        help="a conversation prefix of USER:/ASSISTANT: turns rendered before every chat "
+        "request's messages (docs/reference/cli-and-bench.md §1.1; default: none)",
+    )
     _register_limits(p)
     _register_kv_cache(p)
     p.set_defaults(run=run_server, server_parser=p)
@@ -342,6 +350,8 @@ def run_server(args: argparse.Namespace) -> int:
         sessions=args.sessions,
         mtp=args.mtp,
         mtp_draft=args.mtp_draft,
+        prefix_file=args.prefix_file,
+        power=args.power,
         kv_disk_dir=args.kv_disk_dir,
         kv_cache=kv_cache_options(args),
         max_body_mb=args.max_body_mb,

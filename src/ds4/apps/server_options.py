@@ -32,6 +32,8 @@ class ServerOptions:
     sessions: int = 1  # live sessions decoded together (1: one, as before ADR 0045)
     mtp: str | None = None  # the MTP GGUF for speculative decoding (docs/mtp.md)
     mtp_draft: int = DEFAULT_MTP_DRAFT
+    prefix_file: str | None = None  # USER:/ASSISTANT: turns before every conversation
+    power: int = 100  # duty cycle in percent (docs/power-and-prefix.md)
     keepalive_seconds: float = 5.0
     # request and connection limits (ADR 0044)
     max_body_mb: int = 64

@@ -29,6 +29,7 @@ from ds4.ports.dequantizer import Dequantizer
 from ds4.ports.drafter import DraftModel
 from ds4.ports.kv_store import KVStore
 from ds4.ports.model_file import ModelFile
+from ds4.ports.pacing import Pacer
 from ds4.ports.quantizer import Quantizer
 from ds4.ports.random_source import RandomSource
 from ds4.ports.tokenizer import Tokenizer
@@ -276,6 +277,12 @@ def random_source() -> RandomSource:
     from ds4.adapters.system_random import SystemRandom
 
     return SystemRandom()
+
+
+def pacer() -> Pacer:
+    from ds4.adapters.system_pacer import SystemPacer
+
+    return SystemPacer()
 
 
 def system_clock() -> Clock:

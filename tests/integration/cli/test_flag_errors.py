@@ -79,7 +79,7 @@ RANGE_CASES = [
     "cli --seed 18446744073709551616", "cli --threads 0", "cli --logprobs-top-k 0",
     "bench --ctx-start 0", "bench --ctx-max 0", "bench --ctx-alloc 1", "bench --step-incr 0",
     "bench --step-mul 0.5", "bench --threads 0", "cli --mtp-draft 0", "bench --mtp-draft 17",
-    "server --mtp-draft 0",
+    "server --mtp-draft 0", "cli --power 0", "server --power 101",
     "gguf tiny --out x.gguf --seed -1", "gguf tiny --out x.gguf --q4-last-layers -1",
     "gguf convert --hf . --out x.gguf --threads 0",
 ]  # fmt: skip

@@ -25,6 +25,7 @@ from ds4.domain.api.replies import reply_body, reply_context, stream_mapper
 from ds4.domain.api.reply_context import ReplyContext
 from ds4.domain.api.served_events import PromptReady
 from ds4.domain.api.sse import KEEPALIVE
+from ds4.domain.chat.prefix_file import with_prefix
 from ds4.domain.generation.events import Finished, PrefillProgress
 from ds4.domain.serving.prepare import PreparedJob, prepare_job
 
@@ -103,6 +104,8 @@ def _speculation_choice(scope: Scope, request: GenerationRequest) -> GenerationR
 
 
 def _prepare(state: ServerState, request: GenerationRequest) -> PreparedJob:
+    if state.prefix and request.messages:
+        request = replace(request, messages=with_prefix(request.messages, state.prefix))
     with state.memory_lock:
         return prepare_job(
             request,
