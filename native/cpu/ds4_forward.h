@@ -60,6 +60,9 @@ typedef struct {
      * steer_dir = NULL or a scale of 0 leaves the sublayer untouched. */
     const float *steer_dir;
     float steer_attn, steer_ffn;
+    /* Activation capture (docs/steering.md): when set, the attention / FFN output of the
+     * last row of each call (after steering, before HC post) is copied here. */
+    float *capture_attn, *capture_ffn;
 } ds4_fw_layer;
 
 /* One compressor's history: per-token projections (kv, score = gate + ape) of position

@@ -29,9 +29,9 @@ from ds4.apps import flag_types
 from ds4.apps.bootstrap import load_engine
 from ds4.apps.cli_command import add_backend_flags, add_numerics_flag
 from ds4.apps.cli_prompt import chat_prompt
+from ds4.apps.engine_flags import add_mtp_flags
 from ds4.apps.flag_types import MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
-from ds4.apps.mtp_flags import add_mtp_flags
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error

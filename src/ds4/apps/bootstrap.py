@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ds4.apps import wiring
+from ds4.apps.engine_flags import DEFAULT_MTP_DRAFT, MAX_MTP_DRAFT, SteeringRequest
 from ds4.apps.flag_types import model_file_problem
-from ds4.apps.mtp_flags import DEFAULT_MTP_DRAFT, MAX_MTP_DRAFT
 from ds4.apps.server_options import MAX_SESSIONS, ServerOptions
 from ds4.domain.api.prompt_bound import longest_token_bytes
 from ds4.domain.chat.prefix_file import PrefixTurn, parse_prefix_file
@@ -35,16 +36,19 @@ from ds4.domain.engine.state_session import StateSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.model_identity import model_tag_for
+from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.kv_checkpoints import KvCheckpoints
 from ds4.domain.serving.live_bindings import EverySlotBindings
 from ds4.domain.speculative.mtp_drafter import MtpDrafter
+from ds4.domain.steering.directions import Steering, directions_from_bytes, steering_scales
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.ports.clock import Clock
 from ds4.ports.compute import ComputeSession, ModelRunner
 from ds4.ports.drafter import Drafter, DraftModel
 from ds4.ports.kv_store import KVStore
 from ds4.ports.random_source import RandomSource
+from ds4.ports.steering import Steerable
 from ds4.ports.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
@@ -162,11 +166,13 @@ def load_engine(
     mtp: str | None = None,
     mtp_draft: int = DEFAULT_MTP_DRAFT,
     power: int | None = None,
+    steering: SteeringRequest | None = None,
 ) -> Engine:
     """Check the backend choice, open the model (if any) once, build tokenizer and
     runner over it. Without a model the tokenizer is the official tokenizer.json
     (the scripted backend's case). `mtp`: the MTP GGUF for speculative decoding;
-    `power`: the duty cycle in percent (None: no pacing at all, as `ds4 bench`)."""
+    `power`: the duty cycle in percent (None: no pacing at all, as `ds4 bench`);
+    `steering`: the --dir-steering-* flags."""
     duty = DutyCycle(wiring.pacer(), power) if power is not None else None
     wiring.check_backend(backend, numerics)
     model = wiring.open_model(path) if path is not None else None
@@ -183,6 +189,8 @@ def load_engine(
         script_tokenizer=tokenizer,
         script_token_delay=script_token_delay,
     )
+    if steering is not None and model is not None:
+        apply_steering(runner, steering, model.hparams)
     speculation = None
     if mtp is not None:
         if model is None:
@@ -191,6 +199,23 @@ def load_engine(
             raise Ds4Error(f"--mtp-draft {mtp_draft}: use 1..{MAX_MTP_DRAFT}")
         speculation = Speculation(wiring.draft_model(mtp, runner, model.hparams), mtp_draft)
     return Engine(tokenizer, runner, model, speculation, duty)
+
+
+def apply_steering(runner: ModelRunner, request: SteeringRequest, hp: DeepSeekV4HParams) -> None:
+    """Turn directional steering on (docs/steering.md), or check there is nothing to do."""
+    attn, ffn = steering_scales(request.file is not None, request.attn, request.ffn)
+    if request.file is None or (attn == 0.0 and ffn == 0.0):
+        return
+    if not isinstance(runner, Steerable):
+        raise Ds4Error("directional steering needs --backend cpu or reference")
+    try:
+        data = Path(request.file).read_bytes()
+    except OSError as exc:
+        raise Ds4Error(f"cannot read {request.file}: {exc.strerror}") from None
+    directions = directions_from_bytes(data, request.file, hp.n_layer, hp.n_embd)
+    runner.steer(Steering(directions, attn, ffn))
+    print(f"ds4: directional steering enabled: {request.file} attn={attn:g} ffn={ffn:g}",
+          file=sys.stderr)  # fmt: skip
 
 
 # ---- the server ------------------------------------------------------------------
@@ -253,6 +278,7 @@ def bootstrap_server(
             mtp=options.mtp,
             mtp_draft=options.mtp_draft,
             power=options.power,
+            steering=options.steering,
         )
     random = random or wiring.random_source()
     memory = ToolReplayMemory(

@@ -17,9 +17,9 @@ from ds4.apps import flag_types, wiring
 from ds4.apps.cli_dumps import MAX_LOGPROBS_TOP_K
 from ds4.apps.cli_generate import run_one_shot
 from ds4.apps.cli_prompt import DEFAULT_SYSTEM
+from ds4.apps.engine_flags import add_mtp_flags, add_power_flag, add_steering_flags
 from ds4.apps.flag_types import INT_MAX, MAX_CTX, MAX_THREADS, SEED_MAX
 from ds4.apps.help_format import DefaultsHelpFormatter
-from ds4.apps.mtp_flags import add_mtp_flags, add_power_flag
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.chat.request_rendering import render_chat_request
 from ds4.domain.errors import Ds4Error
@@ -148,6 +148,7 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
     add_numerics_flag(cli)
     add_mtp_flags(cli)
     add_power_flag(cli)
+    add_steering_flags(cli)
     cli.add_argument(
         "--chunk",
         type=flag_types.int_in(1, MAX_CTX),

@@ -10,6 +10,7 @@ from ds4.apps.bootstrap import default_model_path, load_engine
 from ds4.apps.cli_dumps import dump_logits, dump_logprobs
 from ds4.apps.cli_output import EventPrinter, Interrupt, PrefillMeter, Stopwatch
 from ds4.apps.cli_prompt import prompt_thinks, prompt_tokens
+from ds4.apps.engine_flags import steering_request
 from ds4.domain.engine.cancel import CancelledError
 from ds4.domain.engine.duty_cycle import DutyCycle, PacedDrafter
 from ds4.domain.engine.session import Session
@@ -47,6 +48,7 @@ def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer, DutyCycl
         mtp=args.mtp,
         mtp_draft=args.mtp_draft,
         power=args.power,
+        steering=steering_request(args),
     )
     return engine.new_session(args.ctx, chunk=args.chunk), engine.tokenizer, engine.duty
 

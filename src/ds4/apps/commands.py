@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from ds4.apps import bench_command, cli_command, gguf_command, server_command
+from ds4.apps import bench_command, cli_command, gguf_command, server_command, steer_command
 
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
@@ -14,4 +14,5 @@ REGISTRARS: list[Registrar] = [
     cli_command.register,
     bench_command.register,
     gguf_command.register,
+    steer_command.register,
 ]

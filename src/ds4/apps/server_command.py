@@ -15,9 +15,14 @@ from pathlib import Path
 from typing import TextIO
 
 from ds4.apps import flag_types, wiring
+from ds4.apps.engine_flags import (
+    add_mtp_flags,
+    add_power_flag,
+    add_steering_flags,
+    steering_request,
+)
 from ds4.apps.flag_types import INT_MAX, MAX_CTX, MAX_THREADS
 from ds4.apps.help_format import DefaultsHelpFormatter
-from ds4.apps.mtp_flags import add_mtp_flags, add_power_flag
 from ds4.apps.server_logging import LOG_FORMATS, configure_server_logging
 from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK, MAX_SESSIONS, ServerOptions
 from ds4.domain.api.loopback import is_loopback_host
@@ -148,6 +153,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_mtp_flags(p)
     add_power_flag(p)
+    add_steering_flags(p)
     p.add_argument(
         "--prefix-file",
         type=flag_types.input_file,
@@ -352,6 +358,7 @@ def run_server(args: argparse.Namespace) -> int:
         mtp_draft=args.mtp_draft,
         prefix_file=args.prefix_file,
         power=args.power,
+        steering=steering_request(args),
         kv_disk_dir=args.kv_disk_dir,
         kv_cache=kv_cache_options(args),
         max_body_mb=args.max_body_mb,

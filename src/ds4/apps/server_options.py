@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ds4.apps.mtp_flags import DEFAULT_MTP_DRAFT
+from ds4.apps.engine_flags import DEFAULT_MTP_DRAFT, SteeringRequest
 from ds4.domain.kvcache.policy import KvCacheOptions
 
 # Prefill in chunks of ds4's own chunk size (the DSV4 payload header's), so a cancelled
@@ -34,6 +34,7 @@ class ServerOptions:
     mtp_draft: int = DEFAULT_MTP_DRAFT
     prefix_file: str | None = None  # USER:/ASSISTANT: turns before every conversation
     power: int = 100  # duty cycle in percent (docs/power-and-prefix.md)
+    steering: SteeringRequest | None = None  # --dir-steering-* (docs/steering.md)
     keepalive_seconds: float = 5.0
     # request and connection limits (ADR 0044)
     max_body_mb: int = 64

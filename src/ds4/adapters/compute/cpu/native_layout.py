@@ -161,6 +161,19 @@ class NativeLayout(LayoutBuilder):
                 c.steer_dir = self.ptr("const float *", dirs[il].astype(np.float32))
                 c.steer_attn, c.steer_ffn = attn, ffn
 
+    def set_capture(self, rows: npt.NDArray[np.float32] | None, attn: bool) -> None:
+        """Copy each layer's attention (attn) or FFN output at a call's last row into
+        rows[layer] (n_layer, D), or stop (None)."""
+        for il in range(self.hp.n_layer):
+            c = self.layers[il]
+            c.capture_attn = c.capture_ffn = _ffi.NULL
+            if rows is not None:
+                ptr = _ffi.cast("float *", rows[il].ctypes.data)
+                if attn:
+                    c.capture_attn = ptr
+                else:
+                    c.capture_ffn = ptr
+
     def _head(self) -> Any:
         hp = self.hp
         h = _ffi.new("ds4_fw_head *")
