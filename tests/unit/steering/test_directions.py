@@ -14,7 +14,7 @@ from ds4.domain.steering.directions import directions_from_bytes, steer_rows, st
 def test_a_direction_file_is_n_layer_rows_of_n_embd_f32() -> None:
     rows = np.arange(8, dtype="<f4").reshape(2, 4)
     assert np.array_equal(directions_from_bytes(rows.tobytes(), "d.f32", 2, 4), rows)
-    with pytest.raises(Ds4Error, match="d.f32 has size 28 bytes, expected 32 bytes"):
+    with pytest.raises(Ds4Error, match=r"d\.f32 has size 28 bytes, expected 32 bytes"):
         directions_from_bytes(rows.tobytes()[:-4], "d.f32", 2, 4)
     bad = rows.copy()
     bad[1, 2] = np.nan
@@ -30,7 +30,7 @@ def test_scale_rules() -> None:
     assert steering_scales(False, 0.0, 0.0) == (0.0, 0.0)
     with pytest.raises(Ds4Error, match="directional steering needs --dir-steering-file"):
         steering_scales(False, None, 1.0)
-    with pytest.raises(Ds4Error, match="-100..100"):
+    with pytest.raises(Ds4Error, match=r"-100\.\.100"):
         steering_scales(True, 101.0, None)
 
 
