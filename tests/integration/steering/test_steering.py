@@ -80,7 +80,8 @@ def test_cli_flags_log_refuse_and_steer(tmp_path: Path) -> None:
     hp = load_engine(str(DEMO), backend="cpu").runner.hparams
     path = tmp_path / "d.f32"
     path.write_bytes(directions(hp.n_layer, hp.n_embd).astype("<f4").tobytes())
-    common = ["cli", "-m", DEMO, "--nothink", "--temp", "0", "-p", PROMPT, "-n", "12", "-t", "2"]
+    common: list[str | Path] = ["cli", "-m", DEMO, "--nothink", "--temp", "0", "-p", PROMPT]
+    common += ["-n", "12", "-t", "2"]
     plain = ds4(*common)
     steered = ds4(*common, "--dir-steering-file", path, "--dir-steering-ffn", "-3")
     assert plain.returncode == 0 and steered.returncode == 0, steered.stderr
