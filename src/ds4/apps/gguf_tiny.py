@@ -105,7 +105,7 @@ def run_tiny(args: argparse.Namespace) -> int:
         **provenance_metadata(__version__, "random", args.quant, shape=args.preset, seed=args.seed),
     }
     _write(Path(args.out), metadata, specs, plan, args)
-    if args.mtp_out is not None:
+    if getattr(args, "mtp_out", None) is not None:  # (callers may build args by hand)
         mtp_meta = {k: v for k, v in metadata.items() if not k.startswith("tokenizer.")}
         mtp_meta["general.name"] = meta_str(f"DeepSeek-V4 MTP {args.preset} (random)")
         _write(Path(args.mtp_out), mtp_meta, mtp_tensors(hp), plan, args)
