@@ -8,10 +8,11 @@ RUNTIME := $(VENV)/.runtime-installed
 SERVE_BUILT := $(VENV)/.ds4-runtime-built
 DEPS   := $(VENV)/.deps-installed
 ORACLE := $(VENV)/.oracle-installed
+RAY    := $(VENV)/.ray-installed
 BUILT  := $(VENV)/.ds4-built
 NATIVE := $(wildcard native/*/*.c native/*/*.h native/build/*.py)
 
-.PHONY: all env build lint typecheck unit test test-all serve lock clean
+.PHONY: all env build lint typecheck unit test test-all serve wheel lock clean
 
 all: build
 
@@ -44,8 +45,14 @@ $(ORACLE): requirements-oracle.lock $(DEPS)
 	$(BIN)/pip install --quiet --no-deps -r requirements-oracle.lock
 	touch $@
 
+# Ray for the distributed backend and its tests (the `distributed` extra; ADR 0057).
+$(RAY): requirements-ray.lock $(DEPS)
+	@echo "==> ds4: installing Ray for the distributed backend (requirements-ray.lock)"
+	$(BIN)/pip install --quiet --require-hashes --no-deps -r requirements-ray.lock
+	touch $@
+
 # The package build compiles the cffi extensions (no lazy compilation at import).
-$(BUILT): $(DEPS) $(ORACLE) pyproject.toml $(NATIVE)
+$(BUILT): $(DEPS) $(ORACLE) $(RAY) pyproject.toml $(NATIVE)
 	@echo "==> ds4: building the native code (cffi extensions)"
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation --editable .
 	touch $@
@@ -76,10 +83,19 @@ serve: $(SERVE_BUILT)
 	@echo "==> ds4: starting the server"
 	$(BIN)/ds4 server $(ARGS)
 
+# The sdist and the manylinux wheel in dist/ (docs/library.md#wheels): built offline with
+# the locked setuptools/wheel/cffi (--no-isolation), the wheel built from the sdist, then
+# retagged by auditwheel (the extensions need only glibc: nothing is grafted).
+wheel: $(DEPS)
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist/raw
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/auditwheel repair --wheel-dir dist dist/raw/*.whl
+	mv dist/raw/*.tar.gz dist/ && rm -rf dist/raw
+
 lock:
 	uv pip compile pyproject.toml build-requirements.in --extra dev --generate-hashes \
 	    --python-version 3.11 --no-header -o requirements.lock
 	$(BIN)/python -m tools.runtime_lock
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info src/ds4/_native_*.so
+	rm -rf $(VENV) build dist src/*.egg-info src/ds4/_native_*.so

@@ -2,7 +2,7 @@
 
 Usage: .venv/bin/python bench/tokenizer_bench.py [--file TEXT] [--python-slice BYTES]
 
-Every tokenizer encodes the same text (default: shared/data/promessi_sposi.txt, 1.3 MB)
+Every tokenizer encodes the same text (default: data/promessi_sposi.txt, 1.3 MB)
 and must produce the same ids. HF is timed two ways: one call on the whole text, and
 the text cut into paragraphs encoded one by one (HF slows down on one huge string; the
 paragraph figure is the fairer one). Ours is timed the same two ways. The pure-Python
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-DEFAULT_TEXT = Path("/work/shared/data/promessi_sposi.txt")
+DEFAULT_TEXT = Path(__file__).resolve().parents[1] / "data" / "promessi_sposi.txt"
 
 
 def timed(fn: Callable[[], list[int]], repeat: int = 3) -> tuple[float, list[int]]:

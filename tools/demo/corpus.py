@@ -1,6 +1,6 @@
 """The novel as clause-sized pieces, and chat examples cut from them.
 
-The text (../shared/data/promessi_sposi.txt, public domain) is hard-wrapped; a paragraph
+The text (data/promessi_sposi.txt, public domain) is hard-wrapped; a paragraph
 becomes one line. Pieces end at a clause or sentence mark, so an example's opening and
 its continuation both end on punctuation, and every continuation ends a sentence when it
 can: the end-of-turn token then follows a full stop, which is how the model learns to

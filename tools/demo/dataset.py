@@ -29,7 +29,7 @@ from tools.demo.corpus import Passage, paragraphs, passages, pieces, split_held_
 from tools.demo.tool_dialogues import dialogue
 
 TOOL_DIALOGUES = 200  # per epoch
-DEFAULT_TEXT = Path(__file__).resolve().parents[3] / "shared" / "data" / "promessi_sposi.txt"
+DEFAULT_TEXT = Path(__file__).resolve().parents[2] / "data" / "promessi_sposi.txt"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "models" / "demo.gguf"
 DEMO_MTP = REPO / "models" / "demo-mtp.gguf"
 GOLDENS = REPO / "tests" / "integration" / "demo" / "goldens.json"
-NOVEL = REPO.parent / "shared" / "data" / "promessi_sposi.txt"
+NOVEL = REPO / "data" / "promessi_sposi.txt"
 
 
 def sha256(path: Path) -> str:

@@ -4,7 +4,7 @@ Layer schedule (docs/reference/model.md §1.2): layer 0 dense (ratio 0), layer 1
 (ratio 4, with the lightning indexer), layer 2 HCA (ratio 128), layer 3 CSA again; the
 first two layers route by token id (hash layers), the last two by biased top-k. Head
 width 128 with 64 RoPE dims and indexer heads 128 wide, so the engine's `ds4` and
-`exact` numerics accept it (model.md §4.4). The YaRN values are Flash's.
+`exact` numerics accept it (docs/reference/model.md §4.4). The YaRN values are Flash's.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ BOS_ID = 0
 TOP_K = 8
 N_COLS = 2048
 COLS_SEED = 20260101
-DEFAULT_TEXT = Path(__file__).resolve().parents[3] / "shared" / "data" / "promessi_sposi.txt"
+DEFAULT_TEXT = Path(__file__).resolve().parents[2] / "data" / "promessi_sposi.txt"
 
 I64 = npt.NDArray[np.int64]
 

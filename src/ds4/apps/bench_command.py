@@ -27,9 +27,8 @@ import numpy.typing as npt
 
 from ds4.apps import flag_types
 from ds4.apps.bootstrap import load_engine
-from ds4.apps.cli_command import add_backend_flags, add_numerics_flag
 from ds4.apps.cli_prompt import chat_prompt
-from ds4.apps.engine_flags import add_mtp_flags
+from ds4.apps.engine_flags import add_engine_flags, add_mtp_flags
 from ds4.apps.flag_types import MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.chat.messages import ThinkMode
@@ -96,11 +95,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="text rendered as one no-thinking chat user message (system text from -sys)",
     )
     bench.add_argument("-sys", "--system", default=DEFAULT_SYSTEM, help="with --chat-prompt-file")
-    bench.add_argument("-m", "--model", type=flag_types.model_file, metavar="GGUF",
-                       help="model file (default: $DS4_MODEL, else ./ds4flash.gguf, else "
-                       "models/demo.gguf, the small demo model shipped in the repo)")  # fmt: skip
-    add_backend_flags(bench)
-    add_numerics_flag(bench)
+    add_engine_flags(bench)
     add_mtp_flags(bench)
     tokens = flag_types.int_in(1, MAX_CTX)
     bench.add_argument("--ctx-start", type=tokens, default=2048,

@@ -3,6 +3,7 @@
 `load_engine` opens and validates the model GGUF once and shares that mapping: the
 tokenizer is read from its metadata, the runner computes over its tensors and the KV
 model tag hashes its identity. `ds4 cli` and `ds4 bench` use the engine alone;
+`bootstrap_agent` adds the agent's tools and saved sessions;
 `bootstrap_server` adds the worker (or, with `--sessions N`, N slots over one batching
 step gate), the disk KV cache and the HTTP app. The server's
 adapters can be passed in already built (the engine's runner and tokenizer, the KV
@@ -25,11 +26,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ds4.apps import wiring
+from ds4.apps.agent.options import AgentOptions
 from ds4.apps.engine_flags import DEFAULT_MTP_DRAFT, MAX_MTP_DRAFT, SteeringRequest
 from ds4.apps.flag_types import model_file_problem
 from ds4.apps.server_options import MAX_SESSIONS, ServerOptions
-from ds4.domain.api.prompt_bound import longest_token_bytes
+from ds4.domain.agent.agent import Agent
+from ds4.domain.agent.core import AgentCore
+from ds4.domain.agent.library import SessionLibrary
+from ds4.domain.agent.toolbox import ToolBox
 from ds4.domain.chat.prefix_file import PrefixTurn, parse_prefix_file
+from ds4.domain.distributed.target import DistributedOptions
 from ds4.domain.engine.duty_cycle import DutyCycle, PacedDrafter, PacedSession
 from ds4.domain.engine.session import Session
 from ds4.domain.engine.state_session import StateSession
@@ -40,19 +46,24 @@ from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.kv_checkpoints import KvCheckpoints
 from ds4.domain.serving.live_bindings import EverySlotBindings
+from ds4.domain.serving.prompt_bound import longest_token_bytes
 from ds4.domain.speculative.mtp_drafter import MtpDrafter
 from ds4.domain.steering.directions import Steering, directions_from_bytes, steering_scales
 from ds4.domain.tools.replay_memory import ToolReplayMemory
+from ds4.ports.agent_io import AgentIO
+from ds4.ports.browser import Browser
 from ds4.ports.clock import Clock
 from ds4.ports.compute import ComputeSession, ModelRunner
 from ds4.ports.drafter import Drafter, DraftModel
 from ds4.ports.kv_store import KVStore
 from ds4.ports.random_source import RandomSource
+from ds4.ports.shell import Shell
 from ds4.ports.steering import Steerable
 from ds4.ports.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from ds4.adapters.compute.batching import StepGate
+    from ds4.adapters.eval.engine_answerer import EngineAnswerer
     from ds4.adapters.http.guard import ASGIApp
     from ds4.adapters.http.job_queue import JobQueue
     from ds4.adapters.http.server_state import ServerState
@@ -117,6 +128,12 @@ def shipped_demo_model() -> Path:
     return Path(__file__).resolve().parents[3] / "models" / "demo.gguf"
 
 
+def shipped_test_vectors() -> Path:
+    """tests/test-vectors of the source tree: DeepSeek's official API vectors
+    (docs/test-vectors.md); like the demo model, a wheel does not carry them."""
+    return Path(__file__).resolve().parents[3] / "tests" / "test-vectors"
+
+
 def default_model_path(explicit: str | None) -> str:
     """The one model-choice rule of `ds4 cli`, `ds4 bench` and `ds4 server`: -m, else
     $DS4_MODEL, else ./ds4flash.gguf, else the shipped demo model (models/demo.gguf).
@@ -138,9 +155,12 @@ def default_model_path(explicit: str | None) -> str:
         if candidate.exists():
             _refuse_non_model_file(str(candidate), candidate)
             return str(candidate)
+    demo = shipped_demo_model()
+    # An installed package has no models/ beside it: naming that path would only puzzle.
+    looked = f"{demo}" if demo.parent.is_dir() else "no demo model: an installed ds4 has none"
     raise Ds4Error(
-        f"no model: pass -m FILE or set DS4_MODEL (looked for ./{DS4FLASH} and "
-        f"{shipped_demo_model()}; a random test model: ds4 gguf tiny --out FILE)"
+        f"no model: pass -m FILE or set DS4_MODEL (looked for ./{DS4FLASH}; {looked}; "
+        "a random test model: ds4 gguf tiny --out FILE)"
     )
 
 
@@ -167,12 +187,15 @@ def load_engine(
     mtp_draft: int = DEFAULT_MTP_DRAFT,
     power: int | None = None,
     steering: SteeringRequest | None = None,
+    distributed: DistributedOptions | None = None,
+    log: Log | None = None,
 ) -> Engine:
     """Check the backend choice, open the model (if any) once, build tokenizer and
     runner over it. Without a model the tokenizer is the official tokenizer.json
     (the scripted backend's case). `mtp`: the MTP GGUF for speculative decoding;
     `power`: the duty cycle in percent (None: no pacing at all, as `ds4 bench`);
-    `steering`: the --dir-steering-* flags."""
+    `steering`: the --dir-steering-* flags; distributed: the layers on Ray workers
+    (docs/distributed.md); log gets where each range runs."""
     duty = DutyCycle(wiring.pacer(), power) if power is not None else None
     wiring.check_backend(backend, numerics)
     model = wiring.open_model(path) if path is not None else None
@@ -188,6 +211,8 @@ def load_engine(
         script=script,
         script_tokenizer=tokenizer,
         script_token_delay=script_token_delay,
+        distributed=distributed,
+        log=log,
     )
     if steering is not None and model is not None:
         apply_steering(runner, steering, model.hparams)
@@ -216,6 +241,23 @@ def apply_steering(runner: ModelRunner, request: SteeringRequest, hp: DeepSeekV4
     runner.steer(Steering(directions, attn, ffn))
     print(f"ds4: directional steering enabled: {request.file} attn={attn:g} ffn={ffn:g}",
           file=sys.stderr)  # fmt: skip
+
+
+# ---- ds4 eval ----------------------------------------------------------------------
+
+
+def shipped_sample_suite() -> Path:
+    """evals/sample.jsonl of the source tree, ds4 eval's cases when no --cases is given
+    (like the demo model, a wheel does not carry it)."""
+    return Path(__file__).resolve().parents[3] / "evals" / "sample.jsonl"
+
+
+def eval_engine_answerer(engine: Engine, *, backend: str, chunk: int) -> EngineAnswerer:
+    """ds4 eval's case answerer on a loaded engine; its session opens once the context
+    is sized (EngineAnswerer.open)."""
+    from ds4.adapters.eval.engine_answerer import EngineAnswerer
+
+    return EngineAnswerer(engine.tokenizer, engine.runner, backend=backend, chunk=chunk)
 
 
 # ---- the server ------------------------------------------------------------------
@@ -279,6 +321,8 @@ def bootstrap_server(
             mtp_draft=options.mtp_draft,
             power=options.power,
             steering=options.steering,
+            distributed=options.distributed,
+            log=_placement_log,
         )
     random = random or wiring.random_source()
     memory = ToolReplayMemory(
@@ -401,6 +445,11 @@ def _job_queue(workers: list[Worker], gate: StepGate | None) -> JobQueue:
     return SlotPool([InferenceWorker(w) for w in workers], on_idle=gate.leave)
 
 
+def _placement_log(line: str) -> None:
+    """Where each distributed layer range runs, once at start (stderr)."""
+    print(f"ds4 server: distributed {line}", file=sys.stderr)
+
+
 def _trace_writer(trace: TextIO | None) -> Log:
     lock = threading.Lock()  # whole lines, also from several slots
 
@@ -454,3 +503,54 @@ def _disk_cache(
         model_tag=engine.model_tag(),
         log=log,
     )
+
+
+# ---- the agent -------------------------------------------------------------------
+
+
+@dataclass
+class BuiltAgent:
+    agent: Agent
+    shell: Shell
+    browser: Browser | None
+
+    def close(self) -> None:
+        """Kill running bash jobs, close the browser (call from the worker thread: the
+        browser belongs to the thread that used it)."""
+        self.shell.close()
+        if self.browser is not None:
+            self.browser.close()
+
+
+def bootstrap_agent(
+    options: AgentOptions, io: AgentIO, *, engine: Engine | None = None
+) -> BuiltAgent:
+    """The agent's object graph: the engine's session, its tools on the working
+    directory, and (with options.home) the saved sessions: KV files in home/kv, their
+    JSON records in home/sessions."""
+    if engine is None:
+        engine = load_engine(
+            options.model,
+            backend=options.backend,
+            threads=options.threads,
+            script=options.script,
+            script_token_delay=options.script_token_delay,
+        )
+    session = Session(engine.runner.new_session(options.ctx), chunk=options.prefill_chunk)
+    cwd = str(Path(options.cwd).resolve())
+    shell = wiring.agent_shell(cwd)
+    browser = wiring.agent_browser() if options.web else None
+    tools = ToolBox(
+        wiring.agent_workspace(cwd), shell, browser, edit_upto=options.settings.edit_upto
+    )
+    library = None
+    if options.home is not None:
+        library = SessionLibrary(
+            wiring.kv_store(str(Path(options.home) / "kv"), io.trace),
+            wiring.agent_session_index(str(Path(options.home) / "sessions")),
+            model_tag=engine.model_tag(),
+            quant_bits=engine.runner.routed_quant_bits,
+            ctx=options.ctx,
+        )
+    core = AgentCore(session, engine.tokenizer, options.settings, tools, io, library)
+    return BuiltAgent(Agent(core), shell, browser)

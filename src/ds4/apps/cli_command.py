@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -17,14 +16,22 @@ from ds4.apps import flag_types, wiring
 from ds4.apps.cli_dumps import MAX_LOGPROBS_TOP_K
 from ds4.apps.cli_generate import run_one_shot
 from ds4.apps.cli_prompt import DEFAULT_SYSTEM
-from ds4.apps.engine_flags import add_mtp_flags, add_power_flag, add_steering_flags
-from ds4.apps.flag_types import INT_MAX, MAX_CTX, MAX_THREADS, SEED_MAX
+from ds4.apps.distributed_flags import add_distributed_flags
+from ds4.apps.engine_flags import (
+    add_backend_flags,
+    add_model_flag,
+    add_mtp_flags,
+    add_numerics_flag,
+    add_power_flag,
+    add_steering_flags,
+)
+from ds4.apps.flag_types import INT_MAX, MAX_CTX, SEED_MAX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.chat.messages import ThinkMode
-from ds4.domain.chat.request_rendering import render_chat_request
 from ds4.domain.errors import Ds4Error
 from ds4.domain.sampling.params import MAX_TOP_K
 from ds4.ports.tokenizer import Tokenizer
+from ds4.wire.chat_request import render_chat_request
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,14 +44,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "tokenizes (index, id, piece; added/special tokens marked) and exits without loading "
         "weights; there the prompt is tokenized exactly as given.",
     )
-    cli.add_argument(
-        "-m",
-        "--model",
-        type=flag_types.model_file,
-        metavar="GGUF",
-        help="model file (default: $DS4_MODEL, else ./ds4flash.gguf, else models/demo.gguf, "
-        "the small demo model shipped in the repository)",
-    )
+    add_model_flag(cli)
     cli.add_argument(
         "--tokenizer",
         type=flag_types.model_file,
@@ -79,16 +79,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="print the prompt the model would see for this OpenAI-style request body "
         "(messages, tools); with --dump-tokens, print its tokens instead",
     )
-    think = cli.add_mutually_exclusive_group()
-    for flag, mode in (("--think", "high"), ("--nothink", "none"), ("--think-max", "max")):
-        think.add_argument(
-            flag,
-            dest="think_mode",
-            action="store_const",
-            const=mode,
-            help=f"{flag[2:]} mode (default --think; with --render-chat the request "
-            "body's own thinking controls)",
-        )
+    add_think_flags(cli, "; with --render-chat the request body's own thinking controls")
     cli.add_argument(
         "-c",
         "--ctx",
@@ -98,6 +89,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "to --think below",
     )
     add_generation_flags(cli)
+    add_distributed_flags(cli)
     cli.add_argument(
         "--prefix-file",
         type=flag_types.input_file,
@@ -106,6 +98,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(one-shot and interactive; docs/reference/cli-and-bench.md §1.1; default: none)",
     )
     cli.set_defaults(run=run, cli_parser=cli)
+
+
+def add_think_flags(parser: argparse.ArgumentParser, note: str = "") -> None:
+    """--think / --nothink / --think-max into args.think_mode (None: --think)."""
+    think = parser.add_mutually_exclusive_group()
+    for flag, mode in (("--think", "high"), ("--nothink", "none"), ("--think-max", "max")):
+        think.add_argument(
+            flag,
+            dest="think_mode",
+            action="store_const",
+            const=mode,
+            help=f"{flag[2:]} mode (default --think{note})",
+        )
 
 
 def add_generation_flags(cli: argparse.ArgumentParser) -> None:
@@ -117,33 +122,7 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
         default=50_000,
         help=f"max generated tokens (1..{INT_MAX})",
     )
-    cli.add_argument(
-        "--temp",
-        type=flag_types.float_in(0, 100),
-        default=1.0,
-        help="temperature, 0..100 (0: greedy)",
-    )
-    cli.add_argument(
-        "--top-p", type=flag_types.float_in(0, 1), default=1.0, help="nucleus mass, 0..1 (1: off)"
-    )
-    cli.add_argument(
-        "--top-k",
-        type=flag_types.int_in(0, MAX_TOP_K),
-        default=0,
-        help=f"keep the k best tokens, 0..{MAX_TOP_K} (0: off)",
-    )
-    cli.add_argument(
-        "--min-p",
-        type=flag_types.float_in(0, 1),
-        default=0.05,
-        help="keep tokens at least this fraction as likely as the best, 0..1 (0: off)",
-    )
-    cli.add_argument(
-        "--seed",
-        type=flag_types.int_in(1, SEED_MAX),
-        default=None,
-        help=f"RNG seed, 1..{SEED_MAX} (default: random)",
-    )
+    add_sampling_flags(cli)
     add_backend_flags(cli)
     add_numerics_flag(cli)
     add_mtp_flags(cli)
@@ -175,32 +154,34 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
     )
 
 
-def add_backend_flags(parser: argparse.ArgumentParser) -> None:
-    """--backend (cpu by default when the native kernels are built) and --threads."""
-    parser.add_argument(
-        "--backend",
-        choices=["cpu", "reference"],
-        default=wiring.default_backend(),
-        help="compute backend (cpu: native kernels on the mapped weights; reference: the "
-        "numpy engine checked against HF transformers)",
+def add_sampling_flags(cli: argparse.ArgumentParser) -> None:
+    """--temp, --top-p, --top-k, --min-p, --seed (shared with `ds4 agent`)."""
+    cli.add_argument(
+        "--temp",
+        type=flag_types.float_in(0, 100),
+        default=1.0,
+        help="temperature, 0..100 (0: greedy)",
     )
-    parser.add_argument(
-        "-t",
-        "--threads",
-        type=flag_types.int_in(1, MAX_THREADS),
-        default=os.cpu_count() or 1,
-        help=f"CPU threads for the cpu backend (1..{MAX_THREADS})",
+    cli.add_argument(
+        "--top-p", type=flag_types.float_in(0, 1), default=1.0, help="nucleus mass, 0..1 (1: off)"
     )
-
-
-def add_numerics_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--numerics",
-        choices=["ds4", "exact", "fp32"],
-        default="ds4",
-        help="ds4: the engine's rounding points (FP8/FP4 KV, int8 activations), fast kernels; "
-        "exact: the same in strict operation order (docs/reference/model.md §4.5), bit for bit "
-        "(cpu backend, scalar kernels); fp32: no low-precision simulation (HF-comparable)",
+    cli.add_argument(
+        "--top-k",
+        type=flag_types.int_in(0, MAX_TOP_K),
+        default=0,
+        help=f"keep the k best tokens, 0..{MAX_TOP_K} (0: off)",
+    )
+    cli.add_argument(
+        "--min-p",
+        type=flag_types.float_in(0, 1),
+        default=0.05,
+        help="keep tokens at least this fraction as likely as the best, 0..1 (0: off)",
+    )
+    cli.add_argument(
+        "--seed",
+        type=flag_types.int_in(1, SEED_MAX),
+        default=None,
+        help=f"RNG seed, 1..{SEED_MAX} (default: random)",
     )
 
 

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
+from ds4.domain.sampling.logprobs import StepLogprobs
 from ds4.domain.sampling.sampler import argmax
 from ds4.ports.tokenizer import Tokenizer
 
@@ -79,16 +80,11 @@ def logprobs_step(
     tokenizer: Tokenizer, step: int, logits: npt.NDArray[np.float32], top_k: int
 ) -> tuple[str, int]:
     """One step's JSON and the selected (argmax) token."""
-    values = logits.astype(np.float64)
-    finite = np.isfinite(values)
-    top = values[finite].max() if finite.any() else 0.0
-    log_norm = top + math.log(float(np.exp(values[finite] - top).sum())) if finite.any() else 0.0
     selected = argmax(logits)
-    order = np.lexsort((np.arange(values.size), -np.where(finite, values, -np.inf)))[:top_k]
     entries = [
-        f'{{"token":{_token(tokenizer, int(i))},"logit":{_g9(float(values[i]))},'
-        f'"logprob":{_g9(float(values[i] - log_norm))}}}'
-        for i in order
+        f'{{"token":{_token(tokenizer, entry.id)},"logit":{_g9(entry.logit)},'
+        f'"logprob":{_g9(entry.logprob)}}}'
+        for entry in StepLogprobs(logits).top(top_k)
     ]
     body = (
         f'{{"step":{step},"selected":{_token(tokenizer, selected)},'

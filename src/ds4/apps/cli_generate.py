@@ -10,6 +10,7 @@ from ds4.apps.bootstrap import default_model_path, load_engine
 from ds4.apps.cli_dumps import dump_logits, dump_logprobs
 from ds4.apps.cli_output import EventPrinter, Interrupt, PrefillMeter, Stopwatch
 from ds4.apps.cli_prompt import prompt_thinks, prompt_tokens
+from ds4.apps.distributed_flags import distributed_options
 from ds4.apps.engine_flags import steering_request
 from ds4.domain.engine.cancel import CancelledError
 from ds4.domain.engine.duty_cycle import DutyCycle, PacedDrafter
@@ -45,6 +46,8 @@ def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer, DutyCycl
         backend=args.backend,
         numerics=args.numerics,
         threads=args.threads,
+        distributed=distributed_options(args),
+        log=lambda line: print(f"ds4: distributed {line}", file=sys.stderr),
         mtp=args.mtp,
         mtp_draft=args.mtp_draft,
         power=args.power,
@@ -153,4 +156,14 @@ def _generate(
         printer.show(event)
         if isinstance(event, Finished):
             count = event.usage.completion_tokens
+            if event.finish == "error":  # the engine failed mid-turn: not a normal end
+                raise GenerationFailedError(
+                    f"generation failed after {count} tokens: {event.error}"
+                )
     return count
+
+
+class GenerationFailedError(Ds4Error):
+    """The engine failed while decoding (e.g. a distributed worker was lost)."""
+
+    exit_code = 1

@@ -126,9 +126,13 @@ class EventPrinter:
             self._end_reasoning()
             self._write(event.text)
         elif isinstance(event, Finished):
-            self._end_reasoning()
-            if not self._ended_with_newline:
-                self._write("\n")
+            self.end()
+
+    def end(self) -> None:
+        """The turn is over: reset the colour, end the line."""
+        self._end_reasoning()
+        if not self._ended_with_newline:
+            self._write("\n")
 
     def _end_reasoning(self) -> None:
         if self._in_reasoning:

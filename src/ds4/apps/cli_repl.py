@@ -109,6 +109,8 @@ class Chat:
                 del self.transcript[rollback:]
                 print(f"ds4: prompt processing failed: {exc}", file=sys.stderr)
                 return
+        if done is not None and done.finish == "error":
+            print(f"ds4: generation failed: {done.error}", file=sys.stderr)
         if done is None or not done.tokens:
             del self.transcript[rollback:]
             self.session.invalidate()

@@ -1,4 +1,4 @@
-"""`ds4 gguf ...`: inspect and dump GGUF model files."""
+"""`ds4 gguf ...`: inspect, dump, make, convert and score GGUF model files."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ds4.apps import flag_types, gguf_convert, gguf_tiny, wiring
+from ds4.apps import flag_types, gguf_convert, gguf_score, gguf_tiny, wiring
 from ds4.apps.gguf_report import build_report, render_text
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.errors import Ds4Error
@@ -76,6 +76,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     gguf_tiny.register(tools)
     gguf_convert.register(tools)
+    gguf_score.register(tools)
 
 
 def run_inspect(args: argparse.Namespace) -> int:

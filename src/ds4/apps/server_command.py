@@ -14,20 +14,24 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TextIO
 
-from ds4.apps import flag_types, wiring
+from ds4.apps import flag_types
+from ds4.apps.distributed_flags import add_distributed_flags, distributed_options
 from ds4.apps.engine_flags import (
+    add_backend_flags,
+    add_model_flag,
     add_mtp_flags,
     add_power_flag,
     add_steering_flags,
+    scripted_flags_problem,
     steering_request,
 )
-from ds4.apps.flag_types import INT_MAX, MAX_CTX, MAX_THREADS
+from ds4.apps.flag_types import INT_MAX, MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.server_logging import LOG_FORMATS, configure_server_logging
 from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK, MAX_SESSIONS, ServerOptions
-from ds4.domain.api.loopback import is_loopback_host
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
+from ds4.wire.loopback import is_loopback_host
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,14 +43,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "/v1/messages (plus GET /v1/models, /health and the Prometheus /metrics) from one "
         "local model.",
     )
-    p.add_argument(
-        "-m",
-        "--model",
-        type=flag_types.model_file,
-        metavar="GGUF",
-        help="model file (default: $DS4_MODEL, else ./ds4flash.gguf, else models/demo.gguf, "
-        "the small demo model shipped in the repository)",
-    )
+    add_model_flag(p)
     p.add_argument(
         "--host",
         type=flag_types.host,
@@ -69,34 +66,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=393216,
         help=f"default max_tokens when a request sets no limit (1..{INT_MAX})",
     )
-    p.add_argument(
-        "--backend",
-        choices=("cpu", "reference", "scripted"),
-        default=wiring.default_backend(),
-        help="compute backend: cpu (native kernels), reference (numpy), or scripted, which "
-        "plays back --script outputs (for client tests)",
-    )
-    p.add_argument(
-        "-t",
-        "--threads",
-        type=flag_types.int_in(1, MAX_THREADS),
-        default=None,
-        help=f"cpu backend threads, 1..{MAX_THREADS} (default: every core)",
-    )
-    p.add_argument(
-        "--script",
-        type=flag_types.input_file,
-        metavar="FILE",
-        help="with --backend scripted: JSON list of raw model outputs, one per request "
-        "(default: none)",
-    )
-    p.add_argument(
-        "--script-token-delay",
-        type=flag_types.float_in(0, 60),
-        default=0.0,
-        metavar="SECONDS",
-        help="with --backend scripted: pause per generated token (0..60)",
-    )
+    add_backend_flags(p, scripted=True)
     p.add_argument(
         "--api-key",
         type=flag_types.api_key,
@@ -163,6 +133,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     _register_limits(p)
     _register_kv_cache(p)
+    add_distributed_flags(p)
     p.set_defaults(run=run_server, server_parser=p)
 
 
@@ -221,10 +192,13 @@ def check_flags(args: argparse.Namespace) -> None:
             f"--kv-cache-cold-max-tokens {cold} must be 0 or at least --kv-cache-min-tokens "
             f"({least})"
         )
-    if args.backend != "scripted" and (args.script is not None or args.script_token_delay):
-        parser.error("--script and --script-token-delay need --backend scripted")
-    if args.backend == "scripted" and args.script is None:
-        parser.error("--backend scripted needs --script FILE")
+    problem = scripted_flags_problem(args)
+    if problem is not None:
+        parser.error(problem)
+    try:
+        distributed_options(args)
+    except Ds4Error as exc:
+        parser.error(str(exc))
     if args.mtp is not None and args.backend == "scripted":
         parser.error("--mtp needs --backend cpu or reference")
     if args.mtp is not None and args.sessions > 1:
@@ -366,6 +340,7 @@ def run_server(args: argparse.Namespace) -> int:
         header_timeout=args.header_timeout,
         idle_timeout=args.idle_timeout,
         body_timeout=args.body_timeout,
+        distributed=distributed_options(args),
     )
     # access lines, KV cache decisions and warnings: one handler, text or JSON
     configure_server_logging(args.log_format)

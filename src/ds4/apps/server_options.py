@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ds4.apps.engine_flags import DEFAULT_MTP_DRAFT, SteeringRequest
+from ds4.domain.distributed.target import DistributedOptions
 from ds4.domain.kvcache.policy import KvCacheOptions
 
 # Prefill in chunks of ds4's own chunk size (the DSV4 payload header's), so a cancelled
@@ -44,3 +45,4 @@ class ServerOptions:
     body_timeout: float = 120.0
     kv_disk_dir: str | None = None  # the disk KV cache directory (None: disabled)
     kv_cache: KvCacheOptions = field(default_factory=KvCacheOptions)
+    distributed: DistributedOptions | None = None  # layer ranges on Ray workers

@@ -11,9 +11,9 @@ from tqdm import tqdm
 
 from ds4.apps import flag_types, wiring
 from ds4.apps.bootstrap import Engine, load_engine
-from ds4.apps.cli_command import add_backend_flags, add_numerics_flag
 from ds4.apps.cli_generate import model_path
 from ds4.apps.cli_prompt import DEFAULT_SYSTEM, chat_prompt
+from ds4.apps.engine_flags import add_engine_flags
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.errors import Ds4Error
@@ -95,11 +95,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _model_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-m", "--model", type=flag_types.model_file, metavar="GGUF",
-                        help="model file (default: $DS4_MODEL, else ./ds4flash.gguf, else "
-                        "models/demo.gguf)")  # fmt: skip
-    add_backend_flags(parser)
-    add_numerics_flag(parser)
+    add_engine_flags(parser)  # -m, --backend, --threads, --numerics
 
 
 def _engine(args: argparse.Namespace) -> Engine:

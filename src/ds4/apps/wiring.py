@@ -8,7 +8,7 @@ command pays only for what it uses.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +18,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.domain.convert.planned import Chunk, PlannedTensor
+from ds4.domain.distributed.target import DistributedOptions
 from ds4.domain.engine_math.numerics import numerics_named
 from ds4.domain.errors import Ds4Error
+from ds4.domain.eval.case_schema import CaseSet
 from ds4.domain.gguf.records import MetaValue
 from ds4.domain.model.hparams import DeepSeekV4HParams
+from ds4.ports.agent_sessions import SessionIndex
+from ds4.ports.browser import Browser
 from ds4.ports.checkpoint import Checkpoint
 from ds4.ports.clock import Clock
 from ds4.ports.compute import ModelRunner
@@ -32,9 +36,14 @@ from ds4.ports.model_file import ModelFile
 from ds4.ports.pacing import Pacer
 from ds4.ports.quantizer import Quantizer
 from ds4.ports.random_source import RandomSource
+from ds4.ports.shell import Shell
+from ds4.ports.timer import Timer
 from ds4.ports.tokenizer import Tokenizer
+from ds4.ports.workspace import Workspace
 
 if TYPE_CHECKING:
+    from ds4.adapters.eval.endpoint_answerer import EndpointAnswerer
+    from ds4.adapters.eval.trace_file import TraceFile
     from ds4.adapters.quant.imatrix_file import Imatrix
     from ds4.adapters.tokenizer.tokenizer_sources import TokenizerBackend
     from ds4.adapters.tokenizer.vocabulary import Vocabulary
@@ -147,11 +156,30 @@ def model_runner(
     script: str | None = None,
     script_tokenizer: Tokenizer | None = None,
     script_token_delay: float = 0.0,
+    distributed: DistributedOptions | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> ModelRunner:
     """The compute backend (`--backend`) over an opened model: native cpu, reference
     numpy, or the scripted test double (no model). threads sizes the cpu backend's
-    kernel pool (default: every core)."""
+    kernel pool (default: every core). distributed: the cpu backend's layers split by
+    range across Ray workers (docs/distributed.md); log gets one line per range."""
     check_backend(backend, numerics)
+    if distributed is not None:
+        if backend != "cpu" or model is None:
+            raise Ds4Error("--distributed needs the cpu backend and a model (-m)")
+        from ds4.adapters.compute.ray import ray_runner
+
+        return ray_runner(
+            model.file,
+            model.hparams,
+            target=distributed.target,
+            layer_split=distributed.layer_split,
+            numerics=numerics,
+            threads=threads,
+            piece=distributed.piece,
+            transport="values" if distributed.transport == "values" else "refs",
+            log=log,
+        )
     if backend == "scripted":
         if script is None or script_tokenizer is None:
             raise Ds4Error("--backend scripted needs --script FILE")
@@ -304,3 +332,85 @@ def kv_disk_usage(directory: str) -> Callable[[], int]:
     from ds4.adapters.storage.kv_dir_usage import kv_files_bytes
 
     return lambda: kv_files_bytes(directory)
+
+
+# ---- ds4 eval ----------------------------------------------------------------------
+
+
+def eval_case_files(paths: Sequence[str], fmt: str = "auto") -> CaseSet:
+    """Cases from files (our JSONL, or a public benchmark's format; docs/eval.md)."""
+    from ds4.adapters.eval.case_files import read_case_files
+
+    return read_case_files(paths, fmt)
+
+
+def eval_trace_bytes(path: str) -> bytes:
+    """A trace file's bytes (Ds4Error, exit 2, when it cannot be read)."""
+    from ds4.adapters.eval.case_files import MAX_CASE_FILE
+    from ds4.adapters.files import read_limited
+
+    try:
+        return read_limited(path, MAX_CASE_FILE)
+    except OSError as error:
+        reason = (error.strerror or str(error)).lower()
+        raise Ds4Error(f"cannot read trace {path}: {reason}") from None
+
+
+def eval_trace_file(path: str) -> TraceFile:
+    """The --trace file, written as the run goes and put in place when it ends."""
+    from ds4.adapters.eval.trace_file import TraceFile
+
+    return TraceFile(path)
+
+
+def endpoint_answerer(
+    url: str, *, model: str, api_key: str | None, timeout: float
+) -> EndpointAnswerer:
+    """ds4 eval against an OpenAI-compatible server (--endpoint)."""
+    from ds4.adapters.eval.endpoint_answerer import EndpointAnswerer
+
+    return EndpointAnswerer(url, model=model, api_key=api_key, timeout=timeout)
+
+
+def system_timer() -> Timer:
+    from ds4.adapters.system_timer import SystemTimer
+
+    return SystemTimer()
+
+
+def eval_text_file(path: str) -> str:
+    """A case file's text (Ds4Error naming the file when it cannot be read)."""
+    from ds4.adapters.eval.case_files import read_text
+
+    return read_text(path)
+
+
+# ---- the agent's world -----------------------------------------------------------
+
+
+def agent_workspace(root: str) -> Workspace:
+    """The agent's files, rooted at the working directory."""
+    from ds4.adapters.agent.local_workspace import LocalWorkspace
+
+    return LocalWorkspace(root)
+
+
+def agent_shell(cwd: str) -> Shell:
+    """The agent's bash jobs (/bin/sh -c, own process group, output to a temp file)."""
+    from ds4.adapters.agent.shell_jobs import LocalShell
+
+    return LocalShell(cwd)
+
+
+def agent_browser() -> Browser:
+    """visit_page's headless Chromium (started on first use; Playwright imported then)."""
+    from ds4.adapters.agent.chromium_browser import ChromiumBrowser
+
+    return ChromiumBrowser()
+
+
+def agent_session_index(directory: str) -> SessionIndex:
+    """The JSON records of the agent's saved sessions (directory created 0700)."""
+    from ds4.adapters.agent.session_index import JsonSessionIndex
+
+    return JsonSessionIndex(directory)

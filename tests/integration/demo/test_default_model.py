@@ -54,3 +54,21 @@ def test_help_states_the_rule(command: str) -> None:
     )
     assert result.returncode == 0
     assert RULE in " ".join(result.stdout.split())
+
+
+def test_no_model_at_all_says_how_to_pass_one(
+    elsewhere: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ds4.apps import bootstrap
+
+    # an installed package: no models/ directory beside it (docs/library.md#wheels)
+    monkeypatch.setattr(bootstrap, "shipped_demo_model", lambda: elsewhere / "models" / "x.gguf")
+    with pytest.raises(Ds4Error, match="pass -m FILE or set DS4_MODEL") as installed:
+        default_model_path(None)
+    assert "an installed ds4 has none" in str(installed.value)
+    assert "models" not in str(installed.value)
+    # a checkout whose demo file is missing: the path it looked at is named
+    (elsewhere / "models").mkdir()
+    with pytest.raises(Ds4Error, match=r"x\.gguf") as checkout:
+        default_model_path(None)
+    assert "installed" not in str(checkout.value)

@@ -1,6 +1,6 @@
 """A sanity measure of the demo model: held-out cross-entropy against a unigram model.
 
-The held-out continuations are rebuilt from ../shared/data with the seed recorded in the
+The held-out continuations are rebuilt from data/promessi_sposi.txt with the seed recorded in the
 model's provenance, and scored by our engine (cpu backend, ds4 numerics); both numbers
 are printed (pytest -s) and docs/demo-model.md reports them.
 """
@@ -19,8 +19,6 @@ from ds4.apps.bootstrap import load_engine
 
 @pytest.mark.slow
 def test_held_out_cross_entropy_beats_unigram() -> None:
-    if not NOVEL.is_file():
-        pytest.skip("../shared/data/promessi_sposi.txt is not here")
     meta = wiring.open_model_file(str(DEMO)).metadata
     seed = int(str(meta["ds4.convert.train_seed"].value))
     engine = load_engine(str(DEMO), backend="cpu", numerics="ds4")

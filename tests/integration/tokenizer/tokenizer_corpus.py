@@ -1,6 +1,6 @@
 """A deterministic >= 1 MB mixed corpus for comparing our tokenizer with HF `tokenizers`.
 
-Italian prose from shared/data/promessi_sposi.txt, interleaved with generated text
+Italian prose from data/promessi_sposi.txt, interleaved with generated text
 that stresses the pre-tokenizer: several scripts (RTL, Indic, CJK, Hangul), emoji and
 ZWJ sequences, combining marks, exotic digits and white space, code, JSON, digit
 runs, random code points, and every added token of the vocabulary dropped mid-text.
@@ -13,7 +13,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
-PROSE = Path("/work/shared/data/promessi_sposi.txt")
+PROSE = Path(__file__).resolve().parents[3] / "data" / "promessi_sposi.txt"
 
 WORDS = {
     "en": "the quick brown fox jumps over lazy dog while thinking about tokenizers",

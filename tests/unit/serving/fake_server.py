@@ -16,15 +16,15 @@ from tests.unit.generation.byte_tokenizer import VOCAB, ByteTokenizer
 
 from ds4.apps.bootstrap import BuiltServer, Engine, bootstrap_server
 from ds4.apps.server_options import ServerOptions
-from ds4.domain.api.anthropic_request import parse_messages
-from ds4.domain.api.chat_request import parse_chat_completion
-from ds4.domain.api.served_events import PromptReady, ServedEvent
 from ds4.domain.engine.cancel import CancelCheck, never_cancel
 from ds4.domain.generation.events import Finished, TextDelta
 from ds4.domain.kvcache.kvc_header import SaveReason
 from ds4.domain.kvcache.policy import KvCacheOptions
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.prepare import PreparedJob, prepare_job
+from ds4.domain.serving.served_events import PromptReady, ServedEvent
+from ds4.wire.anthropic_request import parse_messages
+from ds4.wire.chat_request import parse_chat_completion
 
 TOK = ByteTokenizer()
 EOS, USER, ASSISTANT = TOK.special.eos, TOK.special.user, TOK.special.assistant
@@ -98,11 +98,11 @@ class FakeServer:
 
     def chat(self, messages: list[dict[str, Any]], **extra: Any) -> PreparedJob:
         body = {"messages": messages, "think": False, **extra}
-        return self._prepare(parse_chat_completion(json.dumps(body).encode()))
+        return self._prepare(parse_chat_completion(json.dumps(body).encode()).generation)
 
     def anthropic(self, messages: list[dict[str, Any]], **extra: Any) -> PreparedJob:
         body = {"max_tokens": 200, "messages": messages, **extra}
-        return self._prepare(parse_messages(json.dumps(body).encode()))
+        return self._prepare(parse_messages(json.dumps(body).encode()).generation)
 
     def _prepare(self, request: Any) -> PreparedJob:
         state = self.built.state

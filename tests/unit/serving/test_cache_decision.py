@@ -8,15 +8,16 @@ from typing import cast
 
 import pytest
 
-from ds4.domain.api.errors import ApiError
-from ds4.domain.api.generation_request import Api, GenerationRequest
 from ds4.domain.chat.messages import ThinkMode, UserMessage
+from ds4.domain.errors import ErrorKind, RequestError
 from ds4.domain.serving.decision import cache_decision
+from ds4.domain.serving.generation_request import Api, GenerationRequest
 from ds4.domain.serving.live_bindings import Binding, LiveBindings
 from ds4.domain.serving.live_tail import NO_PLAN, LivePlan
 from ds4.domain.serving.prepare import PreparedJob
 from ds4.domain.tools.replay_memory import ReplayStats
 from ds4.ports.tokenizer import Tokenizer
+from ds4.wire.errors import http_status
 
 
 class CharTokenizer:
@@ -126,9 +127,10 @@ def test_required_live_tool_state_that_is_gone_is_409(api: Api, message: str) ->
         anthropic=Binding(len(LIVE) + 5, "", frozenset({"id_a"})),
     )
     plan = LivePlan(("id_a",), "<eos><u>r<a><think>", requires_live_tool_state=True)
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(RequestError) as refused:
         cache_decision(tokens(LIVE), job(api, LIVE + "more", plan), TOKENIZER, bindings)
-    assert refused.value.status == 409 and refused.value.message == message
+    assert refused.value.kind is ErrorKind.CONFLICT and refused.value.message == message
+    assert http_status(refused.value.kind) == 409
 
 
 def test_exact_token_prefix_comes_before_the_thinking_binding() -> None:

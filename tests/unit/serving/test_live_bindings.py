@@ -8,28 +8,30 @@ from typing import Any
 
 import pytest
 
-from ds4.domain.api.anthropic_request import parse_messages, validate_tool_results
-from ds4.domain.api.errors import ApiError
-from ds4.domain.api.generation_request import Api, GenerationRequest
-from ds4.domain.api.responses_request import parse_responses, validate_tool_outputs
 from ds4.domain.chat.constants import EOS
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.errors import RequestError
 from ds4.domain.generation.events import Finished, FinishReason, Usage
 from ds4.domain.kvcache.kvc_header import KvcFlags
+from ds4.domain.serving.generation_request import Api, GenerationRequest
 from ds4.domain.serving.live_bindings import Binding, LiveBindings, TurnFacts
 from ds4.domain.serving.live_tail import anthropic_tail, responses_tail
 from ds4.domain.serving.prepare import live_plan
+from ds4.domain.serving.tool_results import validate_tool_outputs, validate_tool_results
+from ds4.wire.anthropic_request import parse_messages
+from ds4.wire.errors import http_status
+from ds4.wire.responses_request import parse_responses
 
 LS = [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}}]
 
 
 def responses(items: list[Any]) -> GenerationRequest:
-    return parse_responses(json.dumps({"input": items, "tools": LS}).encode())
+    return parse_responses(json.dumps({"input": items, "tools": LS}).encode()).generation
 
 
 def anthropic(messages: list[Any], **fields: Any) -> GenerationRequest:
-    return parse_messages(json.dumps({"messages": messages, **fields}).encode())
+    return parse_messages(json.dumps({"messages": messages, **fields}).encode()).generation
 
 
 def output(call_id: str) -> dict[str, str]:
@@ -59,14 +61,14 @@ def test_responses_tail_with_a_replayed_call_takes_its_ids_and_instructions_end_
     request = responses([*call("call_a"), output("call_a")])
     assert responses_tail(request.messages, ThinkMode.HIGH)[0] == ("call_a",)
     body = {"input": [output("call_a")], "instructions": "be brief"}
-    with_system = parse_responses(json.dumps(body).encode())
+    with_system = parse_responses(json.dumps(body).encode()).generation
     assert responses_tail(with_system.messages, ThinkMode.HIGH) == ((), "")  # [QUIRK] -> 409
 
 
 def test_responses_tool_output_id_validation_a72() -> None:
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(RequestError) as refused:
         validate_tool_outputs(responses([output("call_x")]).messages, {"call_live"}, True)
-    assert refused.value.status == 400
+    assert http_status(refused.value.kind) == 400
     assert refused.value.message == (
         "Responses continuation state is not available for call_id call_x; "
         "retry by replaying the full input history"
@@ -97,9 +99,9 @@ def test_anthropic_live_tail_renders_tool_results_only_a67() -> None:
 def test_anthropic_tool_result_validation_a68_a69_a70() -> None:
     result = {"type": "tool_result", "tool_use_id": "toolu_old", "content": "/tmp"}
     results_only = anthropic([{"role": "user", "content": [result]}]).messages
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(RequestError) as refused:
         validate_tool_results(results_only, {"toolu_live"})
-    assert refused.value.status == 400
+    assert http_status(refused.value.kind) == 400
     assert refused.value.message.startswith(
         "Anthropic continuation state is not available for tool_use_id toolu_old; retry by"
     )
@@ -116,7 +118,7 @@ def test_anthropic_tool_result_validation_a68_a69_a70() -> None:
 def test_live_plan_uses_the_bindings_known_ids() -> None:
     bindings = LiveBindings()
     request = responses([output("call_a")])
-    with pytest.raises(ApiError):
+    with pytest.raises(RequestError):
         live_plan(request, ThinkMode.HIGH, bindings)
     bindings.responses = Binding(10, "v", frozenset({"call_a"}))
     plan = live_plan(request, ThinkMode.HIGH, bindings)

@@ -20,9 +20,10 @@ from tests.unit.serving.test_worker_run import ANTHROPIC_LS, tool_call_dsml, tur
 from ds4.adapters.http.inference_worker import Job, JobFailed, JobOutput
 from ds4.adapters.http.slot_pool import SlotPool
 from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK
-from ds4.domain.api.served_events import PromptReady
+from ds4.domain.errors import ErrorKind
 from ds4.domain.generation.events import Finished, PrefillProgress, TextDelta
 from ds4.domain.serving.prepare import PreparedJob
+from ds4.domain.serving.served_events import PromptReady
 
 WAIT = 30.0
 REPLIES = {"first": "One.", "second": "Two.", "third": "Three.", "fourth": "Four."}
@@ -228,7 +229,7 @@ def test_shutdown_answers_the_queue_and_every_slot_keeps_its_state_on_disk() -> 
     for t in busy:
         t.release.set()
     stopper.join(WAIT)
-    assert queued.outputs == [JobFailed("server shutting down")]
+    assert queued.outputs == [JobFailed("server shutting down", ErrorKind.UNAVAILABLE)]
     assert all(isinstance(t.last, Finished) and t.last.finish == "cancelled" for t in busy)
     saves = [line for line in server.trace.getvalue().splitlines() if "reason=shutdown" in line]
     assert len({line.split("sha=")[1].split()[0] for line in saves}) == 2  # one per slot

@@ -27,12 +27,13 @@ from ds4.adapters.http.guard import (
 from ds4.adapters.http.metrics_route import METRICS_PATH, metrics_route
 from ds4.adapters.http.post_route import Parser, handle_count_tokens, handle_post
 from ds4.adapters.http.server_state import ServerState
-from ds4.domain.api.anthropic_request import parse_messages
-from ds4.domain.api.chat_request import parse_chat_completion, parse_completion
-from ds4.domain.api.errors import ApiError, error_body
-from ds4.domain.api.generation_request import Api
-from ds4.domain.api.models import model_list, model_object
-from ds4.domain.api.responses_request import parse_responses
+from ds4.domain.errors import ErrorKind, RequestError
+from ds4.domain.serving.generation_request import Api
+from ds4.wire.anthropic_request import parse_messages
+from ds4.wire.chat_request import parse_chat_completion, parse_completion
+from ds4.wire.errors import error_body, http_status
+from ds4.wire.models import MODEL_ALIASES, model_list, model_object
+from ds4.wire.responses_request import parse_responses
 
 POST_ROUTES: dict[str, tuple[Api, Parser]] = {
     "/v1/chat/completions": (Api.CHAT, parse_chat_completion),
@@ -41,7 +42,6 @@ POST_ROUTES: dict[str, tuple[Api, Parser]] = {
     "/v1/responses": (Api.RESPONSES, parse_responses),
 }
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
-MODEL_ALIASES = ("deepseek-v4-flash", "deepseek-v4-pro", "deepseek-chat", "deepseek-reasoner")
 # The `api` label of the access log and of /metrics; a key ending in "/" is a prefix.
 ROUTE_LABELS = {
     **{path: api.value for path, (api, _) in POST_ROUTES.items()},
@@ -60,7 +60,9 @@ def _json(body: bytes, status: int = 200) -> Response[bytes]:
 def _post_only(path: str, handle: ASGIApp) -> object:
     async def route(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] != "POST":
-            error = ApiError(405, f"{scope['method']} not allowed on {path}")
+            error = RequestError(
+                f"{scope['method']} not allowed on {path}", ErrorKind.METHOD_NOT_ALLOWED
+            )
             await send_error(send, scope, error)
             return
         await handle(scope, receive, send)
@@ -82,11 +84,22 @@ def _count_tokens_handler(state: ServerState) -> object:
     return _post_only(COUNT_TOKENS_PATH, handle)
 
 
-def _error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+def _framework_error(exc: Exception) -> RequestError:
+    """Litestar's own refusals (GET routes only: the POST routes are raw ASGI): an
+    unknown path or method is an unknown endpoint, any other client error a bad
+    request, anything else an internal error."""
     status = exc.status_code if isinstance(exc, HTTPException) else 500
-    message = "unknown endpoint" if status in (404, 405) else "internal server error"
-    error = ApiError(404 if status == 405 else status, message)
-    return _json(error_body(error, anthropic=is_anthropic_path(request.url.path)), error.status)
+    if status in (404, 405):
+        return RequestError("unknown endpoint", ErrorKind.NOT_FOUND)
+    if 400 <= status < 500:
+        return RequestError("bad request")
+    return RequestError("internal server error", ErrorKind.INTERNAL)
+
+
+def _error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    error = _framework_error(exc)
+    api = Api.ANTHROPIC if is_anthropic_path(request.url.path) else None
+    return _json(error_body(error, api), http_status(error.kind))
 
 
 def build_app(state: ServerState) -> ASGIApp:
@@ -100,7 +113,8 @@ def build_app(state: ServerState) -> ASGIApp:
     @get("/v1/models/{model_id:str}", sync_to_thread=False)
     def model(model_id: FromPath[str]) -> Response[bytes]:
         if model_id not in (config.model_id, *MODEL_ALIASES):
-            return _json(error_body(ApiError(404, "unknown endpoint"), anthropic=False), 404)
+            error = RequestError("unknown endpoint", ErrorKind.NOT_FOUND)
+            return _json(error_body(error, None), http_status(error.kind))
         return _json(
             model_object(model_id, config.model_name, config.ctx, config.default_max_tokens)
         )

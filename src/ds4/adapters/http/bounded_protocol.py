@@ -24,7 +24,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
 from ds4.adapters.http.rate_limited_log import RateLimitedWarning
-from ds4.domain.api.errors import ApiError, openai_error_body
+from ds4.domain.errors import ErrorKind, RequestError
+from ds4.wire.errors import openai_error_body
 
 log = RateLimitedWarning(logging.getLogger("ds4.server"))
 
@@ -40,7 +41,9 @@ def _raw_response(status: int, reason: str, body: bytes = b"") -> bytes:
 
 REQUEST_TIMEOUT = _raw_response(408, "Request Timeout")
 BUSY = _raw_response(
-    503, "Service Unavailable", openai_error_body(ApiError(503, "too many open connections"))
+    503,
+    "Service Unavailable",
+    openai_error_body(RequestError("too many open connections", ErrorKind.UNAVAILABLE)),
 )
 
 

@@ -12,7 +12,9 @@ from typing import Any
 
 from ds4.adapters.http.request_checks import cross_site, host_allowed, key_matches, text_plain_body
 from ds4.adapters.http.server_state import HttpConfig
-from ds4.domain.api.errors import ApiError, error_body
+from ds4.domain.errors import ErrorKind, RequestError
+from ds4.domain.serving.generation_request import Api
+from ds4.wire.errors import error_body, http_status
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -50,26 +52,37 @@ async def send_json(
     await send({"type": "http.response.body", "body": body})
 
 
-async def send_error(send: Send, scope: Scope, error: ApiError, *, close: bool = False) -> None:
-    """`close`: the request was not read to its end, so the connection cannot be reused."""
-    body = error_body(error, anthropic=is_anthropic_path(scope.get("path", "")))
-    await send_json(send, error.status, body, [(b"connection", b"close")] if close else None)
+async def send_error(
+    send: Send, scope: Scope, error: RequestError, api: Api | None = None, *, close: bool = False
+) -> None:
+    """The error in the shape of `api` (by default the one the path belongs to);
+    `close`: the request was not read to its end, so the connection cannot be reused."""
+    if api is None and is_anthropic_path(scope.get("path", "")):
+        api = Api.ANTHROPIC
+    body = error_body(error, api)
+    status = http_status(error.kind)
+    await send_json(send, status, body, [(b"connection", b"close")] if close else None)
 
 
-def _refusal(scope: Scope, config: HttpConfig, expected_key: bytes | None) -> ApiError | None:
+def _refusal(scope: Scope, config: HttpConfig, expected_key: bytes | None) -> RequestError | None:
     headers = scope.get("headers", ())
     if config.check_host and not host_allowed(headers):
         # DNS rebinding: a page on another origin resolving to 127.0.0.1
-        return ApiError(403, "Host header not allowed")
+        return RequestError("Host header not allowed", ErrorKind.FORBIDDEN)
     if not config.cors and cross_site(headers):
-        return ApiError(403, "cross-origin request refused (start the server with --cors)")
+        return RequestError(
+            "cross-origin request refused (start the server with --cors)", ErrorKind.FORBIDDEN
+        )
     if scope["method"] == "OPTIONS":
         return None
     if not config.cors and text_plain_body(headers):
-        return ApiError(415, "Content-Type text/plain is not accepted; send application/json")
+        return RequestError(
+            "Content-Type text/plain is not accepted; send application/json",
+            ErrorKind.UNSUPPORTED_MEDIA_TYPE,
+        )
     path = scope.get("path", "")
     if expected_key is not None and path != "/health" and not key_matches(headers, expected_key):
-        return ApiError(401, "invalid or missing API key")
+        return RequestError("invalid or missing API key", ErrorKind.UNAUTHORIZED)
     return None
 
 

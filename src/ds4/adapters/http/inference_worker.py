@@ -18,23 +18,35 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ds4.domain.api.errors import ApiError
-from ds4.domain.api.served_events import ServedEvent
-from ds4.domain.errors import Ds4Error
+from ds4.domain.errors import ComputeUnavailableError, Ds4Error, ErrorKind, RequestError
 from ds4.domain.generation.events import Finished, Usage
 from ds4.domain.generation.loop import OnToken, ignore_token
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.prepare import PreparedJob
+from ds4.domain.serving.served_events import ServedEvent
 
 log = logging.getLogger("ds4.server")
 
 
+SHUTTING_DOWN = "server shutting down"
+
+
 @dataclass(frozen=True)
 class JobFailed:
-    """The job ended without a generation (prefill failed); `message` is for the client."""
+    """The job ended without a generation (refused, the prefill failed, shutdown);
+    `message` is for the client and `kind` chooses the status. `refused`: the worker
+    refused the request before any work (the live state it continues is gone), so it
+    is answered with its own status while no byte of the reply went out."""
 
     message: str
-    error: ApiError | None = None  # a refusal with its own status (409: live state gone)
+    kind: ErrorKind = ErrorKind.INTERNAL
+    refused: bool = False
+
+    def error(self) -> RequestError:
+        return RequestError(self.message, self.kind)
+
+
+SHUT_DOWN = JobFailed(SHUTTING_DOWN, ErrorKind.UNAVAILABLE)
 
 
 JobOutput = ServedEvent | JobFailed
@@ -48,8 +60,11 @@ class Job:
     on_token: OnToken = ignore_token  # after each decoded token, on the worker thread
 
 
-class ShuttingDownError(Ds4Error):
+class ShuttingDownError(RequestError):
     """Submitted after shutdown began."""
+
+    def __init__(self) -> None:
+        super().__init__(SHUTTING_DOWN, ErrorKind.UNAVAILABLE)
 
 
 class InferenceWorker:
@@ -70,7 +85,7 @@ class InferenceWorker:
     def submit(self, job: Job) -> None:
         with self._lock:
             if self._stopping.is_set():
-                raise ShuttingDownError("server shutting down")
+                raise ShuttingDownError
             self._queue.put(job)
             self._submitted += 1
 
@@ -154,7 +169,7 @@ class InferenceWorker:
             except queue.Empty:
                 break
             if job is not None:
-                job.deliver(JobFailed("server shutting down"))
+                job.deliver(SHUT_DOWN)
         try:
             # the disk KV cache keeps the live state (docs/reference/server.md §4.9)
             self.worker.shutdown()
@@ -173,9 +188,13 @@ class InferenceWorker:
         try:
             for event in self.worker.run(job.prepared, cancel=cancelled, on_token=job.on_token):
                 job.deliver(event)
-        except ApiError as error:
+        except RequestError as error:
             log.warning("job refused: %s", error.message)
-            job.deliver(JobFailed(error.message, error))
+            job.deliver(JobFailed(error.message, error.kind, refused=True))
+        except ComputeUnavailableError as error:  # the backend recovers before the next job
+            # answered with its 503 while no byte of the reply has gone out, as a refusal is
+            log.warning("job failed: %s", error)
+            job.deliver(JobFailed(str(error), ErrorKind.UNAVAILABLE, refused=True))
         except Ds4Error as error:
             log.warning("job failed before generation: %s", error)
             job.deliver(JobFailed(str(error)))

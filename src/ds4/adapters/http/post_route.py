@@ -15,21 +15,23 @@ from dataclasses import replace
 
 from ds4.adapters.http.access_log import request_record
 from ds4.adapters.http.guard import Receive, Scope, Send, header, send_error, send_json
-from ds4.adapters.http.inference_worker import Job, JobFailed, JobOutput, ShuttingDownError
+from ds4.adapters.http.inference_worker import Job, JobFailed, JobOutput
 from ds4.adapters.http.large_bodies import is_large
 from ds4.adapters.http.server_state import HttpConfig, ServerState
-from ds4.domain.api.count_tokens import count_tokens_body
-from ds4.domain.api.errors import ApiError, error_body, stream_error_frame
-from ds4.domain.api.generation_request import Api, GenerationRequest
-from ds4.domain.api.replies import reply_body, reply_context, stream_mapper
-from ds4.domain.api.reply_context import ReplyContext
-from ds4.domain.api.served_events import PromptReady
-from ds4.domain.api.sse import KEEPALIVE
 from ds4.domain.chat.prefix_file import with_prefix
+from ds4.domain.errors import ErrorKind, RequestError
 from ds4.domain.generation.events import Finished, PrefillProgress
+from ds4.domain.serving.generation_request import Api, GenerationRequest
 from ds4.domain.serving.prepare import PreparedJob, prepare_job
+from ds4.domain.serving.served_events import PromptReady
+from ds4.wire.count_tokens import count_tokens_body
+from ds4.wire.errors import stream_error_frame
+from ds4.wire.parsed_request import ParsedRequest
+from ds4.wire.replies import reply_body, reply_context, stream_mapper
+from ds4.wire.reply_context import ReplyContext
+from ds4.wire.sse import KEEPALIVE
 
-Parser = Callable[[bytes], GenerationRequest]
+Parser = Callable[[bytes], ParsedRequest]
 
 
 class _ClientGoneError(Exception):
@@ -40,7 +42,7 @@ class _BodyRefusedError(Exception):
     """The body is refused before it was read to the end (413, 408): the answer closes
     the connection, so the rest of the body is never waited for."""
 
-    def __init__(self, error: ApiError) -> None:
+    def __init__(self, error: RequestError) -> None:
         super().__init__(error.message)
         self.error = error
 
@@ -49,7 +51,9 @@ async def _read_body(scope: Scope, receive: Receive, config: HttpConfig) -> byte
     """The whole body, within --max-body-mb, --idle-timeout between chunks and
     --body-timeout in all (ADR 0044)."""
     limit = config.max_body_bytes
-    too_large = _BodyRefusedError(ApiError(413, f"request body larger than {limit} bytes"))
+    too_large = _BodyRefusedError(
+        RequestError(f"request body larger than {limit} bytes", ErrorKind.TOO_LARGE)
+    )
     declared = header(scope, b"content-length")
     if declared is not None and declared.strip().isdigit() and int(declared) > limit:
         raise too_large
@@ -68,7 +72,7 @@ async def _read_body(scope: Scope, receive: Receive, config: HttpConfig) -> byte
                 reason = f"no request body data for {config.idle_timeout:g} s"
             else:
                 reason = f"request body not complete after {config.body_timeout:g} s"
-            raise _BodyRefusedError(ApiError(408, reason)) from None
+            raise _BodyRefusedError(RequestError(reason, ErrorKind.TIMEOUT)) from None
         if message["type"] == "http.disconnect":
             raise _ClientGoneError
         chunk = message.get("body", b"")
@@ -93,18 +97,21 @@ MTP_HEADER = b"x-ds4-mtp"
 _MTP_VALUES = {"on": True, "1": True, "true": True, "off": False, "0": False, "false": False}
 
 
-def _speculation_choice(scope: Scope, request: GenerationRequest) -> GenerationRequest:
+def _speculation_choice(scope: Scope, parsed: ParsedRequest) -> ParsedRequest:
     value = header(scope, MTP_HEADER)
     if value is None:
-        return request
+        return parsed
     choice = _MTP_VALUES.get(value.strip().lower())
     if choice is None:
-        raise ApiError(400, f"X-DS4-MTP: {value.strip()!r} is not on or off")
-    return request if choice else replace(request, speculative=False)
+        raise RequestError(f"X-DS4-MTP: {value.strip()!r} is not on or off")
+    if choice:
+        return parsed
+    return replace(parsed, generation=replace(parsed.generation, speculative=False))
 
 
 def _prepare(state: ServerState, request: GenerationRequest) -> PreparedJob:
-    if state.prefix and request.messages:
+    # --prefix-file: the turns go before a conversation, not before a raw completion
+    if state.prefix and request.api is not Api.COMPLETIONS:
         request = replace(request, messages=with_prefix(request.messages, state.prefix))
     with state.memory_lock:
         return prepare_job(
@@ -133,10 +140,10 @@ async def handle_count_tokens(
     except _ClientGoneError:
         return
     except _BodyRefusedError as refused:
-        await send_error(send, scope, refused.error, close=True)
+        await send_error(send, scope, refused.error, Api.ANTHROPIC, close=True)
         return
-    except ApiError as error:
-        await send_error(send, scope, error)
+    except RequestError as error:
+        await send_error(send, scope, error, Api.ANTHROPIC)
         return
     await send_json(send, 200, reply)
 
@@ -156,28 +163,24 @@ async def handle_post(
         large = is_large(header(scope, b"content-length"))
         async with state.large_bodies.turn(large):
             body = await _read_body(scope, receive, state.config)
-            request = await state.large_bodies.run(large, parse, body)
-            request = _speculation_choice(scope, request)
+            parsed = await state.large_bodies.run(large, parse, body)
+            parsed = _speculation_choice(scope, parsed)
             del body  # up to --max-body-mb, not needed while rendering and tokenizing
-            prepared = await state.large_bodies.run(large, _prepare, state, request)
+            prepared = await state.large_bodies.run(large, _prepare, state, parsed.generation)
         job = Job(prepared, deliver, on_token=record.on_token)
         state.inference.submit(job)
     except _ClientGoneError:
         return
     except _BodyRefusedError as refused:
-        await send_error(send, scope, refused.error, close=True)
+        await send_error(send, scope, refused.error, api, close=True)
         return
-    except ApiError as error:
-        await send_error(send, scope, error)
+    except RequestError as error:  # a bad body, a prompt too long, shutdown begun
+        await send_error(send, scope, error, api)
         return
-    except ShuttingDownError:
-        await send_error(send, scope, ApiError(503, "server shutting down"))
-        return
-    request = prepared.request
-    ctx = reply_context(request, next(state.sequence), int(state.clock()), state.random)
+    ctx = reply_context(parsed, next(state.sequence), int(state.clock()), state.random)
     watcher = asyncio.create_task(_watch_disconnect(receive, job))
     try:
-        if request.stream:
+        if parsed.generation.stream:
             await _stream(state, api, ctx, outputs, scope, send)
         else:
             await _json(scope, api, ctx, outputs, send)
@@ -192,13 +195,12 @@ async def _json(
     while True:
         output = await outputs.get()
         if isinstance(output, JobFailed):
-            status = 503 if output.message == "server shutting down" else 500
-            await send_error(send, scope, output.error or ApiError(status, output.message))
+            await send_error(send, scope, output.error(), api)
             return
         if isinstance(output, Finished):
             if output.finish == "cancelled":
-                error = ApiError(503, "request cancelled")
-                await send_json(send, 503, error_body(error, anthropic=api is Api.ANTHROPIC))
+                error = RequestError("request cancelled", ErrorKind.UNAVAILABLE)
+                await send_error(send, scope, error, api)
                 return
             await send_json(send, 200, reply_body(api, ctx, output))
             return
@@ -239,10 +241,11 @@ async def _stream(
             await write([KEEPALIVE])
             continue
         if isinstance(output, JobFailed):
-            if output.error is not None and not head_sent:
-                await send_error(send, scope, output.error)
+            if output.refused and not head_sent:
+                await send_error(send, scope, output.error(), api)
                 return
-            await write([stream_error_frame(output.message, anthropic=api is Api.ANTHROPIC)])
+            frame = stream_error_frame(output.message, output.kind, anthropic=api is Api.ANTHROPIC)
+            await write([frame])
             break
         if isinstance(output, PrefillProgress):
             if not head_sent:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ds4.adapters.http.inference_worker import (
+    SHUT_DOWN,
     InferenceWorker,
     Job,
     JobFailed,
@@ -33,8 +34,6 @@ from ds4.domain.generation.events import Finished
 from ds4.domain.serving.slot_choice import SlotCandidate, SlotLedger, choose_slot
 
 log = logging.getLogger("ds4.server")
-
-SHUTTING_DOWN = "server shutting down"
 
 
 def _nothing(_slot: int) -> None:
@@ -67,7 +66,7 @@ class SlotPool:
     def submit(self, job: Job) -> None:
         with self._cond:
             if self._stopping:
-                raise ShuttingDownError(SHUTTING_DOWN)
+                raise ShuttingDownError
             self._queue.append(job)
             self._submitted += 1
             self._cond.notify_all()
@@ -101,7 +100,7 @@ class SlotPool:
             self._queue.clear()
             self._cond.notify_all()
         for job in waiting:
-            job.deliver(JobFailed(SHUTTING_DOWN))
+            job.deliver(SHUT_DOWN)
         for slot in self.slots:
             slot.begin_stop()
 
@@ -169,7 +168,7 @@ class SlotPool:
             # the same job (its cancel flag, its per-token callback) reporting back here
             self.slots[slot].submit(replace(job, deliver=deliver))
         except ShuttingDownError:
-            deliver(JobFailed(SHUTTING_DOWN))
+            deliver(SHUT_DOWN)
 
     def _ended(self, slot: int) -> None:
         self._on_idle(slot)

@@ -8,7 +8,9 @@ the events of generation.events. One turn:
    block, feed "</think>\\n\\n" when a tool call was begun inside reasoning (the
    forced close of docs/reference/chat-and-dsml.md §3.8); the loop also stops on EOS (never
    evaluated), the token budget, a full context or cancellation; `on_token(token)` runs after each
-   token is evaluated, before the next step (the server's continued KV saves);
+   token is evaluated, before the next step (the server's continued KV saves); `steer`
+   may force a token instead of sampling one (ds4 eval's reply budgets,
+   domain/eval/think_close.py);
 3. finish: flush held text, parse the turn (dsml.turn.finish_turn), report usage.
 
 With a drafter on the session (docs/mtp.md) a decode step may take several tokens: the
@@ -50,6 +52,9 @@ from ds4.ports.tokenizer import Tokenizer
 FORCED_THINK_CLOSE = THINK_CLOSE + "\n\n"
 
 OnToken = Callable[[int], None]
+# Before each sampled token: (logits, tokens generated so far, still reasoning) ->
+# a token to emit instead of sampling, or None to sample.
+Steer = Callable[[npt.NDArray[np.float32], int, bool], int | None]
 
 
 def ignore_token(_token: int) -> None:
@@ -218,12 +223,15 @@ def decode_turn(
     cached: int = 0,
     cancel: CancelCheck = never_cancel,
     on_token: OnToken = ignore_token,
+    steer: Steer | None = None,
 ) -> Iterator[GenerationEvent]:
     """Decode one turn from a prefilled session (its logits follow the prompt).
 
     on_token(token) runs after each token is evaluated into the session (forced
     tokens included), so the state then holds the tokens so far (with a drafter, up
-    to the end of the token's verified block).
+    to the end of the token's verified block). steer, when given, is asked before each
+    token that would be sampled and may force one instead (a forced token is never
+    taken for EOS); it sees every position, so a steered turn is decoded without drafts.
     """
     turn = _Turn(tokenizer, settings)
     usage = Usage(prompt_tokens, cached, 0)
@@ -248,13 +256,20 @@ def decode_turn(
                     on_token(token)
                     yield from turn.push(token)
                 continue
-            token = pending if pending is not None else sample(logits, turn.params(), rng)
+            steered = None
+            if steer is not None:
+                steered = steer(logits, len(turn.tokens), turn.lexer.in_reasoning)
+            if steered is None:
+                token = pending if pending is not None else sample(logits, turn.params(), rng)
+                if token == eos:
+                    finish = "stop"
+                    break
+            else:
+                token = steered
             pending = None
-            if token == eos:
-                finish = "stop"
-                break
             room = budget - len(turn.tokens) - 1
-            drafts = drafts_for(session, token, room, eos) if settings.speculative else []
+            speculate = settings.speculative and steer is None
+            drafts = drafts_for(session, token, room, eos) if speculate else []
             if drafts:
                 block = _verify_block(session, turn, token, drafts, rng, on_token)
                 logits, pending, ended = yield from block

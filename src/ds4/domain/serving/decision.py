@@ -1,7 +1,7 @@
 """Which live state a prompt continues from (docs/reference/server.md §4.2, §5).
 
 In order: the Responses visible-prefix binding, the Responses tool-output ids, the
-Anthropic tool-output ids (409 when the request needs one of those and it is gone),
+Anthropic tool-output ids (a conflict when the request needs one of those and it is gone),
 the live tokens as an exact prefix ("memory-token"), the tool-less thinking binding
 ("thinking-visible"), the live text as a byte prefix ("memory-text"); else "none"
 (the worker then tries the disk). A continuation is the live tokens plus the
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ds4.domain.api.errors import ApiError
-from ds4.domain.api.generation_request import Api
 from ds4.domain.engine.session import common_prefix
+from ds4.domain.errors import ErrorKind, RequestError
+from ds4.domain.serving.generation_request import Api
 from ds4.domain.serving.live_bindings import (
     ANTHROPIC_TOOL_OUTPUT,
     RESPONSES_TOOL_OUTPUT,
@@ -45,7 +45,7 @@ class CacheDecision:
 def cache_decision(
     live: Sequence[int], job: PreparedJob, tokenizer: Tokenizer, bindings: LiveBindings
 ) -> CacheDecision:
-    """Raises ApiError 409 when the request needs live tool state that is gone."""
+    """Raises RequestError (CONFLICT) when the request needs live tool state that is gone."""
     live = tuple(live)
     pos = len(live)
     prompt_text = job.prompt_text
@@ -75,9 +75,9 @@ def cache_decision(
         note = f"anthropic live continuation match=tool-output-ids ids={len(plan.call_ids)}"
         return continue_with(plan.suffix, ANTHROPIC_TOOL_OUTPUT, note)
     if plan.requires_live_tool_state and api is Api.RESPONSES:
-        raise ApiError(409, RESPONSES_GONE)
+        raise RequestError(RESPONSES_GONE, ErrorKind.CONFLICT)
     if plan.requires_live_tool_state and api is Api.ANTHROPIC:
-        raise ApiError(409, ANTHROPIC_GONE)
+        raise RequestError(ANTHROPIC_GONE, ErrorKind.CONFLICT)
     if live and common == pos and len(job.prompt_tokens) >= pos:
         return CacheDecision(job.prompt_tokens, "memory-token", common)
     thinking = bindings.thinking if api in (Api.CHAT, Api.ANTHROPIC) else None

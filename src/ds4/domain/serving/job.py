@@ -24,8 +24,6 @@ from collections.abc import Callable, Generator, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 
-from ds4.domain.api.generation_request import Api
-from ds4.domain.api.served_events import PromptReady, ServedEvent, ToolCallOpened
 from ds4.domain.chat.renderer import has_tool_context
 from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
 from ds4.domain.engine.session import Session
@@ -46,6 +44,7 @@ from ds4.domain.serving.canonicalize import (
     should_canonicalize,
 )
 from ds4.domain.serving.decision import CacheDecision, cache_decision
+from ds4.domain.serving.generation_request import Api
 from ds4.domain.serving.kv_checkpoints import DiskHit, KvCheckpoints
 from ds4.domain.serving.live_bindings import (
     RESPONSES_TOOL_OUTPUT,
@@ -54,6 +53,7 @@ from ds4.domain.serving.live_bindings import (
     TurnFacts,
 )
 from ds4.domain.serving.prepare import PreparedJob
+from ds4.domain.serving.served_events import PromptReady, ServedEvent, ToolCallOpened
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.domain.tools.tool_ids import ToolApi
 from ds4.ports.random_source import RandomSource
@@ -115,7 +115,7 @@ class Worker:
         times tokens with it).
 
         Raises Ds4Error when the prompt cannot be prefilled (nothing was generated),
-        ApiError 409 when it needs live tool state that is gone.
+        RequestError (CONFLICT) when it needs live tool state that is gone.
         """
         request = job.request
         self.trace(

@@ -14,12 +14,12 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ds4.domain.api.generation_request import Api
 from ds4.domain.chat.constants import EOS, THINK, UNTHINK
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.dsml.render import render_tool_calls
 from ds4.domain.generation.events import Finished
 from ds4.domain.kvcache.kvc_header import KvcFlags
+from ds4.domain.serving.generation_request import Api
 
 RESPONSES_VISIBLE = "responses-visible"
 RESPONSES_TOOL_OUTPUT = "responses-tool-output"

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ds4.domain.api.generation_request import Api
 from ds4.domain.chat.messages import (
     AssistantMessage,
     Message,
@@ -21,6 +20,7 @@ from ds4.domain.chat.messages import (
     UserMessage,
 )
 from ds4.domain.chat.renderer import render_continuation_tail
+from ds4.domain.serving.generation_request import Api
 
 
 @dataclass(frozen=True)

@@ -11,24 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ds4.domain.api.anthropic_request import validate_tool_results
-from ds4.domain.api.errors import context_length_error
-from ds4.domain.api.generation_request import Api, GenerationRequest
-from ds4.domain.api.prompt_bound import refuse_certain_overflow
-from ds4.domain.api.responses_request import validate_tool_outputs
 from ds4.domain.chat.messages import ThinkMode, effective_think_mode
 from ds4.domain.chat.renderer import render_chat
+from ds4.domain.errors import ContextLengthError
+from ds4.domain.serving.generation_request import Api, GenerationRequest
 from ds4.domain.serving.live_bindings import KnownIds
 from ds4.domain.serving.live_tail import NO_PLAN, LivePlan, plan_for
+from ds4.domain.serving.prompt_bound import refuse_certain_overflow
+from ds4.domain.serving.tool_results import validate_tool_outputs, validate_tool_results
 from ds4.domain.tools.replay_memory import ReplayStats, ToolReplayMemory
 from ds4.ports.tokenizer import Tokenizer
-
-PROMPT_PARAM = {
-    Api.CHAT: "messages",
-    Api.COMPLETIONS: "prompt",
-    Api.ANTHROPIC: "messages",
-    Api.RESPONSES: "input",
-}
 
 
 @dataclass(frozen=True)
@@ -42,7 +34,7 @@ class PreparedJob:
 
 
 def live_plan(request: GenerationRequest, mode: ThinkMode, bindings: KnownIds | None) -> LivePlan:
-    """Validate tool-result ids (ApiError 400) and prepare the live tail."""
+    """Validate tool-result ids (RequestError) and prepare the live tail."""
     api, messages = request.api, request.messages
     known = bindings.known_ids(api) if bindings is not None else frozenset()
     reasoning = False
@@ -64,8 +56,8 @@ def prepare_job(
     *,
     longest_token: int | None = None,
 ) -> PreparedJob:
-    """Render and tokenize; ApiError 400 (context_length_exceeded) when len >= ctx, or
-    when a tool result names a call neither replayed nor live. With `longest_token`
+    """Render and tokenize; ContextLengthError when len >= ctx, RequestError when a
+    tool result names a call neither replayed nor live. With `longest_token`
     (prompt_bound.longest_token_bytes), a prompt that certainly cannot fit is refused
     before it is tokenized.
 
@@ -75,8 +67,8 @@ def prepare_job(
     messages, stats = memory.attach(request.messages)
     text = render_chat(messages, request.schemas, mode)
     if longest_token is not None:
-        refuse_certain_overflow(text, ctx, longest_token, PROMPT_PARAM[request.api])
+        refuse_certain_overflow(text, ctx, longest_token)
     tokens = tuple(tokenizer.encode(text))
     if len(tokens) >= ctx:
-        raise context_length_error(len(tokens), ctx, PROMPT_PARAM[request.api])
+        raise ContextLengthError(len(tokens), ctx)
     return PreparedJob(request, mode, text, tokens, stats, plan)

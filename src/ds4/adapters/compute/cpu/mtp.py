@@ -76,7 +76,7 @@ class CpuDraftModel:
 
     def block_input(self, hidden: F32, tokens: I64) -> F32:
         k = int(tokens.size)
-        emb = np.ascontiguousarray(self.main.embed(tokens))
+        emb = np.ascontiguousarray(self.main.embed_rows(tokens))
         hid = np.ascontiguousarray(hidden, dtype=np.float32)
         x = np.empty((k, self.hp.n_hc, self.hp.n_embd), dtype=np.float32)
         rc = _lib.ds4_fw_mtp_input_forward(

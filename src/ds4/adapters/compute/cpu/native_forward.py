@@ -62,10 +62,16 @@ class NativeForward:
         values: TensorValues,
         numerics: Numerics,
         impl_code: int,
+        *,
+        layers: range | None = None,
+        head: bool = True,
     ) -> None:
+        """`layers`/`head`: lay out only these layers and/or the head (NativeLayout);
+        sequences then hold those layers' state only."""
         self.hp = hp
         self.values = values
-        self.layout = NativeLayout(model, hp, values)
+        self.layout = NativeLayout(model, hp, values, layers=layers, head=head)
+        self.layer_range = self.layout.layer_range
         embd = model.tensors["token_embd.weight"]
         self._embd_f16 = (
             model.raw("token_embd.weight").view("<f2") if embd.ggml_type is GGMLType.F16 else None
@@ -88,15 +94,15 @@ class NativeForward:
         )
         self.native_seconds = 0.0
 
-    def embed(self, tokens: I64) -> F32:
-        """The embedding rows (n, D) of tokens, as f32."""
+    def embed_rows(self, tokens: I64) -> F32:
+        """The embedding rows (n, D) of tokens, as f32 (the MTP block's input)."""
         if self._embd_f16 is not None:
             return self._embd_f16[tokens].astype(np.float32)
         return np.asarray(self.values.rows("token_embd.weight", tokens), dtype=np.float32)
 
     def new_seq(self) -> Any:
         """An empty C sequence state, freed when the last reference goes."""
-        seq = _lib.ds4_fw_seq_new(self.layout.layers, self.hp.n_layer)
+        seq = _lib.ds4_fw_seq_new(self.layout.layers, len(self.layer_range))
         if seq == _ffi.NULL:
             raise Ds4Error("out of memory for a new sequence state")
         return _ffi.gc(seq, _lib.ds4_fw_seq_free)
@@ -113,16 +119,24 @@ class NativeForward:
             streams = np.empty((n, hp.n_hc, hp.n_embd), dtype=np.float32)
             ids = tokens.astype(np.int32)
             sp, tp = _fptr(streams), _ffi.cast("int32_t *", _ffi.from_buffer(ids))
+        self.embed(tokens, streams)
+        t0 = time.perf_counter()
+        rc = _lib.ds4_fw_seq_forward(seq, self.layout.layers, sp, tp, n, self.opts, self._failed)
+        self.native_seconds += time.perf_counter() - t0
+        self._check(rc)
+        return streams
+
+    def embed(self, tokens: I64, streams: F32) -> None:
+        """Fill streams (n, S, D) with each token's embedding row on every stream."""
         if self._embd_f16 is not None:  # the usual F16 table: convert while broadcasting
             streams[:] = self._embd_f16[tokens][:, None, :]
         else:
             streams[:] = self.values.rows("token_embd.weight", tokens)[:, None, :]
-        t0 = time.perf_counter()
-        rc = _lib.ds4_fw_seq_forward(seq, self.layout.layers, sp, tp, n, self.opts, self._failed)
-        self.native_seconds += time.perf_counter() - t0
+
+    def _check(self, rc: int) -> None:
         if rc:
-            raise Ds4Error(f"layer {int(self._failed[0])}: {error_text(rc)}")
-        return streams
+            layer = self.layer_range.start + int(self._failed[0])
+            raise Ds4Error(f"layer {layer}: {error_text(rc)}")
 
     def run_many(self, seqs: list[Any], tokens: list[I64]) -> list[F32]:
         """Evaluate tokens[i] into seqs[i] for every i in one native pass (weights read
@@ -131,10 +145,30 @@ class NativeForward:
         counts = [int(t.size) for t in tokens]
         ids = np.concatenate(tokens).astype(np.int32)
         streams = np.empty((ids.size, self.hp.n_hc, self.hp.n_embd), dtype=np.float32)
-        if self._embd_f16 is not None:
-            streams[:] = self._embd_f16[ids][:, None, :]
-        else:
-            streams[:] = self.values.rows("token_embd.weight", ids.astype(np.int64))[:, None, :]
+        self.embed(ids.astype(np.int64), streams)
+        self.run_rows(seqs, counts, streams, ids)
+        last_rows = np.cumsum(counts) - 1
+        logits = self.head(streams[last_rows])
+        return [logits[i : i + 1] for i in range(len(seqs))]
+
+    def run_rows(
+        self, seqs: list[Any], counts: list[int], streams: F32, ids: npt.NDArray[np.int32]
+    ) -> None:
+        """This layout's layers over given streams (rows of seqs[0], then seqs[1], ...),
+        in place; the sequences advance by counts[i]. On failure no sequence changes."""
+        n = sum(counts)
+        fits = streams.shape == (n, self.hp.n_hc, self.hp.n_embd) and ids.shape == (n,)
+        if (
+            not fits
+            or streams.dtype != np.float32
+            or not streams.flags.c_contiguous
+            or (not streams.flags.writeable)
+        ):
+            raise Ds4Error(
+                f"streams {streams.dtype} {streams.shape} and ids {ids.shape} must be "
+                f"{n} writable contiguous float32 rows and their token ids"
+            )
+        ids = np.ascontiguousarray(ids, dtype=np.int32)
         c_seqs = _ffi.new("ds4_fw_seq *[]", seqs)
         c_counts = _ffi.new("size_t[]", counts)
         t0 = time.perf_counter()
@@ -143,14 +177,12 @@ class NativeForward:
             _ffi.cast("int32_t *", _ffi.from_buffer(ids)), self.opts, self._failed,
         )  # fmt: skip
         self.native_seconds += time.perf_counter() - t0
-        if rc:
-            raise Ds4Error(f"layer {int(self._failed[0])}: {error_text(rc)}")
-        last_rows = np.cumsum(counts) - 1
-        logits = self.head(streams[last_rows])
-        return [logits[i : i + 1] for i in range(len(seqs))]
+        self._check(rc)
 
     def head(self, streams: F32) -> F32:
         """Logits (n, V) from final streams (n, S, D)."""
+        if self.layout.head == _ffi.NULL:
+            raise Ds4Error("this layout has no output head")
         s = np.ascontiguousarray(streams, dtype=np.float32)
         out = np.empty((s.shape[0], int(self.layout.head.output.rows)), dtype=np.float32)
         t0 = time.perf_counter()

@@ -4,6 +4,11 @@ and into small f32 copies (norms, HC scale/base, sinks, ape, bias, YaRN ramp).
 
 Every array a struct points into is kept in `keep`, so the pointers stay valid for the
 life of the layout (the GGUF map itself outlives the runner).
+
+A layout may hold a contiguous range of layers only, with or without the head: a
+distributed worker (adapters/compute/ray) builds its own range and touches no other
+layer's tensors, the coordinator builds the head alone. LayoutBuilder fills one layer
+or head struct from any GGUF (the MTP block's file too, adapters/compute/cpu/mtp.py).
 """
 
 from __future__ import annotations
@@ -142,19 +147,34 @@ class LayoutBuilder:
 
 
 class NativeLayout(LayoutBuilder):
-    def __init__(self, model: ModelFile, hp: DeepSeekV4HParams, weights: TensorValues) -> None:
+    def __init__(
+        self,
+        model: ModelFile,
+        hp: DeepSeekV4HParams,
+        weights: TensorValues,
+        *,
+        layers: range | None = None,
+        head: bool = True,
+    ) -> None:
+        """`layers`: the layers to lay out (default all), in order; `layers[i]` of the
+        native array is layer `layers.start + i`. `head`: build the output head."""
         super().__init__(model, hp, weights)
-        self.layers = _ffi.new("ds4_fw_layer[]", hp.n_layer)  # one array: one native call
-        for il in range(hp.n_layer):
-            self.layer(self.layers[il], f"blk.{il}.", hp.compress_ratios[il],
+        span = range(hp.n_layer) if layers is None else layers
+        if span.step != 1 or not 0 <= span.start <= span.stop <= hp.n_layer:
+            raise Ds4Error(f"layers {span} are not a range of the model's {hp.n_layer}")
+        self.layer_range = span
+        # one array: one native call for the whole range
+        self.layers = _ffi.new("ds4_fw_layer[]", len(self.layer_range))
+        for i, il in enumerate(self.layer_range):
+            self.layer(self.layers[i], f"blk.{il}.", hp.compress_ratios[il],
                        hp.is_hash_layer(il), hp.swiglu_clamp[il])  # fmt: skip
-        self.head = self._head()
+        self.head = self._head() if head else _ffi.NULL
 
     def set_steering(self, dirs: npt.NDArray[np.float32] | None, attn: float, ffn: float) -> None:
-        """Directional steering on every layer (docs/steering.md): dirs (n_layer, D)
-        unit rows, or None to turn it off."""
-        for il in range(self.hp.n_layer):
-            c = self.layers[il]
+        """Directional steering on every laid-out layer (docs/steering.md): dirs
+        (n_layer, D) unit rows by model layer, or None to turn it off."""
+        for i, il in enumerate(self.layer_range):
+            c = self.layers[i]
             if dirs is None:
                 c.steer_dir, c.steer_attn, c.steer_ffn = _ffi.NULL, 0.0, 0.0
             else:
@@ -162,10 +182,10 @@ class NativeLayout(LayoutBuilder):
                 c.steer_attn, c.steer_ffn = attn, ffn
 
     def set_capture(self, rows: npt.NDArray[np.float32] | None, attn: bool) -> None:
-        """Copy each layer's attention (attn) or FFN output at a call's last row into
-        rows[layer] (n_layer, D), or stop (None)."""
-        for il in range(self.hp.n_layer):
-            c = self.layers[il]
+        """Copy each laid-out layer's attention (attn) or FFN output at a call's last row
+        into rows[model layer] (n_layer, D), or stop (None)."""
+        for i, il in enumerate(self.layer_range):
+            c = self.layers[i]
             c.capture_attn = c.capture_ffn = _ffi.NULL
             if rows is not None:
                 ptr = _ffi.cast("float *", rows[il].ctypes.data)

@@ -51,7 +51,8 @@ class CpuState:
 
     @property
     def n_layer(self) -> int:
-        return self._hp.n_layer
+        """Layers this state holds (the forward's range: all of them, or a worker's)."""
+        return len(self._fwd.layer_range)
 
     @property
     def length(self) -> int:
@@ -99,7 +100,8 @@ class CpuState:
 
         def span(start: int, end: int) -> F32:
             if start < base or end - base > rows.shape[0]:
-                raise Ds4Error(f"layer {il}: rows {start}..{end} are no longer kept")
+                layer = self._fwd.layer_range[il]
+                raise Ds4Error(f"layer {layer}: rows {start}..{end} are no longer kept")
             return rows[start - base : end - base]
 
         return span
@@ -121,8 +123,8 @@ class CpuState:
             raise Ds4Error(f"the state holds {t} positions, not {len(tokens)}")
         r = min(t, raw_window(self._hp, self._ctx))
         layers = []
-        for il in range(self._hp.n_layer):
-            attn_ratio, index_ratio = layer_compressors(self._hp, il)
+        for il, model_layer in enumerate(self._fwd.layer_range):
+            attn_ratio, index_ratio = layer_compressors(self._hp, model_layer)
             raw = self._span(il, _lib.DS4_SEQ_RAW)(t - r, t).copy()
             layers.append(
                 LayerSnapshot(raw, self._comp(il, attn_ratio, _ATTN),
@@ -135,10 +137,12 @@ class CpuState:
         ptr = _ffi.cast("const float *", _ffi.from_buffer(data)) if data.size else _ffi.NULL
         rc = _lib.ds4_fw_seq_set_rows(self._seq, il, which, start, ptr, data.shape[0])
         if rc:
-            raise Ds4Error(f"snapshot layer {il}: {error_text(rc)}")
+            raise Ds4Error(f"snapshot layer {self._fwd.layer_range[il]}: {error_text(rc)}")
 
     def restore(self, snapshot: SessionSnapshot) -> None:
         t = len(snapshot.tokens)
+        if len(snapshot.layers) != self.n_layer:
+            raise Ds4Error(f"snapshot has {len(snapshot.layers)} layers, the state {self.n_layer}")
         seq = self._fwd.new_seq()
         self._seq, previous = seq, self._seq
         try:
@@ -147,7 +151,7 @@ class CpuState:
                 for part, (kv_id, score_id, rows_id), ratio in zip(
                     (lay.attn, lay.index),
                     (_ATTN, _INDEX),
-                    layer_compressors(self._hp, il),
+                    layer_compressors(self._hp, self._fwd.layer_range[il]),
                     strict=True,
                 ):
                     if part is None:

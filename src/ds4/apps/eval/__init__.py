@@ -1,0 +1,1 @@
+"""`ds4 eval`: the capability regression harness (docs/eval.md)."""

@@ -1,0 +1,1 @@
+"""Readers for the formats public benchmarks ship in: text in, EvalCases out."""

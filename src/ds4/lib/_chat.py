@@ -1,0 +1,104 @@
+"""Chat rendering: messages (or an OpenAI-style request body) to the exact prompt text.
+
+The renderer is domain/chat's, the one the server and `ds4 cli --render-chat` use
+(docs/reference/chat-and-dsml.md §2), so a prompt built here tokenizes to the ids the
+server would evaluate for the same conversation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from ds4.apps.flag_types import MAX_CTX
+from ds4.domain.chat.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ThinkMode,
+    ToolResultMessage,
+    UserMessage,
+    effective_think_mode,
+)
+from ds4.domain.chat.renderer import render_chat as render_messages
+from ds4.domain.chat.tool_schemas import ToolSchema, tool_schema
+from ds4.domain.errors import Ds4Error
+from ds4.lib._checks import int_in
+from ds4.wire.chat_request import render_chat_request as render_body
+
+THINK_NAMES = ", ".join(repr(m.value) for m in ThinkMode)
+
+
+def _think_mode(think: ThinkMode | str) -> ThinkMode:
+    if isinstance(think, ThinkMode):
+        return think
+    try:
+        return ThinkMode(think)
+    except ValueError:
+        raise Ds4Error(f"think {think!r}: use one of {THINK_NAMES}") from None
+
+
+def _checked_messages(messages: Sequence[Message]) -> list[Message]:
+    """The renderer skips anything that is not a message; a caller's dict would vanish
+    from the prompt without a word, so it is refused here."""
+    kinds = (SystemMessage, UserMessage, AssistantMessage, ToolResultMessage)
+    out = list(messages)
+    for index, message in enumerate(out):
+        if not isinstance(message, kinds):
+            raise Ds4Error(
+                f"messages[{index}] is a {type(message).__name__}, not a message "
+                "(SystemMessage, UserMessage, AssistantMessage, ToolResultMessage; "
+                "render_chat_request reads JSON messages)"
+            )
+    return out
+
+
+def _schema(tool: object) -> ToolSchema:
+    """An OpenAI `tools` entry ({"type": "function", "function": {...}}), its bare
+    function object, or an Anthropic tool: as the server reads them."""
+    if isinstance(tool, Mapping) and isinstance(tool.get("function"), Mapping):
+        tool = tool["function"]
+    return tool_schema(tool)
+
+
+def render_chat(
+    messages: Sequence[Message],
+    *,
+    tools: Sequence[Mapping[str, object]] = (),
+    think: ThinkMode | str = ThinkMode.HIGH,
+    ctx: int = MAX_CTX,
+) -> str:
+    """The prompt text for `messages`: BOS, the system region (tool block first), the
+    turns, and, when a user or tool message is last, the assistant prefix that opens
+    the reply (`<think>` when thinking, `</think>` when not).
+
+    think: "high" (default), "none", or "max"; "max" needs ctx >= 393216 and renders
+    as "high" below (the session's context size decides, as in the server).
+    """
+    int_in("ctx", ctx, 2, MAX_CTX)
+    mode = effective_think_mode(_think_mode(think), ctx)
+    return render_messages(_checked_messages(messages), [_schema(t) for t in tools], mode)
+
+
+def render_chat_request(
+    body: bytes | str | Mapping[str, object],
+    *,
+    think: ThinkMode | str | None = None,
+    ctx: int = MAX_CTX,
+) -> str:
+    """The prompt text for an OpenAI chat-completions request body (JSON bytes or text,
+    or the decoded object): its messages, tools, tool_choice and thinking controls
+    read exactly as `POST /v1/chat/completions` reads them. think overrides the body's
+    own thinking controls. Ds4Error (ChatRequestError) names what is wrong."""
+    int_in("ctx", ctx, 2, MAX_CTX)
+    if isinstance(body, Mapping):
+        try:
+            data = json.dumps(body, ensure_ascii=False).encode()
+        except (TypeError, ValueError) as exc:
+            raise Ds4Error(f"the request body is not JSON: {exc}") from None
+    elif isinstance(body, str):
+        data = body.encode()
+    else:
+        data = bytes(body)
+    mode = None if think is None else _think_mode(think)
+    return render_body(data, mode=mode, context_size=ctx)

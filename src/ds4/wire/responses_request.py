@@ -1,0 +1,334 @@
+"""POST /v1/responses bodies (docs/reference/server.md §2.7).
+
+Input items are strict (an unexpected item or content part is a 400) while unknown
+top-level fields are ignored, so Codex's `include`, `prompt_cache_key`,
+`client_metadata`, `store`, `text`, and hosted tools such as `web_search` pass.
+Freeform custom tools become one-string-parameter functions (wire.custom_tools).
+Reasoning items collect into a buffer that the next assistant-side item takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import msgspec
+
+from ds4.domain.chat.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolResultMessage,
+    UserMessage,
+)
+from ds4.domain.chat.renderer import unanswerable
+from ds4.domain.chat.tool_schemas import ToolSchema, canonical_json, tool_schema
+from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.errors import Ds4Error, RequestError
+from ds4.domain.serving.generation_request import Api, GenerationRequest
+from ds4.wire.custom_tools import custom_call_arguments, custom_tool_definition
+from ds4.wire.json_body import InvalidJsonError, decode_body, present
+from ds4.wire.models import DEFAULT_MODEL
+from ds4.wire.parsed_request import ParsedRequest, ReplyOptions, WireTool
+from ds4.wire.request_fields import check_tool_count, clamp_int, sampling
+from ds4.wire.thinking import responses_think_mode
+from ds4.wire.unsupported_fields import refuse_responses_part
+
+_TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
+_SUMMARIES = frozenset({"auto", "concise", "detailed"})
+_CALL_ITEMS = {
+    "function_call": None,
+    "custom_tool_call": None,
+    "local_shell_call": "local_shell",
+    "web_search_call": "web_search_call",
+    "tool_search_call": "tool_search",
+    "image_generation_call": "image_generation_call",
+}
+_OUTPUT_ITEMS = frozenset(
+    {
+        "function_call_output",
+        "custom_tool_call_output",
+        "local_shell_call_output",
+        "web_search_call_output",
+        "tool_search_output",
+        "tool_search_call_output",
+        "image_generation_call_output",
+    }
+)
+_EMPTY_PARAMETERS = {"type": "object", "properties": {}}
+_ROLES = ("user", "system", "developer", "assistant")
+
+
+def _named(kind: object, names: Collection[str]) -> bool:
+    """`kind` is one of `names` (a list or object sent as a type is none of them)."""
+    return isinstance(kind, str) and kind in names
+
+
+def _malformed() -> RequestError:
+    """An input value of a shape the endpoint does not take."""
+    return RequestError("invalid JSON request")
+
+
+def _refuse_input(message: str) -> RequestError:
+    return RequestError(message, param="input")
+
+
+class _Reasoning(msgspec.Struct):
+    effort: str | None = None
+    summary: str | None = None
+
+
+class ResponsesBody(msgspec.Struct):
+    """Every member the endpoint reads: the body is decoded once, into this."""
+
+    model: str | None = None
+    instructions: str | None = None
+    max_output_tokens: int | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stream: bool | None = None
+    reasoning: _Reasoning | None = None
+    tools: list[dict[str, object]] | None = None
+    input: object = msgspec.UNSET
+    tool_choice: object = None
+    previous_response_id: object = None
+    conversation: object = None
+
+
+def _text(value: object) -> str:
+    """A content array / string / null as text; anything else is refused."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        raise _malformed()
+    out: list[str] = []
+    for part in value:
+        if isinstance(part, str):
+            out.append(part)
+        elif isinstance(part, dict) and _named(part.get("type"), _TEXT_PARTS) and "text" in part:
+            text = part["text"]
+            if text is not None and not isinstance(text, str):
+                raise _malformed()
+            out.append(text or "")
+        else:
+            refuse_responses_part(part.get("type") if isinstance(part, dict) else None)
+            raise InvalidJsonError("unsupported content part")
+    return "".join(out)
+
+
+def _raw(value: object) -> str:
+    return value if isinstance(value, str) else msgspec.json.encode(value).decode()
+
+
+class _Tools:
+    """Schemas in prompt form plus the wire mapping back (namespaces, tool_search)."""
+
+    def __init__(self) -> None:
+        self.schemas: list[ToolSchema] = []
+        self.wire: dict[str, WireTool] = {}
+
+    def add(self, tools: object) -> None:
+        if not isinstance(tools, list):
+            raise _malformed()
+        for tool in tools:
+            if isinstance(tool, dict):
+                self._add_one(tool)
+
+    def _add_one(self, tool: dict[str, object]) -> None:
+        kind = tool.get("type")
+        if kind == "namespace":
+            namespace = str(tool.get("name") or "")
+            inner_tools = tool.get("tools")
+            for inner in inner_tools if isinstance(inner_tools, list) else []:
+                name = inner.get("name") if isinstance(inner, dict) else None
+                if not isinstance(inner, dict) or inner.get("type", "function") != "function":
+                    continue
+                if isinstance(name, str) and name:
+                    params = inner.get("parameters") or inner.get("input_schema")
+                    self._put(
+                        namespace + name,
+                        {
+                            "name": namespace + name,
+                            "description": inner.get("description") or "",
+                            "parameters": params or _EMPTY_PARAMETERS,
+                        },
+                        WireTool(name, namespace),
+                    )
+        elif kind == "tool_search":
+            definition = {
+                "name": "tool_search",
+                "description": tool.get("description") or "Search available tools.",
+                "parameters": tool.get("parameters") or _EMPTY_PARAMETERS,
+            }
+            self._put("tool_search", definition, WireTool("tool_search", hosted_tool_search=True))
+        elif kind == "custom":
+            definition = custom_tool_definition(tool)
+            name = str(definition["name"])
+            self._put(name, definition, WireTool(name, custom=True))
+        elif kind in (None, "function") and isinstance(tool.get("name"), str):
+            name = str(tool["name"])
+            self._put(name, tool, WireTool(name))
+        # other hosted tools (web_search, file_search, image_generation, ...) are
+        # the provider's business; the model cannot call them here
+
+    def _put(self, name: str, definition: dict[str, object], wire: WireTool) -> None:
+        self.schemas = [s for s in self.schemas if s.name != name]
+        self.schemas.append(tool_schema(definition))
+        self.wire[name] = wire
+
+
+class _Items:
+    def __init__(self, tools: _Tools) -> None:
+        self.messages: list[Message] = []
+        self.pending: list[str] = []
+        self.tools = tools
+
+    def take_reasoning(self) -> str | None:
+        reasoning = "\n".join(self.pending) if self.pending else None
+        self.pending = []
+        return reasoning
+
+    def flush_reasoning(self) -> None:
+        if self.pending:
+            self.messages.append(AssistantMessage("", self.take_reasoning()))
+
+    def add(self, index: int, item: object) -> None:
+        if not isinstance(item, dict):
+            raise _malformed()
+        status = item.get("status")
+        if status is not None and status != "completed":
+            raise InvalidJsonError("input item status is not completed")
+        kind = item.get("type", "message")
+        if kind == "reasoning":
+            for key in ("summary", "content"):
+                text = _text(item.get(key))
+                if text:
+                    self.pending.append(text)
+        elif kind in ("compaction", "context_compaction"):
+            return
+        elif kind == "message":
+            self._message(index, item)
+        elif _named(kind, _CALL_ITEMS):
+            self._call(str(kind), item)
+        elif _named(kind, _OUTPUT_ITEMS):
+            self._output(str(kind), item)
+        else:
+            raise _refuse_input(f"input[{index}].type: unsupported input item type {kind!r}")
+
+    def _message(self, index: int, item: dict[str, object]) -> None:
+        role = item.get("role", "user")
+        if role not in _ROLES:
+            expected = ", ".join(_ROLES)
+            raise _refuse_input(f"input[{index}].role: unknown role {role!r} (expected {expected})")
+        content = _text(item.get("content"))
+        if role == "assistant":
+            self.messages.append(AssistantMessage(content, self.take_reasoning()))
+            return
+        self.flush_reasoning()
+        if role in ("system", "developer"):
+            self.messages.append(SystemMessage(content))
+        else:
+            self.messages.append(UserMessage(content))
+
+    def _call(self, kind: str, item: dict[str, object]) -> None:
+        name = _CALL_ITEMS[kind] or str(item.get("name") or "")
+        if kind == "function_call" and isinstance(item.get("namespace"), str):
+            name = str(item["namespace"]) + name
+        for key in ("action", "arguments", "input"):
+            if key in item and (key != "action" or _CALL_ITEMS[kind] is not None):
+                arguments = _raw(item[key])
+                if key == "input" and kind == "custom_tool_call":
+                    arguments = custom_call_arguments(item[key])  # freeform text (ADR 0043)
+                break
+        else:
+            arguments = "{}"
+        tool_id = item.get("call_id") or item.get("id") or ""
+        call = ToolCall(name, arguments, tool_id if isinstance(tool_id, str) else "")
+        last = self.messages[-1] if self.messages else None
+        if isinstance(last, AssistantMessage):
+            reasoning = last.reasoning if last.reasoning is not None else self.take_reasoning()
+            self.messages[-1] = msgspec.structs.replace(
+                last, tool_calls=(*last.tool_calls, call), reasoning=reasoning
+            )
+        else:
+            self.messages.append(AssistantMessage("", self.take_reasoning(), (call,)))
+
+    def _output(self, kind: str, item: dict[str, object]) -> None:
+        self.flush_reasoning()
+        if kind == "tool_search_output" and "tools" in item:
+            self.tools.add(item["tools"])
+        value = next((item[k] for k in ("output", "result") if k in item), None)
+        if value is None and "tools" in item:
+            content = canonical_json(item["tools"])
+        elif isinstance(value, list | str) or value is None:
+            content = _text(value)
+        else:
+            content = _raw(value)
+        tool_id = item.get("call_id") or item.get("id") or ""
+        self.messages.append(
+            ToolResultMessage(content, tool_call_id=tool_id if isinstance(tool_id, str) else "")
+        )
+
+
+def _tool_choice_enabled(value: object) -> bool:
+    if isinstance(value, str):
+        if value not in ("none", "auto"):
+            raise RequestError(f"tool_choice={value} not supported")
+        return value == "auto"
+    if isinstance(value, dict):
+        raise RequestError("forced tool_choice not supported")
+    return True
+
+
+def parse_responses(body: bytes) -> ParsedRequest:
+    wire = decode_body(body, ResponsesBody)
+    if not present(wire.input):
+        raise RequestError("missing input")
+    stored = {"previous_response_id": wire.previous_response_id, "conversation": wire.conversation}
+    for key, value in stored.items():  # state a server would keep; this one keeps none
+        if value is not None:
+            raise RequestError(f"{key} is not supported; replay full input instead")
+    check_tool_count(len(wire.tools or ()))
+    tools_enabled = _tool_choice_enabled(wire.tool_choice)
+    reasoning = wire.reasoning or _Reasoning()
+    model = wire.model or DEFAULT_MODEL
+    think_mode = responses_think_mode(model, reasoning.effort)
+    tools = _Tools()
+    items = _Items(tools)
+    try:
+        tools.add(wire.tools or [])
+        raw_input = wire.input
+        if isinstance(raw_input, str):
+            items.messages.append(UserMessage(raw_input))
+        elif isinstance(raw_input, list):
+            for index, item in enumerate(raw_input):
+                items.add(index, item)
+        else:
+            raise InvalidJsonError("input must be a string or an array")
+        if items.pending:
+            items.messages.append(AssistantMessage("", items.take_reasoning()))
+    except RequestError:
+        raise
+    except Ds4Error as error:  # a tool schema that is not one
+        raise InvalidJsonError(str(error)) from None
+    messages = items.messages
+    problem = unanswerable(messages)
+    if problem is not None:
+        raise _refuse_input(f"input: {problem}")
+    if wire.instructions:
+        messages.insert(0, SystemMessage(wire.instructions))
+    max_tokens = wire.max_output_tokens if wire.max_output_tokens is not None else wire.max_tokens
+    request = GenerationRequest(
+        api=Api.RESPONSES,
+        model=model,
+        messages=tuple(messages),
+        schemas=tuple(tools.schemas) if tools_enabled else (),
+        think_mode=think_mode,
+        max_tokens=clamp_int(max_tokens),
+        sampling=sampling(wire.temperature, wire.top_p),
+        stream=bool(wire.stream),
+        reasoning_summary=reasoning.summary in _SUMMARIES,
+    )
+    return ParsedRequest(request, ReplyOptions(wire_tools=tools.wire))
