@@ -47,6 +47,7 @@ ffibuilder.set_source(
         "native/cpu/fwd_ffn.c",
         "native/cpu/fwd_layer.c",
         "native/cpu/fwd_matmul.c",
+        "native/cpu/fwd_mtp.c",
         "native/cpu/fwd_ops.c",
         "native/cpu/fwd_seq.c",
         "native/cpu/fwd_topk.c",

@@ -59,6 +59,17 @@ typedef struct {
      * (layer_id, expert)) instead of gate/up/down_exps.data, with the same bytes. */
     ds4_xc *xc;
     int layer_id;
+    /* The MTP block (docs/mtp.md): attend to the kept raw rows only, when its window
+     * starts after a gap (positions whose main-model state is unknown). 0 elsewhere. */
+    int window_from_kept;
+    /* Directional steering (docs/steering.md): y -= scale * v * dot(v, y) on the
+     * attention output (steer_attn) and the FFN output (steer_ffn) before HC post;
+     * steer_dir = NULL or a scale of 0 leaves the sublayer untouched. */
+    const float *steer_dir;
+    float steer_attn, steer_ffn;
+    /* Activation capture (docs/steering.md): when set, the attention / FFN output of the
+     * last row of each call (after steering, before HC post) is copied here. */
+    float *capture_attn, *capture_ffn;
 } ds4_fw_layer;
 
 /* One compressor's history: per-token projections (kv, score = gate + ape) of position
@@ -109,6 +120,23 @@ typedef struct {
     ds4_fw_mat hc_fn, output;
     const float *hc_scale, *hc_base, *norm;
 } ds4_fw_head;
+
+/* The MTP block's input (docs/mtp.md): per row t, with e = rmsnorm(emb[t], enorm),
+ * x_in[t][s] = e_proj . e + h_proj . rmsnorm(hprev[t][s], hnorm) for every stream s.
+ * emb (n, n_embd), hprev and x_in (n, n_hc, n_embd). */
+typedef struct {
+    int n_embd, n_hc;
+    float rms_eps;
+    ds4_fw_mat e_proj, h_proj;
+    const float *enorm, *hnorm;
+} ds4_fw_mtp_input;
+
+int ds4_fw_mtp_input_forward(const ds4_fw_mtp_input *M, const float *emb, const float *hprev,
+                             size_t n, float *x_in, const ds4_fw_opts *opt);
+
+/* y -= scale * v * dot(v, y) for n rows of `dim` values (dot accumulated in f32, in
+ * index order): directional steering, exported for tests. */
+void ds4_fw_steer_rows(float *y, size_t n, size_t dim, const float *v, float scale);
 
 /* Logits (n, output.rows) from final streams (n, n_hc, n_embd). */
 int ds4_fw_head_forward(const ds4_fw_head *H, const float *streams, size_t n, float *logits,

@@ -327,6 +327,7 @@ int ds4_fw_attention(const ds4_fw_layer *L, ds4_fw_state *const *rs, const int64
             }
         }
         int64_t first = p + 1 - L->n_swa > 0 ? p + 1 - L->n_swa : 0;
+        if (first < S->raw_base && L->window_from_kept) first = S->raw_base;
         if (first < S->raw_base) { rc = DS4_FW_BAD_STATE; goto done; }
         attn_job job = {L, vec, q, S->raw + (size_t)(first - S->raw_base) * Dh,
                         (size_t)(p + 1 - first),

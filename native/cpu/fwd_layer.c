@@ -65,6 +65,8 @@ static int layer_block(const ds4_fw_layer *L, ds4_fw_state *const *rs, const int
     for (size_t t = 0; t < n; t++)
         ds4_fw_rmsnorm(x_in + t * D, L->attn_norm, D, L->rms_eps, h + t * D);
     if ((rc = ds4_fw_attention(L, rs, rpos, h, n, y, opt))) return rc;
+    if (L->steer_dir && L->steer_attn != 0.0f) ds4_fw_steer_rows(y, n, D, L->steer_dir, L->steer_attn);
+    if (L->capture_attn) memcpy(L->capture_attn, y + (n - 1) * D, D * sizeof *y);
     hc_post(L, y, post, comb, streams, n);
 
     rc = hc_pre(L, &L->hc_ffn_fn, L->hc_ffn_scale, L->hc_ffn_base, streams, n, x_in, post, comb,
@@ -73,6 +75,8 @@ static int layer_block(const ds4_fw_layer *L, ds4_fw_state *const *rs, const int
     for (size_t t = 0; t < n; t++)
         ds4_fw_rmsnorm(x_in + t * D, L->ffn_norm, D, L->rms_eps, h + t * D);
     if ((rc = ds4_fw_ffn(L, h, tokens, n, y, impl))) return rc;
+    if (L->steer_dir && L->steer_ffn != 0.0f) ds4_fw_steer_rows(y, n, D, L->steer_dir, L->steer_ffn);
+    if (L->capture_ffn) memcpy(L->capture_ffn, y + (n - 1) * D, D * sizeof *y);
     hc_post(L, y, post, comb, streams, n);
     (void)mix_n;
     return DS4_CPU_OK;

@@ -361,7 +361,8 @@ int ds4_fw_seq_set_rows(ds4_fw_seq *s, int layer, int which, int64_t start,
     if (start > old_end)
         memset(r->data + (size_t)(old_end - r->base) * r->width, 0,
                (size_t)(start - old_end) * r->width * sizeof *r->data);
-    memcpy(r->data + (size_t)(start - r->base) * r->width, rows, count * r->width * sizeof *rows);
+    if (count)
+        memcpy(r->data + (size_t)(start - r->base) * r->width, rows, count * r->width * sizeof *rows);
     r->n = end;
     return DS4_CPU_OK;
 }

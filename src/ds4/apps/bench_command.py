@@ -5,6 +5,10 @@ One model load, one token sequence, one session. For each frontier F: prefill th
 since the previous frontier (timed), snapshot the state (its payload size is the KV cache
 bytes; not timed), decode gen_tokens greedy tokens never choosing EOS (timed), restore
 the snapshot (not timed) and go on. One CSV row per frontier, flushed as it is written.
+
+With --mtp the same tokens are decoded a second time from the snapshot with speculative
+decoding (docs/mtp.md), timed the same way; the row adds that rate and the share of
+drafted tokens accepted, and the run stops with an error if the two token streams differ.
 """
 
 from __future__ import annotations
@@ -24,19 +28,23 @@ import numpy.typing as npt
 from ds4.apps import flag_types, wiring
 from ds4.apps.bootstrap import load_engine
 from ds4.apps.cli_prompt import chat_prompt
-from ds4.apps.engine_flags import add_engine_flags
+from ds4.apps.engine_flags import add_engine_flags, add_mtp_flags
 from ds4.apps.flag_types import MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.ssd_flags import add_ssd_streaming_flags, streaming_options
 from ds4.domain.chat.messages import ThinkMode
+from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
 from ds4.domain.expert_cache.options import ExpertCacheStats
+from ds4.domain.generation.loop import drafts_for
+from ds4.domain.speculative.mtp_drafter import MtpDrafter
 from ds4.ports.compute import ComputeSession
 from ds4.ports.tokenizer import Tokenizer
 
 CSV_HEADER = "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes"
 # appended with --ssd-streaming: the expert cache over each frontier's generation
 SSD_HEADER = "expert_hit_rate,disk_bytes_per_token,disk_read_mbps,stall_ms_per_token"
+MTP_COLUMNS = ",mtp_gen_tps,mtp_acceptance,mtp_tokens_per_pass"
 DEFAULT_SYSTEM = "You are a helpful assistant."  # bench's default ends with a period
 PREFILL_CHUNK = 2048
 
@@ -49,6 +57,7 @@ class Row:
     gen_tokens: int
     gen_tps: float
     kvcache_bytes: int
+    mtp: MtpRun | None = None
     ssd: ExpertCacheStats | None = None  # the expert cache's counters over generation
 
     def csv(self) -> str:
@@ -56,13 +65,26 @@ class Row:
             f"{self.ctx_tokens},{self.prefill_tokens},{self.prefill_tps:.2f},"
             f"{self.gen_tokens},{self.gen_tps:.2f},{self.kvcache_bytes}"
         )
-        if self.ssd is None:
-            return line
-        s, n = self.ssd, max(self.gen_tokens, 1)
-        return (
-            f"{line},{s.hit_rate:.4f},{s.bytes_read / n:.0f},"
-            f"{s.read_bytes_per_second / 1e6:.1f},{s.stall_seconds * 1e3 / n:.3f}"
-        )
+        if self.mtp is not None:
+            m = self.mtp
+            line += f",{m.gen_tps:.2f},{m.acceptance:.4f},{m.tokens_per_pass:.3f}"
+        if self.ssd is not None:
+            s, n = self.ssd, max(self.gen_tokens, 1)
+            line += (
+                f",{s.hit_rate:.4f},{s.bytes_read / n:.0f},"
+                f"{s.read_bytes_per_second / 1e6:.1f},{s.stall_seconds * 1e3 / n:.3f}"
+            )
+        return line
+
+
+@dataclass(frozen=True)
+class MtpRun:
+    """One frontier's speculative decode: its rate, the share of drafts accepted and
+    the tokens each main-model pass produced on average."""
+
+    gen_tps: float
+    acceptance: float
+    tokens_per_pass: float
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -86,6 +108,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench.add_argument("-sys", "--system", default=DEFAULT_SYSTEM, help="with --chat-prompt-file")
     add_engine_flags(bench)
     add_ssd_streaming_flags(bench)
+    add_mtp_flags(bench)
     tokens = flag_types.int_in(1, MAX_CTX)
     bench.add_argument("--ctx-start", type=tokens, default=2048,
                        help=f"first frontier (1..{MAX_CTX}, at most --ctx-max)")  # fmt: skip
@@ -170,7 +193,9 @@ def measure(
     eos: int,
     args: argparse.Namespace,
     ssd_stats: Callable[[], ExpertCacheStats] | None = None,
+    speculative: Session | None = None,
 ) -> Iterator[Row]:
+    """`speculative`: a Session with a drafter over the same compute session."""
     done = 0
     for frontier in frontiers(args.ctx_start, args.ctx_max, args.step_incr, args.step_mul):
         t0 = time.perf_counter()
@@ -180,17 +205,84 @@ def measure(
         if frontier + args.gen_tokens > session.ctx:
             raise Ds4Error(f"generation would exceed allocated context at frontier {frontier}")
         logits = session.logits()
+        plain = []
         before = ssd_stats() if ssd_stats is not None else None
         t0 = time.perf_counter()
         for _ in range(args.gen_tokens):
-            logits = session.eval(greedy_not_eos(logits, eos))
+            plain.append(greedy_not_eos(logits, eos))
+            logits = session.eval(plain[-1])
         gen_s = time.perf_counter() - t0
         ssd = ssd_stats().since(before) if ssd_stats is not None and before else None
+        mtp = None
+        if speculative is not None:
+            session.load_payload(snapshot)
+            mtp = _measure_mtp(speculative, plain, eos)
         session.load_payload(snapshot)
         yield Row(frontier, frontier - done, (frontier - done) / max(prefill_s, 1e-9),
                   args.gen_tokens, args.gen_tokens / max(gen_s, 1e-9), len(snapshot),
-                  ssd)  # fmt: skip
+                  mtp, ssd)  # fmt: skip
         done = frontier
+
+
+def _measure_mtp(session: Session, expected: list[int], eos: int) -> MtpRun:
+    """Decode len(expected) tokens greedily (never EOS) with drafts; they must be
+    `expected`, the tokens decoded without."""
+    drafter = session.drafter
+    assert isinstance(drafter, MtpDrafter)
+    before = (drafter.stats.proposed, drafter.stats.accepted, drafter.stats.blocks)
+    t0 = time.perf_counter()
+    out, passes = speculative_greedy(session, len(expected), eos)
+    gen_s = time.perf_counter() - t0
+    for step, (got, want) in enumerate(zip(out, expected, strict=True)):
+        if got != want:
+            raise Ds4Error(f"MTP changed the greedy output at step {step}: {got} != {want}")
+    proposed = drafter.stats.proposed - before[0]
+    accepted = drafter.stats.accepted - before[1]
+    return MtpRun(
+        len(out) / max(gen_s, 1e-9), accepted / proposed if proposed else 0.0, len(out) / passes
+    )
+
+
+def speculative_greedy(session: Session, n: int, eos: int) -> tuple[list[int], int]:
+    """n greedy tokens, never EOS, with the session's drafter; (tokens, main passes)."""
+    out: list[int] = []
+    passes = 0
+    logits = session.logits()
+    while len(out) < n:
+        token = greedy_not_eos(logits, eos)
+        drafts = drafts_for(session, token, n - len(out) - 1, eos)
+        passes += 1
+        if not drafts:
+            logits = session.eval(token)
+            out.append(token)
+            continue
+        start = session.pos
+        rows = session.verify([token, *drafts])
+        kept = [token]
+        for i, draft in enumerate(drafts):
+            if greedy_not_eos(rows[i], eos) != draft:
+                break
+            kept.append(draft)
+        session.keep(start + len(kept))
+        if session.drafter is not None:
+            session.drafter.settle(len(drafts), len(kept) - 1)
+        logits = rows[len(kept) - 1]
+        out += kept
+    return out, passes
+
+
+def mtp_summary(rows: list[Row], draft: int) -> str:
+    """One line: generation rates with and without drafts over every frontier."""
+    runs = [r.mtp for r in rows if r.mtp is not None]
+    plain = sum(r.gen_tps for r in rows) / len(rows)
+    fast = sum(m.gen_tps for m in runs) / len(runs)
+    accept = sum(m.acceptance for m in runs) / len(runs)
+    per_pass = sum(m.tokens_per_pass for m in runs) / len(runs)
+    return (
+        f"ds4 bench: mtp (draft {draft}): acceptance {100 * accept:.1f} %, "
+        f"{per_pass:.2f} tokens per main pass, decode {fast:.2f} t/s vs {plain:.2f} t/s "
+        f"without (x{fast / max(plain, 1e-9):.2f}), same tokens"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -205,10 +297,13 @@ def run(args: argparse.Namespace) -> int:
         numerics=args.numerics,
         threads=args.threads,
         streaming=streaming,
+        mtp=args.mtp,
+        mtp_draft=args.mtp_draft,
     )
     ssd_stats = wiring.expert_cache_stats(engine.runner)
     ids, eos = prompt_ids(args, engine.tokenizer)
     session = engine.runner.new_session(alloc)
+    speculative = engine.session_over(session) if args.mtp is not None else None
     rows: list[Row] = []
     out: TextIO = sys.stdout
     if args.csv is not None:
@@ -217,15 +312,20 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise Ds4Error(f"cannot write {args.csv}: {exc.strerror}") from None
     try:
-        out.write(CSV_HEADER + ("," + SSD_HEADER if ssd_stats is not None else "") + "\n")
+        columns = (MTP_COLUMNS if speculative else "") + (
+            "," + SSD_HEADER if ssd_stats is not None else ""
+        )
+        out.write(CSV_HEADER + columns + "\n")
         out.flush()
-        for row in measure(session, ids, eos, args, ssd_stats):
+        for row in measure(session, ids, eos, args, ssd_stats, speculative):
             rows.append(row)
             out.write(row.csv() + "\n")
             out.flush()
     finally:
         if out is not sys.stdout:
             out.close()
+    if speculative is not None and rows:
+        print(mtp_summary(rows, args.mtp_draft), file=sys.stderr)
     if args.plot is not None:
         from ds4.apps.bench_plot import plot_rows
 

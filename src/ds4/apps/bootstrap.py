@@ -27,31 +27,40 @@ from typing import TYPE_CHECKING, TextIO
 
 from ds4.apps import wiring
 from ds4.apps.agent.options import AgentOptions
+from ds4.apps.engine_flags import DEFAULT_MTP_DRAFT, MAX_MTP_DRAFT, SteeringRequest
 from ds4.apps.flag_types import model_file_problem
 from ds4.apps.server_options import MAX_SESSIONS, ServerOptions
 from ds4.domain.agent.agent import Agent
 from ds4.domain.agent.core import AgentCore
 from ds4.domain.agent.library import SessionLibrary
 from ds4.domain.agent.toolbox import ToolBox
+from ds4.domain.chat.prefix_file import PrefixTurn, parse_prefix_file
 from ds4.domain.distributed.target import DistributedOptions
+from ds4.domain.engine.duty_cycle import DutyCycle, PacedDrafter, PacedSession
 from ds4.domain.engine.session import Session
+from ds4.domain.engine.state_session import StateSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.expert_cache.options import StreamingOptions
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.model_identity import model_tag_for
+from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.kv_checkpoints import KvCheckpoints
 from ds4.domain.serving.live_bindings import EverySlotBindings
 from ds4.domain.serving.memory_checkpoints import MemoryCheckpoints
 from ds4.domain.serving.prompt_bound import longest_token_bytes
+from ds4.domain.speculative.mtp_drafter import MtpDrafter
+from ds4.domain.steering.directions import Steering, directions_from_bytes, steering_scales
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.ports.agent_io import AgentIO
 from ds4.ports.browser import Browser
 from ds4.ports.clock import Clock
 from ds4.ports.compute import ComputeSession, ModelRunner
+from ds4.ports.drafter import Drafter, DraftModel
 from ds4.ports.kv_store import KVStore
 from ds4.ports.random_source import RandomSource
 from ds4.ports.shell import Shell
+from ds4.ports.steering import Steerable
 from ds4.ports.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
@@ -69,10 +78,38 @@ Log = Callable[[str], None]
 
 
 @dataclass(frozen=True)
+class Speculation:
+    """--mtp: the MTP block and how many tokens it drafts per step (docs/mtp.md)."""
+
+    model: DraftModel
+    draft: int
+
+
+@dataclass(frozen=True)
 class Engine:
     tokenizer: Tokenizer
     runner: ModelRunner
     model: wiring.OpenedModel | None = None  # None: no model file (scripted, or fakes)
+    speculation: Speculation | None = None
+    duty: DutyCycle | None = None  # --power: every session's evaluations are paced
+
+    def new_session(self, ctx: int, *, chunk: int = 0) -> Session:
+        """A live session; with --mtp its drafter too."""
+        return self.session_over(self.runner.new_session(ctx), chunk=chunk)
+
+    def session_over(self, compute: ComputeSession, *, chunk: int = 0) -> Session:
+        """The live session over a compute session of this engine's runner: with --mtp
+        its drafter, with --power paced."""
+        drafter: Drafter | None = None
+        if self.speculation is not None:
+            if not isinstance(compute, StateSession):
+                raise Ds4Error("--mtp needs --backend cpu or reference")
+            drafter = MtpDrafter(self.speculation.model, compute)
+        if self.duty is not None:
+            compute = PacedSession(compute, self.duty)
+            drafter = PacedDrafter(drafter, self.duty) if drafter is not None else None
+        draft = self.speculation.draft if self.speculation is not None else 0
+        return Session(compute, chunk=chunk, drafter=drafter, draft=draft)
 
     def model_tag(self) -> int:
         """The KVC header's model tag: the model file's identity (ADR 0006), or, with no
@@ -150,13 +187,20 @@ def load_engine(
     script: str | None = None,
     script_token_delay: float = 0.0,
     streaming: StreamingOptions | None = None,
+    mtp: str | None = None,
+    mtp_draft: int = DEFAULT_MTP_DRAFT,
+    power: int | None = None,
+    steering: SteeringRequest | None = None,
     distributed: DistributedOptions | None = None,
     log: Log | None = None,
 ) -> Engine:
     """Check the backend choice, open the model (if any) once, build tokenizer and
     runner over it. Without a model the tokenizer is the official tokenizer.json
-    (the scripted backend's case). distributed: the layers on Ray workers
+    (the scripted backend's case). `mtp`: the MTP GGUF for speculative decoding;
+    `power`: the duty cycle in percent (None: no pacing at all, as `ds4 bench`);
+    `steering`: the --dir-steering-* flags; distributed: the layers on Ray workers
     (docs/distributed.md); log gets where each range runs."""
+    duty = DutyCycle(wiring.pacer(), power) if power is not None else None
     wiring.check_backend(backend, numerics)
     model = wiring.open_model(path) if path is not None else None
     if model is not None:
@@ -175,7 +219,33 @@ def load_engine(
         distributed=distributed,
         log=log,
     )
-    return Engine(tokenizer, runner, model)
+    if steering is not None and model is not None:
+        apply_steering(runner, steering, model.hparams)
+    speculation = None
+    if mtp is not None:
+        if model is None:
+            raise Ds4Error("--mtp needs a model (-m) and --backend cpu or reference")
+        if not 1 <= mtp_draft <= MAX_MTP_DRAFT:
+            raise Ds4Error(f"--mtp-draft {mtp_draft}: use 1..{MAX_MTP_DRAFT}")
+        speculation = Speculation(wiring.draft_model(mtp, runner, model.hparams), mtp_draft)
+    return Engine(tokenizer, runner, model, speculation, duty)
+
+
+def apply_steering(runner: ModelRunner, request: SteeringRequest, hp: DeepSeekV4HParams) -> None:
+    """Turn directional steering on (docs/steering.md), or check there is nothing to do."""
+    attn, ffn = steering_scales(request.file is not None, request.attn, request.ffn)
+    if request.file is None or (attn == 0.0 and ffn == 0.0):
+        return
+    if not isinstance(runner, Steerable):
+        raise Ds4Error("directional steering needs --backend cpu or reference")
+    try:
+        data = Path(request.file).read_bytes()
+    except OSError as exc:
+        raise Ds4Error(f"cannot read {request.file}: {exc.strerror}") from None
+    directions = directions_from_bytes(data, request.file, hp.n_layer, hp.n_embd)
+    runner.steer(Steering(directions, attn, ffn))
+    print(f"ds4: directional steering enabled: {request.file} attn={attn:g} ffn={ffn:g}",
+          file=sys.stderr)  # fmt: skip
 
 
 # ---- ds4 eval ----------------------------------------------------------------------
@@ -242,6 +312,9 @@ def bootstrap_server(
 
     if not 1 <= options.sessions <= MAX_SESSIONS:
         raise Ds4Error(f"--sessions {options.sessions}: use 1..{MAX_SESSIONS}")
+    if options.mtp is not None and options.sessions > 1:
+        raise Ds4Error("--mtp works with one live session: drop --sessions or --mtp")
+    prefix = _prefix_turns(options.prefix_file)  # a bad file fails before the model loads
     if engine is None:
         engine = load_engine(
             options.model,
@@ -251,6 +324,10 @@ def bootstrap_server(
             script=options.script,
             script_token_delay=options.script_token_delay,
             streaming=options.streaming,
+            mtp=options.mtp,
+            mtp_draft=options.mtp_draft,
+            power=options.power,
+            steering=options.steering,
             distributed=options.distributed,
             log=_placement_log,
         )
@@ -300,8 +377,19 @@ def bootstrap_server(
         bindings,
         metrics=metrics,
         longest_token=longest_token_bytes(engine.tokenizer),
+        prefix=prefix,
     )
     return BuiltServer(build_app(state), state, tuple(workers), gate)
+
+
+def _prefix_turns(path: str | None) -> tuple[PrefixTurn, ...]:
+    if path is None:
+        return ()
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise Ds4Error(f"cannot read prefix file {path}: {exc.strerror}") from None
+    return parse_prefix_file(data, path)
 
 
 def _live_sessions(
@@ -347,7 +435,7 @@ def _workers(
             )
         workers.append(
             Worker(
-                session=Session(compute, chunk=options.prefill_chunk),
+                session=engine.session_over(compute, chunk=options.prefill_chunk),
                 tokenizer=engine.tokenizer,
                 memory=memory,
                 random=random,

@@ -17,7 +17,14 @@ from ds4.apps.cli_dumps import MAX_LOGPROBS_TOP_K
 from ds4.apps.cli_generate import run_one_shot
 from ds4.apps.cli_prompt import DEFAULT_SYSTEM
 from ds4.apps.distributed_flags import add_distributed_flags
-from ds4.apps.engine_flags import add_backend_flags, add_model_flag, add_numerics_flag
+from ds4.apps.engine_flags import (
+    add_backend_flags,
+    add_model_flag,
+    add_mtp_flags,
+    add_numerics_flag,
+    add_power_flag,
+    add_steering_flags,
+)
 from ds4.apps.flag_types import INT_MAX, MAX_CTX, SEED_MAX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.ssd_flags import add_ssd_streaming_flags
@@ -84,7 +91,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_generation_flags(cli)
     add_distributed_flags(cli)
-    cli.set_defaults(run=run)
+    cli.add_argument(
+        "--prefix-file",
+        type=flag_types.input_file,
+        metavar="FILE",
+        help="a conversation prefix of USER:/ASSISTANT: turns rendered before the prompt "
+        "(one-shot and interactive; docs/reference/cli-and-bench.md §1.1; default: none)",
+    )
+    cli.set_defaults(run=run, cli_parser=cli)
 
 
 def add_think_flags(parser: argparse.ArgumentParser, note: str = "") -> None:
@@ -113,6 +127,9 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
     add_backend_flags(cli)
     add_ssd_streaming_flags(cli)
     add_numerics_flag(cli)
+    add_mtp_flags(cli)
+    add_power_flag(cli)
+    add_steering_flags(cli)
     cli.add_argument(
         "--chunk",
         type=flag_types.int_in(1, MAX_CTX),
@@ -176,6 +193,8 @@ def run(args: argparse.Namespace) -> int:
     if args.dump_tokens:
         return dump_tokens(args)
     if args.prompt_tokens is not None:
+        if args.prefix_file is not None:
+            args.cli_parser.error("--prefix-file needs a text prompt, not --prompt-tokens")
         return run_one_shot(args, None)
     if args.prompt is not None or args.prompt_file is not None:
         return run_one_shot(args, read_prompt(args))

@@ -17,13 +17,16 @@ from ds4.apps.cli_output import (
 )
 from ds4.apps.cli_prompt import prompt_thinks, prompt_tokens
 from ds4.apps.distributed_flags import distributed_options
+from ds4.apps.engine_flags import steering_request
 from ds4.apps.ssd_flags import streaming_options
 from ds4.domain.engine.cancel import CancelledError
+from ds4.domain.engine.duty_cycle import DutyCycle, PacedDrafter
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished, PrefillProgress
 from ds4.domain.generation.loop import TurnSettings, decode_tokens, decode_turn, prefill
 from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
+from ds4.domain.speculative.mtp_drafter import MtpDrafter
 from ds4.ports.tokenizer import Tokenizer
 
 
@@ -41,7 +44,8 @@ def sampling(args: argparse.Namespace) -> SamplingParams:
     )
 
 
-def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer]:
+def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer, DutyCycle | None]:
+    """The live session, the tokenizer and the session's duty cycle (--power)."""
     if args.ctx < 2:
         raise Ds4Error(f"--ctx {args.ctx} is too small (at least 2 tokens)")
     streaming = streaming_options(args)
@@ -53,9 +57,26 @@ def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer]:
         streaming=streaming,
         distributed=distributed_options(args),
         log=lambda line: print(f"ds4: distributed {line}", file=sys.stderr),
+        mtp=args.mtp,
+        mtp_draft=args.mtp_draft,
+        power=args.power,
+        steering=steering_request(args),
     )
-    session = Session(engine.runner.new_session(args.ctx), chunk=args.chunk)
-    return session, engine.tokenizer
+    return engine.new_session(args.ctx, chunk=args.chunk), engine.tokenizer, engine.duty
+
+
+def draft_summary(session: Session) -> str | None:
+    """The MTP line of the run's summary (None without --mtp)."""
+    drafter = session.drafter
+    if isinstance(drafter, PacedDrafter):
+        drafter = drafter.inner
+    if not isinstance(drafter, MtpDrafter):
+        return None
+    s = drafter.stats
+    return (
+        f"ds4: mtp: {s.accepted} of {s.proposed} drafted tokens accepted "
+        f"({100 * s.acceptance:.1f} %) in {s.blocks} verified blocks"
+    )
 
 
 def check_fits(ids: list[int], ctx: int) -> None:
@@ -75,7 +96,7 @@ def _prefill_with_meter(session: Session, ids: list[int], interrupt: Interrupt) 
 
 
 def run_one_shot(args: argparse.Namespace, text: str | None) -> int:
-    session, tokenizer = open_session(args)
+    session, tokenizer, _ = open_session(args)
     ids = prompt_tokens(args, tokenizer, text)
     check_fits(ids, session.ctx)
     interrupt, meter, watch = Interrupt(), PrefillMeter(), Stopwatch()
@@ -106,6 +127,9 @@ def run_one_shot(args: argparse.Namespace, text: str | None) -> int:
             return 0
         generated = _generate(args, session, tokenizer, ids, interrupt)
     print(watch.summary(generated), file=sys.stderr)
+    mtp = draft_summary(session)
+    if mtp is not None:
+        print(mtp, file=sys.stderr)
     return 0
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from ds4.domain.chat.constants import BOS, MAX_PREFIX
 from ds4.domain.chat.messages import ThinkMode, effective_think_mode
-from ds4.domain.chat.renderer import assistant_prefix
+from ds4.domain.chat.prefix_file import PrefixTurn, parse_prefix_file
+from ds4.domain.chat.renderer import assistant_prefix, render_closed_turns
 from ds4.domain.errors import Ds4Error
 from ds4.ports.tokenizer import Tokenizer
 
@@ -26,15 +27,36 @@ def transcript_head(system: str, mode: ThinkMode) -> str:
     return BOS + (MAX_PREFIX if mode is ThinkMode.MAX else "") + system
 
 
+def prefix_turns(args: argparse.Namespace) -> tuple[PrefixTurn, ...]:
+    """The --prefix-file turns (none without the flag)."""
+    path = getattr(args, "prefix_file", None)
+    if path is None:
+        return ()
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise Ds4Error(f"cannot read prefix file {path}: {exc.strerror}") from None
+    return parse_prefix_file(data, path)
+
+
+def conversation_head(system: str, mode: ThinkMode, prefix: tuple[PrefixTurn, ...]) -> str:
+    """The transcript before the live user turn: head, then the prefix turns."""
+    return transcript_head(system, mode) + render_closed_turns(prefix, mode)
+
+
 def user_turn(text: str, mode: ThinkMode) -> str:
     return "<｜User｜>" + text + assistant_prefix(mode)
 
 
-def chat_prompt(text: str, system: str, mode: ThinkMode) -> str:
+def chat_prompt(
+    text: str, system: str, mode: ThinkMode, prefix: tuple[PrefixTurn, ...] = ()
+) -> str:
     """A prompt that starts with BOS is an already rendered transcript, used as is."""
     if text.startswith(BOS):
+        if prefix:
+            raise Ds4Error("--prefix-file needs a plain prompt, not a rendered transcript")
         return text
-    return transcript_head(system, mode) + user_turn(text, mode)
+    return conversation_head(system, mode, prefix) + user_turn(text, mode)
 
 
 def read_token_file(path: str, vocab_size: int) -> list[int]:
@@ -63,7 +85,7 @@ def prompt_tokens(args: argparse.Namespace, tokenizer: Tokenizer, text: str | No
     if args.prompt_tokens is not None:
         return read_token_file(args.prompt_tokens, tokenizer.vocab_size)
     assert text is not None
-    return tokenizer.encode(chat_prompt(text, args.system, think_mode(args)))
+    return tokenizer.encode(chat_prompt(text, args.system, think_mode(args), prefix_turns(args)))
 
 
 def prompt_thinks(args: argparse.Namespace, ids: list[int], tokenizer: Tokenizer) -> bool:

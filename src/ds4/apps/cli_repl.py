@@ -23,10 +23,17 @@ from ds4.apps.cli_output import (
     Stopwatch,
     warn_if_cut_by_context,
 )
-from ds4.apps.cli_prompt import think_mode, transcript_head, user_turn
+from ds4.apps.cli_prompt import (
+    conversation_head,
+    prefix_turns,
+    think_mode,
+    transcript_head,
+    user_turn,
+)
 from ds4.domain.chat.constants import EOS, THINK_MAX_MIN_CONTEXT
 from ds4.domain.chat.messages import ThinkMode, effective_think_mode
 from ds4.domain.engine.cancel import CancelledError
+from ds4.domain.engine.duty_cycle import MAX_POWER, MIN_POWER
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished, PrefillProgress
 from ds4.domain.generation.loop import TurnSettings, generate
@@ -38,6 +45,7 @@ HELP = """commands:
   /nothink       no thinking
   /ctx N         new session with N tokens of context (the conversation is kept)
   /read FILE     send the file's text as the next message
+  /power N       duty cycle 1..100 % from the next evaluation on
   /quit, /exit   leave (Ctrl+D too)
 Ctrl+C stops the current generation and returns to the prompt."""
 
@@ -45,10 +53,13 @@ Ctrl+C stops the current generation and returns to the prompt."""
 class Chat:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.session, self.tokenizer = open_session(args)
+        self.session, self.tokenizer, self.duty = open_session(args)
         self.mode = think_mode(args)
         self.requested = ThinkMode(args.think_mode) if args.think_mode else ThinkMode.HIGH
-        self.transcript = self.tokenizer.encode(transcript_head(args.system, self.mode))
+        self.prefix = prefix_turns(args)
+        self.transcript = self.tokenizer.encode(
+            conversation_head(args.system, self.mode, self.prefix)
+        )
         self.interrupt = Interrupt()
 
     def set_mode(self, requested: ThinkMode) -> str:
@@ -64,9 +75,15 @@ class Chat:
             return f"Thinking mode: high (ctx below {THINK_MAX_MIN_CONTEXT})."
         return f"Thinking mode: {mode.value}."
 
+    def set_power(self, text: str) -> str:
+        if not text.isdigit() or not MIN_POWER <= int(text) <= MAX_POWER or self.duty is None:
+            return f"usage: /power <{MIN_POWER}..{MAX_POWER}>"
+        self.duty.percent = self.args.power = int(text)
+        return f"Power: {self.duty.percent} %."
+
     def resize(self, ctx: int) -> str:
         self.args.ctx = ctx
-        self.session, _ = open_session(self.args)
+        self.session, _, self.duty = open_session(self.args)
         return self.set_mode(self.requested)
 
     def turn(self, text: str) -> None:
@@ -146,6 +163,8 @@ def run_repl(args: argparse.Namespace) -> int:
                 print("ds4: /ctx needs a positive integer", file=sys.stderr)
                 continue
             print(chat.resize(int(rest)))
+        elif command == "/power":
+            print(chat.set_power(rest))
         elif command == "/read":
             if not rest:
                 print("ds4: /read needs a file path", file=sys.stderr)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from ds4.apps import bench_command, cli_command, gguf_command, server_command, vectors_command
+from ds4.apps import (
+    bench_command,
+    cli_command,
+    gguf_command,
+    server_command,
+    steer_command,
+    vectors_command,
+)
 from ds4.apps.agent import command as agent_command
 from ds4.apps.eval import eval_flags
 
@@ -18,5 +25,6 @@ REGISTRARS: list[Registrar] = [
     bench_command.register,
     eval_flags.register,
     gguf_command.register,
+    steer_command.register,
     vectors_command.register,
 ]

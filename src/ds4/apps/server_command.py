@@ -19,8 +19,12 @@ from ds4.apps.distributed_flags import add_distributed_flags, distributed_option
 from ds4.apps.engine_flags import (
     add_backend_flags,
     add_model_flag,
+    add_mtp_flags,
     add_numerics_flag,
+    add_power_flag,
+    add_steering_flags,
     scripted_flags_problem,
+    steering_request,
 )
 from ds4.apps.flag_types import INT_MAX, MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
@@ -126,6 +130,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="render tool-call history canonically instead of replaying sampled DSML",
     )
+    add_mtp_flags(p)
+    add_power_flag(p)
+    add_steering_flags(p)
+    p.add_argument(
+        "--prefix-file",
+        type=flag_types.input_file,
+        metavar="FILE",
+        help="a conversation prefix of USER:/ASSISTANT: turns rendered before every chat "
+        "request's messages (docs/reference/cli-and-bench.md §1.1; default: none)",
+    )
     _register_limits(p)
     _register_kv_cache(p)
     add_distributed_flags(p)
@@ -194,6 +208,10 @@ def check_flags(args: argparse.Namespace) -> None:
         distributed_options(args)
     except Ds4Error as exc:
         parser.error(str(exc))
+    if args.mtp is not None and args.backend == "scripted":
+        parser.error("--mtp needs --backend cpu or reference")
+    if args.mtp is not None and args.sessions > 1:
+        parser.error("--mtp works with one live session (--sessions 1)")
 
 
 def _register_kv_cache(p: argparse.ArgumentParser) -> None:
@@ -339,6 +357,11 @@ def run_server(args: argparse.Namespace) -> int:
         exact_tool_replay=not args.disable_exact_dsml_tool_replay,
         prefill_chunk=args.prefill_chunk,
         sessions=args.sessions,
+        mtp=args.mtp,
+        mtp_draft=args.mtp_draft,
+        prefix_file=args.prefix_file,
+        power=args.power,
+        steering=steering_request(args),
         kv_disk_dir=args.kv_disk_dir,
         kv_cache=kv_cache_options(args),
         streaming=streaming_options(args),
@@ -368,6 +391,8 @@ def run_server(args: argparse.Namespace) -> int:
         if demo:
             label = f"{model} (the small demo model: docs/demo-model.md)"
         sessions = f", {args.sessions} sessions" if args.sessions > 1 else ""
+        if args.mtp is not None:
+            sessions += f", MTP {args.mtp} drafting {args.mtp_draft}"
         print(f"ds4 server: model {label}, ctx {args.ctx}{sessions}", file=sys.stderr)
         print(f"ds4 server: listening on {url}", file=sys.stderr)
         if not options.check_host and args.api_key is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ds4.apps.engine_flags import DEFAULT_MTP_DRAFT, SteeringRequest
 from ds4.domain.distributed.target import DistributedOptions
 from ds4.domain.expert_cache.options import StreamingOptions
 from ds4.domain.kvcache.policy import KvCacheOptions
@@ -34,6 +35,11 @@ class ServerOptions:
     exact_tool_replay: bool = True
     prefill_chunk: int = DEFAULT_PREFILL_CHUNK
     sessions: int = 1  # live sessions decoded together (1: one, as before ADR 0045)
+    mtp: str | None = None  # the MTP GGUF for speculative decoding (docs/mtp.md)
+    mtp_draft: int = DEFAULT_MTP_DRAFT
+    prefix_file: str | None = None  # USER:/ASSISTANT: turns before every conversation
+    power: int = 100  # duty cycle in percent (docs/power-and-prefix.md)
+    steering: SteeringRequest | None = None  # --dir-steering-* (docs/steering.md)
     keepalive_seconds: float = 5.0
     # request and connection limits (ADR 0044)
     max_body_mb: int = 64

@@ -31,8 +31,10 @@ from ds4.ports.checkpoint import Checkpoint
 from ds4.ports.clock import Clock
 from ds4.ports.compute import ModelRunner
 from ds4.ports.dequantizer import Dequantizer
+from ds4.ports.drafter import DraftModel
 from ds4.ports.kv_store import KVStore
 from ds4.ports.model_file import ModelFile
+from ds4.ports.pacing import Pacer
 from ds4.ports.quantizer import Quantizer
 from ds4.ports.random_source import RandomSource
 from ds4.ports.shell import Shell
@@ -236,6 +238,26 @@ def expert_cache_stats(runner: ModelRunner) -> Callable[[], ExpertCacheStats] | 
     return runner.streaming.stats
 
 
+def draft_model(path: str, runner: ModelRunner, main: DeepSeekV4HParams) -> DraftModel:
+    """The MTP block of `path` (`--mtp`) on the runner's backend (docs/mtp.md)."""
+    from ds4.adapters.compute.reference.runner import ReferenceRunner
+    from ds4.adapters.gguf.model_open import load_mtp
+
+    if isinstance(runner, ReferenceRunner):
+        from ds4.adapters.compute.reference.mtp import ReferenceDraftModel
+
+        file, hp = load_mtp(path, main)
+        return ReferenceDraftModel(runner.forward, file, hp, runner.numerics, dequantizer())
+    if cpu_backend_available():
+        from ds4.adapters.compute.cpu import CpuRunner
+        from ds4.adapters.compute.cpu.mtp import CpuDraftModel
+
+        if isinstance(runner, CpuRunner):
+            file, hp = load_mtp(path, main)
+            return CpuDraftModel(runner.forward, file, hp)
+    raise Ds4Error("--mtp needs --backend cpu or reference")
+
+
 # ---- quantization and conversion -------------------------------------------------
 
 
@@ -322,6 +344,12 @@ def random_source() -> RandomSource:
     from ds4.adapters.system_random import SystemRandom
 
     return SystemRandom()
+
+
+def pacer() -> Pacer:
+    from ds4.adapters.system_pacer import SystemPacer
+
+    return SystemPacer()
 
 
 def system_clock() -> Clock:

@@ -32,6 +32,13 @@ class SequenceState(Protocol):
         token unless all_logits. On any error the state is left as it was."""
         ...
 
+    def forward_streams(
+        self, tokens: npt.NDArray[np.int64], all_logits: bool, keep: int
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        """forward(), also returning the final HC streams (k, S, D) of the last
+        k = min(keep, n) tokens: what a drafter reads (docs/mtp.md)."""
+        ...
+
     def truncate(self, n: int) -> None:
         """Drop positions from n on."""
         ...

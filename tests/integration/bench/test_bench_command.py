@@ -104,3 +104,25 @@ def test_flag_and_prompt_errors(tiny_model: Path, prompt_file: Path) -> None:
     with pytest.raises(Ds4Error, match=r"prompt has \d+ tokens, need at least --ctx-max=100000"):
         bench("-m", tiny_model, "--prompt-file", prompt_file, "--ctx-start", "8",
               "--ctx-max", "100000")  # fmt: skip
+
+
+def test_mtp_columns_acceptance_and_the_same_tokens(
+    prompt_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--mtp on the demo model: each row adds the speculative rate, the share of drafts
+    accepted and tokens per main pass; the run checks the tokens are the same."""
+    root = Path(__file__).resolve().parents[3]
+    code = bench("-m", root / "models" / "demo.gguf", "--prompt-file", prompt_file,
+                 "--ctx-start", "48", "--ctx-max", "96", "--step-incr", "48",
+                 "--gen-tokens", "16", "--threads", "2",
+                 "--mtp", root / "models" / "demo-mtp.gguf", "--mtp-draft", "2")  # fmt: skip
+    assert code == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[0] == CSV_HEADER + bench_command.MTP_COLUMNS
+    for line in lines[1:]:
+        values = line.split(",")
+        assert len(values) == 9 and float(values[6]) > 0
+        assert 0.0 <= float(values[7]) <= 1.0 and 1.0 <= float(values[8]) <= 3.0
+    assert "ds4 bench: mtp (draft 2): acceptance" in captured.err
+    assert "same tokens" in captured.err

@@ -79,7 +79,8 @@ RANGE_CASES = [
     "cli --top-p 1.5", "cli --top-k 2000", "cli --min-p -0.1", "cli --seed 0",
     "cli --seed 18446744073709551616", "cli --threads 0", "cli --logprobs-top-k 0",
     "bench --ctx-start 0", "bench --ctx-max 0", "bench --ctx-alloc 1", "bench --step-incr 0",
-    "bench --step-mul 0.5", "bench --threads 0",
+    "bench --step-mul 0.5", "bench --threads 0", "cli --mtp-draft 0", "bench --mtp-draft 17",
+    "server --mtp-draft 0", "cli --power 0", "server --power 101",
     "gguf tiny --out x.gguf --seed -1", "gguf tiny --out x.gguf --q4-last-layers -1",
     "gguf convert --hf . --out x.gguf --threads 0",
 ]  # fmt: skip
@@ -104,6 +105,9 @@ def test_cross_flag_rules(files: dict[str, str], capsys: pytest.CaptureFixture[s
          "--kv-cache-cold-max-tokens 50 must be 0 or at least --kv-cache-min-tokens (100)"),
         (["server", "--script", files["script"]], "--script and --script-token-delay need"),
         (["server", "--backend", "scripted"], "--backend scripted needs --script FILE"),
+        (["server", "--mtp", files["script"], "--sessions", "2"], "--mtp works with one live"),
+        (["server", "--backend", "scripted", "--script", files["script"], "--mtp",
+          files["script"]], "--mtp needs --backend cpu or reference"),
     ]  # fmt: skip
     for argv, message in cases:
         with pytest.raises(SystemExit) as caught:

@@ -27,6 +27,7 @@ class FakeState:
         self.ids: list[int] = []
         self.kept_from = 0
         self.fail_next = False
+        self.evaluated = 0  # tokens run through forward, over the state's life
 
     @property
     def length(self) -> int:
@@ -42,8 +43,18 @@ class FakeState:
             raise Ds4Error("engine failure")
         start = len(self.ids)
         self.ids += [int(t) for t in tokens]
+        self.evaluated += tokens.size
         ends = range(start + 1, len(self.ids) + 1) if all_logits else [len(self.ids)]
         return np.stack([self._logits(e) for e in ends])
+
+    def forward_streams(
+        self, tokens: npt.NDArray[np.int64], all_logits: bool, keep: int
+    ) -> tuple[F32, F32]:
+        """Each position's 'streams' (1, 1) hold the sum of the ids up to it."""
+        logits = self.forward(tokens, all_logits)
+        ends = range(len(self.ids) - min(keep, tokens.size) + 1, len(self.ids) + 1)
+        streams = np.array([[[sum(self.ids[:e])]] for e in ends], np.float32).reshape(-1, 1, 1)
+        return logits, streams
 
     def truncate(self, n: int) -> None:
         del self.ids[n:]
@@ -136,3 +147,67 @@ def test_checkpoints_do_not_cross_runners_or_context_sizes() -> None:
         new_session(owner="b").restore(cp)
     with pytest.raises(Ds4Error, match="context 256, not 128"):
         new_session(ctx=128, owner="a").restore(cp)
+
+
+# ---- final streams and verified blocks (docs/mtp.md) -------------------------------
+
+
+def test_final_streams_are_kept_for_the_last_positions_only_on_request() -> None:
+    s = new_session()
+    s.prefill([1, 2, 3])
+    assert s.final_stream(2) is None  # not asked for: nothing kept
+    s.retain_streams(3)
+    s.prefill([4, 5, 6, 7], chunk=2)
+    kept = {q: s.final_stream(q) for q in range(7)}
+    assert [q for q, h in kept.items() if h is not None] == [4, 5, 6]
+    last = kept[6]
+    assert last is not None and not last.flags.writeable
+    assert float(last[0, 0]) == 1 + 2 + 3 + 4 + 5 + 6 + 7  # position 6's own streams
+
+
+def test_a_kept_stream_is_the_same_object_until_its_position_changes() -> None:
+    s = new_session()
+    s.retain_streams(8)
+    s.prefill([1, 2, 3, 4])
+    before = [s.final_stream(q) for q in range(4)]
+    s.eval(5)
+    assert all(s.final_stream(q) is h for q, h in enumerate(before))
+    s.rewind(3)  # position 2 is evaluated again, 3 and 4 are gone
+    assert s.final_stream(1) is before[1]
+    assert s.final_stream(2) is not before[2] and s.final_stream(3) is None
+    cp = s.checkpoint()
+    s.prefill([9, 9])
+    s.restore(cp)
+    assert s.final_stream(1) is before[1] and s.final_stream(3) is None
+    s.invalidate()
+    assert s.final_stream(1) is None
+
+
+def test_a_rewind_into_a_verified_block_takes_its_logits_row() -> None:
+    s = new_session()
+    s.prefill([1, 2, 3])
+    rows = s.prefill([4, 5, 6, 7], all_logits=True)
+    state = s.state
+    assert isinstance(state, FakeState)
+    evaluated = state.evaluated
+    s.rewind(5)  # keeps 1..4 and 5: the block's second row
+    assert state.evaluated == evaluated  # nothing evaluated again
+    assert list(s.tokens) == [1, 2, 3, 4, 5]
+    assert np.array_equal(s.logits(), rows[1])
+    s.rewind(4)  # still inside the block
+    assert state.evaluated == evaluated and np.array_equal(s.logits(), rows[0])
+    twin = new_session()
+    twin.prefill([1, 2, 3, 4])
+    assert np.array_equal(s.logits(), twin.logits())
+    s.rewind(2)  # before the block: the last kept token is evaluated again
+    assert state.evaluated == evaluated + 1 and list(s.tokens) == [1, 2]
+
+
+def test_a_long_all_logits_prefill_is_not_remembered() -> None:
+    s = new_session(ctx=1024)
+    s.prefill(list(range(1, 201)), all_logits=True)
+    state = s.state
+    assert isinstance(state, FakeState)
+    evaluated = state.evaluated
+    s.rewind(150)
+    assert state.evaluated == evaluated + 1

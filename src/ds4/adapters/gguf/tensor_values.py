@@ -18,7 +18,7 @@ from ds4.ports.model_file import ModelFile
 F32 = npt.NDArray[np.float32]
 
 _SMALL_SUFFIXES = ("_norm.weight", "_scale.weight", "_base.weight", "sinks.weight", ".bias",
-                   "_ape.weight")  # fmt: skip
+                   "_ape.weight", "norm.weight")  # fmt: skip
 
 
 class TensorValues:

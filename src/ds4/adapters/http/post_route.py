@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 
 from ds4.adapters.http.access_log import request_record
 from ds4.adapters.http.guard import Receive, Scope, Send, header, send_error, send_json
 from ds4.adapters.http.inference_worker import Job, JobFailed, JobOutput
 from ds4.adapters.http.large_bodies import is_large
 from ds4.adapters.http.server_state import HttpConfig, ServerState
+from ds4.domain.chat.prefix_file import with_prefix
 from ds4.domain.errors import ErrorKind, RequestError
 from ds4.domain.generation.events import Finished, PrefillProgress
 from ds4.domain.serving.generation_request import Api, GenerationRequest
@@ -90,7 +92,27 @@ async def _watch_disconnect(receive: Receive, job: Job) -> None:
             return
 
 
+# The per-request MTP opt-out (docs/mtp.md): a header, so every API takes it alike.
+MTP_HEADER = b"x-ds4-mtp"
+_MTP_VALUES = {"on": True, "1": True, "true": True, "off": False, "0": False, "false": False}
+
+
+def _speculation_choice(scope: Scope, parsed: ParsedRequest) -> ParsedRequest:
+    value = header(scope, MTP_HEADER)
+    if value is None:
+        return parsed
+    choice = _MTP_VALUES.get(value.strip().lower())
+    if choice is None:
+        raise RequestError(f"X-DS4-MTP: {value.strip()!r} is not on or off")
+    if choice:
+        return parsed
+    return replace(parsed, generation=replace(parsed.generation, speculative=False))
+
+
 def _prepare(state: ServerState, request: GenerationRequest) -> PreparedJob:
+    # --prefix-file: the turns go before a conversation, not before a raw completion
+    if state.prefix and request.api is not Api.COMPLETIONS:
+        request = replace(request, messages=with_prefix(request.messages, state.prefix))
     with state.memory_lock:
         return prepare_job(
             request,
@@ -142,6 +164,7 @@ async def handle_post(
         async with state.large_bodies.turn(large):
             body = await _read_body(scope, receive, state.config)
             parsed = await state.large_bodies.run(large, parse, body)
+            parsed = _speculation_choice(scope, parsed)
             del body  # up to --max-body-mb, not needed while rendering and tokenizing
             prepared = await state.large_bodies.run(large, _prepare, state, parsed.generation)
         job = Job(prepared, deliver, on_token=record.on_token)

@@ -90,6 +90,12 @@ def _render_turns(
     return out
 
 
+def render_closed_turns(messages: Sequence[Message], mode: ThinkMode) -> str:
+    """Complete turns as history: each assistant turn closed with EOS, its reasoning
+    dropped (as for answered turns without tools); no assistant prefix after them."""
+    return "".join(_render_turns(messages, mode, lambda _index: False))
+
+
 def unanswerable(messages: Sequence[Message]) -> str | None:
     """Why `messages` leave the model nothing to answer, or None when render_chat ends
     with the assistant prefix (a user or tool message after the last assistant one;

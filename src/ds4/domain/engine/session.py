@@ -19,6 +19,7 @@ import numpy.typing as npt
 from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
 from ds4.domain.errors import Ds4Error
 from ds4.ports.compute import ComputeSession, StateCheckpoint
+from ds4.ports.drafter import Drafter
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -52,10 +53,29 @@ def keepable(
 
 
 class Session:
-    def __init__(self, compute: ComputeSession, *, chunk: int = 0) -> None:
-        """`chunk`: prefill chunk size in tokens (0: the engine's choice)."""
+    def __init__(
+        self,
+        compute: ComputeSession,
+        *,
+        chunk: int = 0,
+        drafter: Drafter | None = None,
+        draft: int = 0,
+    ) -> None:
+        """`chunk`: prefill chunk size in tokens (0: the engine's choice); `drafter` and
+        `draft`: speculative decoding, up to `draft` proposals per step (docs/mtp.md)."""
         self._compute = compute
         self._chunk = chunk
+        self._drafter = drafter if draft > 0 else None
+        self._draft = draft if drafter is not None else 0
+
+    @property
+    def drafter(self) -> Drafter | None:
+        return self._drafter
+
+    @property
+    def draft_limit(self) -> int:
+        """Most proposals per verification (0: no speculative decoding)."""
+        return self._draft
 
     @property
     def ctx(self) -> int:
@@ -126,6 +146,18 @@ class Session:
         if self.pos >= self.ctx:
             raise Ds4Error("context is full")
         return self._compute.eval(token)
+
+    def verify(self, tokens: Sequence[int]) -> npt.NDArray[np.float32]:
+        """Append a sampled token and its drafts in one evaluation; the logits after
+        each of them [n, V]. Ds4Error when they do not fit the context."""
+        if self.pos + len(tokens) > self.ctx:
+            raise Ds4Error("context is full")
+        return self._compute.prefill(list(tokens), all_logits=True)
+
+    def keep(self, n: int) -> None:
+        """Drop the tokens after n (the rejected drafts of the last verification)."""
+        if n < self.pos:
+            self._compute.rewind(n)
 
     def logits(self) -> npt.NDArray[np.float32]:
         return self._compute.logits()

@@ -4,6 +4,11 @@ The backend keeps the per-layer arrays; this keeps what is the same for all of t
 the token list, the logits after the last token, the context bound, the bounded rewind
 history (trimmed every 32 tokens to the last `rewind_history` positions), exact rewind
 floors, DSV4 payloads through the shared codec, and in-memory checkpoints.
+
+For speculative decoding (docs/mtp.md) it also keeps, on request (`retain_streams`),
+the final HC streams of the last few positions, which the MTP drafter reads; and the
+logits of a short all-logits evaluation (a verified draft block), so a rewind into that
+block takes its logits row instead of re-evaluating the last kept token.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ F32 = npt.NDArray[np.float32]
 # 0.5 GB across Flash's 43 layers); older rewinds recompute from a checkpoint or token 0.
 REWIND_HISTORY = 1024
 _TRIM_EVERY = 32
+# An all-logits evaluation this short is remembered for free rewinds into it (a
+# verified block of drafts is a handful of tokens; a prompt's logits are not kept).
+REMEMBER_ROWS = 64
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,7 @@ class _Checkpoint:
     logits: F32 | None
     restored_at: int | None
     restored_logits: F32 | None
+    streams: dict[int, F32]
 
     @property
     def nbytes(self) -> int:
@@ -78,6 +87,7 @@ class StateSession:
         self._new_state = new_state
         self._ctx = ctx
         self._history = max(1, rewind_history)
+        self._keep_streams = 0
         self.invalidate()
 
     # ---- state -------------------------------------------------------------
@@ -101,6 +111,24 @@ class StateSession:
         self._logits: F32 | None = None
         self._restored_at: int | None = None  # token count of the last payload restore
         self._restored_logits: F32 | None = None
+        self._streams: dict[int, F32] = {}  # position -> final HC streams (S, D)
+        self._recent: tuple[int, F32] | None = None  # (first position, its logits rows)
+
+    # ---- final streams (for a drafter) ------------------------------------------
+
+    def retain_streams(self, count: int) -> None:
+        """From now on keep the final HC streams of the last `count` positions."""
+        self._keep_streams = max(0, count)
+
+    def final_stream(self, position: int) -> F32 | None:
+        """The final HC streams (S, D) of a kept position, None if not kept. The same
+        array object for as long as the position's state is unchanged, so a caller
+        can tell whether what it derived from it is still current."""
+        return self._streams.get(position)
+
+    def _drop_streams_from(self, n: int) -> None:
+        for q in [q for q in self._streams if q >= n]:
+            del self._streams[q]
 
     def logits(self) -> F32:
         if self._logits is None:
@@ -112,9 +140,25 @@ class StateSession:
     # ---- evaluation --------------------------------------------------------
 
     def _run_chunk(self, ids: npt.NDArray[np.int64], all_logits: bool) -> F32:
-        logits = self._state.forward(ids, all_logits)
+        start = len(self._tokens)
+        if self._keep_streams:
+            logits, streams = self._state.forward_streams(ids, all_logits, self._keep_streams)
+            self._keep_final_streams(start + ids.size - streams.shape[0], streams)
+        else:
+            logits = self._state.forward(ids, all_logits)
         self._accept(ids, logits)
+        if all_logits and ids.size <= REMEMBER_ROWS:
+            self._recent = (start, logits)
         return logits
+
+    def _keep_final_streams(self, first: int, streams: F32) -> None:
+        rows = np.array(streams, dtype=np.float32)  # ours: the caller's buffer is reused
+        rows.flags.writeable = False
+        for i in range(rows.shape[0]):
+            self._streams[first + i] = rows[i]
+        oldest = first + rows.shape[0] - self._keep_streams
+        for q in [q for q in self._streams if q < oldest]:
+            del self._streams[q]
 
     def _accept(self, ids: npt.NDArray[np.int64], logits: F32) -> None:
         """Bookkeeping after the state evaluated `ids`: tokens, trims, last logits."""
@@ -127,6 +171,7 @@ class StateSession:
                 self._restored_at = None  # its rows are gone: no longer a rewind target
         # a one-row result is ours alone: keep it without another 0.5 MB copy
         self._logits = logits[-1] if logits.shape[0] == 1 else logits[-1].copy()
+        self._recent = None
 
     def prefill(
         self,
@@ -171,14 +216,26 @@ class StateSession:
         if n == 0:
             self.invalidate()
             return
+        recent = self._recent
+        if recent is not None and recent[0] < n:  # inside a remembered block: its row
+            start, rows = recent
+            self._state.truncate(n)
+            del self._tokens[n:]
+            self._drop_streams_from(n)
+            self._logits = rows[n - start - 1].copy()
+            self._recent = (start, rows[: n - start])
+            return
+        self._recent = None
         if n == self._restored_at:  # the restored state itself, logits from the payload
             self._state.truncate(n)
             del self._tokens[n:]
+            self._drop_streams_from(n)
             self._logits = self._restored_logits
             return
         last = self._tokens[n - 1]
         self._state.truncate(n - 1)
         del self._tokens[n - 1 :]
+        self._drop_streams_from(n - 1)
         self._run_chunk(np.array([last], dtype=np.int64), False)
 
     # ---- snapshots ---------------------------------------------------------
@@ -196,11 +253,13 @@ class StateSession:
         self._logits = snap.logits if snap.tokens else None
         self._restored_at = len(snap.tokens)
         self._restored_logits = self._logits
+        self._streams = {}
+        self._recent = None
 
     def checkpoint(self) -> StateCheckpoint:
         return _Checkpoint(
             self._owner, self._ctx, self._state.clone(), tuple(self._tokens),
-            self._logits, self._restored_at, self._restored_logits,
+            self._logits, self._restored_at, self._restored_logits, dict(self._streams),
         )  # fmt: skip
 
     def restore(self, checkpoint: StateCheckpoint) -> None:
@@ -213,6 +272,8 @@ class StateSession:
         self._logits = checkpoint.logits
         self._restored_at = checkpoint.restored_at
         self._restored_logits = checkpoint.restored_logits
+        self._streams = dict(checkpoint.streams)
+        self._recent = None
 
 
 # (states, ids per state) -> logits after each state's last id, one (1, V) array each

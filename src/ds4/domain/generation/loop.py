@@ -12,6 +12,13 @@ the events of generation.events. One turn:
    may force a token instead of sampling one (ds4 eval's reply budgets,
    domain/eval/think_close.py);
 3. finish: flush held text, parse the turn (dsml.turn.finish_turn), report usage.
+
+With a drafter on the session (docs/mtp.md) a decode step may take several tokens: the
+sampled token and the drafts that follow it are evaluated together, each draft is kept
+or not as the sampler would have chosen it (domain/sampling/draft_acceptance.py), and
+the rejected ones are rewound. The lexer sees every kept token in order, so a stop,
+a closed tool block or a forced close ends the block there; `on_token` then runs for
+each kept token once the block is settled (the state already holds all of them).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from ds4.domain.generation.events import (
     Usage,
 )
 from ds4.domain.generation.lexer import TurnLexer
+from ds4.domain.sampling.draft_acceptance import accept_draft
 from ds4.domain.sampling.params import GREEDY, SamplingParams
 from ds4.domain.sampling.rng import XorShiftStar
 from ds4.domain.sampling.sampler import sample
@@ -68,6 +76,7 @@ class TurnSettings:
     stops: tuple[str, ...] = ()
     tools_active: bool = False
     thinking: bool = False
+    speculative: bool = True  # use the session's drafter, if it has one
 
 
 def prefill(
@@ -129,6 +138,18 @@ class _Turn:
         self.tokens: list[int] = []
         self.reasoning_tokens = 0
 
+    def params(self) -> SamplingParams:
+        return GREEDY if self.lexer.greedy else self.settings.sampling
+
+    @property
+    def ended(self) -> FinishReason | None:
+        """Why the turn must stop after the tokens pushed so far, if it must."""
+        if self.lexer.stop is not None:
+            return "stop"
+        if self.lexer.block_closed:
+            return "tool_calls"
+        return None
+
     def push(self, token: int) -> list[GenerationEvent]:
         """Account for one token now in the state; return the events it releases."""
         if self.lexer.in_reasoning:
@@ -177,6 +198,22 @@ class _Turn:
         return events
 
 
+# after a verified block: the logits after its last kept token, the token chosen where
+# a draft was rejected, and why the turn ends, if it does
+BlockEnd = tuple[npt.NDArray[np.float32], int | None, FinishReason | None]
+
+
+def drafts_for(session: Session, token: int, room: int, eos: int) -> list[int]:
+    """The drafter's proposals to verify with `token`: at most `room` (and what the
+    session allows and the context holds), none from EOS on (EOS is never evaluated)."""
+    drafter = session.drafter
+    limit = min(session.draft_limit, room, session.ctx - session.pos - 1)
+    if drafter is None or limit <= 0:
+        return []
+    drafts = drafter.draft(token, limit)
+    return drafts[: drafts.index(eos)] if eos in drafts else drafts
+
+
 def decode_turn(
     session: Session,
     tokenizer: Tokenizer,
@@ -191,9 +228,10 @@ def decode_turn(
     """Decode one turn from a prefilled session (its logits follow the prompt).
 
     on_token(token) runs after each token is evaluated into the session (forced
-    tokens included), so the state then holds exactly the tokens so far. steer, when
-    given, is asked before each token that would be sampled and may force one instead
-    (a forced token is never taken for EOS).
+    tokens included), so the state then holds the tokens so far (with a drafter, up
+    to the end of the token's verified block). steer, when given, is asked before each
+    token that would be sampled and may force one instead (a forced token is never
+    taken for EOS); it sees every position, so a steered turn is decoded without drafts.
     """
     turn = _Turn(tokenizer, settings)
     usage = Usage(prompt_tokens, cached, 0)
@@ -203,6 +241,7 @@ def decode_turn(
     forced = tokenizer.encode(FORCED_THINK_CLOSE)
     finish: FinishReason = "length"
     error: str | None = None
+    pending: int | None = None  # the token a rejected draft's position gets
     try:
         logits = session.logits()
         while len(turn.tokens) < budget:
@@ -221,21 +260,26 @@ def decode_turn(
             if steer is not None:
                 steered = steer(logits, len(turn.tokens), turn.lexer.in_reasoning)
             if steered is None:
-                params = GREEDY if turn.lexer.greedy else settings.sampling
-                token = sample(logits, params, rng)
+                token = pending if pending is not None else sample(logits, turn.params(), rng)
                 if token == eos:
                     finish = "stop"
                     break
             else:
                 token = steered
-            logits = session.eval(token)
-            on_token(token)
-            yield from turn.push(token)
-            if turn.lexer.stop is not None:
-                finish = "stop"
-                break
-            if turn.lexer.block_closed:
-                finish = "tool_calls"
+            pending = None
+            room = budget - len(turn.tokens) - 1
+            speculate = settings.speculative and steer is None
+            drafts = drafts_for(session, token, room, eos) if speculate else []
+            if drafts:
+                block = _verify_block(session, turn, token, drafts, rng, on_token)
+                logits, pending, ended = yield from block
+            else:
+                logits = session.eval(token)
+                on_token(token)
+                yield from turn.push(token)
+                ended = turn.ended
+            if ended is not None:
+                finish = ended
                 break
     except Ds4Error as exc:
         finish, error = "error", str(exc)
@@ -246,6 +290,39 @@ def cut_by_context(finished: Finished, max_tokens: int) -> bool:
     """Whether decode_turn stopped because the context was full, not at max_tokens (the
     client sees finish `length` either way; the operator should hear of the first)."""
     return finished.finish == "length" and finished.usage.completion_tokens < max_tokens
+
+
+def _verify_block(
+    session: Session,
+    turn: _Turn,
+    token: int,
+    drafts: list[int],
+    rng: XorShiftStar,
+    on_token: OnToken,
+) -> Generator[GenerationEvent, None, BlockEnd]:
+    """Evaluate `token` and its drafts at once, keep the drafts the sampler agrees with
+    (in order, stopping where the turn must), rewind the rest. Returns the logits
+    after the last kept token, the token chosen where a draft was rejected, and why
+    the turn ends, if it does."""
+    start = session.pos
+    rows = session.verify([token, *drafts])
+    kept = [(token, turn.push(token))]
+    pending: int | None = None
+    for i, draft in enumerate(drafts):  # drafts_for left room for all of them in the budget
+        if turn.ended is not None or turn.lexer.force_think_close:
+            break
+        ok, choice = accept_draft(rows[i], turn.params(), draft, rng)
+        if not ok:
+            pending = choice
+            break
+        kept.append((draft, turn.push(draft)))
+    session.keep(start + len(kept))
+    if session.drafter is not None:
+        session.drafter.settle(len(drafts), len(kept) - 1)
+    for kept_token, events in kept:
+        on_token(kept_token)
+        yield from events
+    return rows[len(kept) - 1], pending, turn.ended
 
 
 def decode_tokens(
@@ -259,16 +336,39 @@ def decode_tokens(
     """Plain token-level decoding (no chat protocol): yields each evaluated token.
 
     Stops before EOS (not evaluated), at the budget, when the context is full, or
-    when cancel() says so.
+    when cancel() says so. With a drafter, a step evaluates a token and its drafts at
+    once and yields every token kept.
     """
     rng = XorShiftStar(sampling.seed)
     budget = max(0, min(max_tokens, session.ctx - session.pos))
     logits = session.logits()
-    for _ in range(budget):
+    produced = 0
+    pending: int | None = None
+    while produced < budget:
         if cancel():
             return
-        token = sample(logits, sampling, rng)
+        token = pending if pending is not None else sample(logits, sampling, rng)
+        pending = None
         if token == eos:
             return
-        logits = session.eval(token)
-        yield token
+        drafts = drafts_for(session, token, budget - produced - 1, eos)
+        if not drafts:
+            logits = session.eval(token)
+            produced += 1
+            yield token
+            continue
+        start = session.pos
+        rows = session.verify([token, *drafts])
+        kept = [token]
+        for i, draft in enumerate(drafts):
+            ok, choice = accept_draft(rows[i], sampling, draft, rng)
+            if not ok:
+                pending = choice
+                break
+            kept.append(draft)
+        session.keep(start + len(kept))
+        if session.drafter is not None:
+            session.drafter.settle(len(drafts), len(kept) - 1)
+        logits = rows[len(kept) - 1]
+        produced += len(kept)
+        yield from kept

@@ -50,6 +50,7 @@ class GenerationRequest:
     # Responses: the client sees reasoning as summary items, so the visible transcript
     # the live binding keeps includes it (serving.live_bindings).
     reasoning_summary: bool = False
+    speculative: bool = True  # False: no MTP drafts for this request (X-DS4-MTP: off)
 
     @property
     def tools_active(self) -> bool:

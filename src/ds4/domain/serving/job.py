@@ -109,6 +109,7 @@ class Worker:
             stops=request.stops,
             tools_active=request.tools_active,
             thinking=job.think_mode.thinking,
+            speculative=request.speculative,
         )
 
     def run(

@@ -94,6 +94,12 @@ class NativeForward:
         )
         self.native_seconds = 0.0
 
+    def embed_rows(self, tokens: I64) -> F32:
+        """The embedding rows (n, D) of tokens, as f32 (the MTP block's input)."""
+        if self._embd_f16 is not None:
+            return self._embd_f16[tokens].astype(np.float32)
+        return np.asarray(self.values.rows("token_embd.weight", tokens), dtype=np.float32)
+
     def new_seq(self) -> Any:
         """An empty C sequence state, freed when the last reference goes."""
         seq = _lib.ds4_fw_seq_new(self.layout.layers, len(self.layer_range))

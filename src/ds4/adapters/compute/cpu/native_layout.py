@@ -7,7 +7,8 @@ life of the layout (the GGUF map itself outlives the runner).
 
 A layout may hold a contiguous range of layers only, with or without the head: a
 distributed worker (adapters/compute/ray) builds its own range and touches no other
-layer's tensors, the coordinator builds the head alone.
+layer's tensors, the coordinator builds the head alone. LayoutBuilder fills one layer
+or head struct from any GGUF (the MTP block's file too, adapters/compute/cpu/mtp.py).
 """
 
 from __future__ import annotations
@@ -57,18 +58,11 @@ _LAYER_VECS = {
 MAX_HC = 16
 
 
-class NativeLayout:
-    def __init__(
-        self,
-        model: ModelFile,
-        hp: DeepSeekV4HParams,
-        weights: TensorValues,
-        *,
-        layers: range | None = None,
-        head: bool = True,
-    ) -> None:
-        """`layers`: the layers to lay out (default all), in order; `layers[i]` of the
-        native array is layer `layers.start + i`. `head`: build the output head."""
+class LayoutBuilder:
+    """Fills ds4_fw_* structs from one GGUF: matrices point into its mmapped blocks,
+    small vectors into f32 copies kept alive in `keep`."""
+
+    def __init__(self, model: ModelFile, hp: DeepSeekV4HParams, weights: TensorValues) -> None:
         if hp.n_hc > MAX_HC:
             raise Ds4Error(
                 f"{hp.n_hc} hyper-connection streams: the cpu backend takes at most {MAX_HC}; "
@@ -78,24 +72,13 @@ class NativeLayout:
         self._model = model
         self._weights = weights
         self.keep: list[Any] = []
-        span = range(hp.n_layer) if layers is None else layers
-        if span.step != 1 or not 0 <= span.start <= span.stop <= hp.n_layer:
-            raise Ds4Error(f"layers {span} are not a range of the model's {hp.n_layer}")
-        self.layer_range = span
-        # one array: one native call for the whole range
-        self.layers = _ffi.new("ds4_fw_layer[]", len(self.layer_range))
-        for i, il in enumerate(self.layer_range):
-            self._layer(il, self.layers[i])
-        self.head = self._head() if head else _ffi.NULL
 
-    # ---- pieces ------------------------------------------------------------
-
-    def _ptr(self, ctype: str, arr: npt.NDArray[Any]) -> Any:
+    def ptr(self, ctype: str, arr: npt.NDArray[Any]) -> Any:
         arr = np.ascontiguousarray(arr)
         self.keep.append(arr)
         return _ffi.cast(ctype, arr.ctypes.data)
 
-    def _mat(self, dst: Any, name: str) -> None:
+    def mat(self, dst: Any, name: str) -> None:
         if name not in self._model.tensors:
             return  # data stays NULL: the layer has no such tensor
         info = self._model.tensors[name]
@@ -110,29 +93,27 @@ class NativeLayout:
         dst.cols = info.numpy_shape[-1]
         dst.type = int(info.ggml_type)
 
-    def _vec(self, name: str) -> Any:
+    def vec(self, name: str) -> Any:
         if name not in self._model.tensors:
             return _ffi.NULL
-        return self._ptr("const float *", self._weights.small(name).astype(np.float32))
+        return self.ptr("const float *", self._weights.small(name).astype(np.float32))
 
-    # ---- structs -----------------------------------------------------------
-
-    def _layer(self, il: int, c: Any) -> None:
-        hp, pre = self.hp, f"blk.{il}."
-        ratio = hp.compress_ratios[il]
+    def layer(self, c: Any, prefix: str, ratio: int, hash_layer: bool, clamp: float) -> None:
+        """One ds4_fw_layer from the tensors named prefix + suffix."""
+        hp = self.hp
         c.n_embd, c.n_hc, c.n_head, c.head_dim = hp.n_embd, hp.n_hc, hp.n_head, hp.head_dim
         c.n_rot, c.q_rank, c.o_rank, c.n_groups = (
             hp.n_rot, hp.q_lora_rank, hp.o_lora_rank, hp.n_out_group,
         )  # fmt: skip
-        c.n_swa, c.ratio, c.has_indexer = hp.n_swa, ratio, int(hp.has_indexer(il))
+        c.n_swa, c.ratio, c.has_indexer = hp.n_swa, ratio, int(ratio == 4)
         c.n_idx_head, c.idx_dim, c.idx_top_k = (
             hp.n_indexer_head, hp.indexer_head_dim, hp.indexer_top_k,
         )  # fmt: skip
         c.n_expert, c.n_used, c.n_ff = hp.n_expert, hp.n_expert_used, hp.n_ff_exp
-        c.hash_layer, c.norm_route = int(hp.is_hash_layer(il)), int(hp.expert_weights_norm)
+        c.hash_layer, c.norm_route = int(hash_layer), int(hp.expert_weights_norm)
         c.sinkhorn_iters, c.n_vocab = hp.sinkhorn_iters, hp.n_vocab
         c.rms_eps, c.hc_eps = hp.rms_eps, hp.hc_eps
-        c.clamp, c.route_scale = hp.swiglu_clamp[il], hp.expert_weights_scale
+        c.clamp, c.route_scale = clamp, hp.expert_weights_scale
         if ratio == 0:
             rope = RopeParams(hp.n_rot, hp.rope_freq_base, None)
             c.rope_base, c.yarn_factor, c.yarn_ramp = hp.rope_freq_base, 1.0, _ffi.NULL
@@ -142,16 +123,16 @@ class NativeLayout:
             rope = RopeParams(hp.n_rot, hp.compress_rope_freq_base, yarn)
             c.rope_base, c.yarn_factor = hp.compress_rope_freq_base, hp.rope_scaling_factor
             ramp = yarn_ramp(hp.n_rot, hp.compress_rope_freq_base, yarn)
-            c.yarn_ramp = self._ptr("const float *", ramp.astype(np.float32))
+            c.yarn_ramp = self.ptr("const float *", ramp.astype(np.float32))
         # the direct form's per-pair frequency is its angle at position 1
         inv_freq = rope_angles(np.array([1], dtype=np.int64), rope, iterated=False)[0]
-        c.rope_inv_freq = self._ptr("const float *", inv_freq.astype(np.float32))
+        c.rope_inv_freq = self.ptr("const float *", inv_freq.astype(np.float32))
         for field, suffix in _LAYER_MATS.items():
-            self._mat(getattr(c, field), pre + suffix)
+            self.mat(getattr(c, field), prefix + suffix)
         for field, suffix in _LAYER_VECS.items():
-            setattr(c, field, self._vec(pre + suffix))
-        if hp.is_hash_layer(il):
-            name = pre + "ffn_gate_tid2eid.weight"
+            setattr(c, field, self.vec(prefix + suffix))
+        if hash_layer:
+            name = prefix + "ffn_gate_tid2eid.weight"
             info = self._model.tensors[name]
             if info.ggml_type is not GGMLType.I32 or info.numpy_shape[-1] != hp.n_expert_used:
                 raise Ds4Error(f"{name}: expected I32 [{hp.n_expert_used}, n_vocab]")
@@ -162,16 +143,65 @@ class NativeLayout:
                     f"{int(table.min())}..{int(table.max())}"
                 )
             c.n_vocab = table.shape[0]
-            c.tid2eid = self._ptr("const int32_t *", table)
+            c.tid2eid = self.ptr("const int32_t *", table)
+
+
+class NativeLayout(LayoutBuilder):
+    def __init__(
+        self,
+        model: ModelFile,
+        hp: DeepSeekV4HParams,
+        weights: TensorValues,
+        *,
+        layers: range | None = None,
+        head: bool = True,
+    ) -> None:
+        """`layers`: the layers to lay out (default all), in order; `layers[i]` of the
+        native array is layer `layers.start + i`. `head`: build the output head."""
+        super().__init__(model, hp, weights)
+        span = range(hp.n_layer) if layers is None else layers
+        if span.step != 1 or not 0 <= span.start <= span.stop <= hp.n_layer:
+            raise Ds4Error(f"layers {span} are not a range of the model's {hp.n_layer}")
+        self.layer_range = span
+        # one array: one native call for the whole range
+        self.layers = _ffi.new("ds4_fw_layer[]", len(self.layer_range))
+        for i, il in enumerate(self.layer_range):
+            self.layer(self.layers[i], f"blk.{il}.", hp.compress_ratios[il],
+                       hp.is_hash_layer(il), hp.swiglu_clamp[il])  # fmt: skip
+        self.head = self._head() if head else _ffi.NULL
+
+    def set_steering(self, dirs: npt.NDArray[np.float32] | None, attn: float, ffn: float) -> None:
+        """Directional steering on every laid-out layer (docs/steering.md): dirs
+        (n_layer, D) unit rows by model layer, or None to turn it off."""
+        for i, il in enumerate(self.layer_range):
+            c = self.layers[i]
+            if dirs is None:
+                c.steer_dir, c.steer_attn, c.steer_ffn = _ffi.NULL, 0.0, 0.0
+            else:
+                c.steer_dir = self.ptr("const float *", dirs[il].astype(np.float32))
+                c.steer_attn, c.steer_ffn = attn, ffn
+
+    def set_capture(self, rows: npt.NDArray[np.float32] | None, attn: bool) -> None:
+        """Copy each laid-out layer's attention (attn) or FFN output at a call's last row
+        into rows[model layer] (n_layer, D), or stop (None)."""
+        for i, il in enumerate(self.layer_range):
+            c = self.layers[i]
+            c.capture_attn = c.capture_ffn = _ffi.NULL
+            if rows is not None:
+                ptr = _ffi.cast("float *", rows[il].ctypes.data)
+                if attn:
+                    c.capture_attn = ptr
+                else:
+                    c.capture_ffn = ptr
 
     def _head(self) -> Any:
         hp = self.hp
         h = _ffi.new("ds4_fw_head *")
         self.keep.append(h)
         h.n_embd, h.n_hc, h.rms_eps, h.hc_eps = hp.n_embd, hp.n_hc, hp.rms_eps, hp.hc_eps
-        self._mat(h.hc_fn, "output_hc_fn.weight")
-        self._mat(h.output, "output.weight")
-        h.hc_scale = self._vec("output_hc_scale.weight")
-        h.hc_base = self._vec("output_hc_base.weight")
-        h.norm = self._vec("output_norm.weight")
+        self.mat(h.hc_fn, "output_hc_fn.weight")
+        self.mat(h.output, "output.weight")
+        h.hc_scale = self.vec("output_hc_scale.weight")
+        h.hc_base = self.vec("output_hc_base.weight")
+        h.norm = self.vec("output_norm.weight")
         return h

@@ -22,8 +22,10 @@ from ds4.domain.engine_math.numerics import Numerics, check_numerics_fit, numeri
 from ds4.domain.errors import Ds4Error
 from ds4.domain.expert_cache.options import ExpertCacheStats, StreamingOptions
 from ds4.domain.model.hparams import DeepSeekV4HParams
+from ds4.domain.steering.directions import Steering
 from ds4.ports.compute import SequenceState
 from ds4.ports.model_file import ModelFile
+from ds4.ports.steering import Component
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -54,6 +56,7 @@ class CpuRunner(StateRunner):
             if streaming is not None
             else None
         )
+        self._captured = np.zeros((hparams.n_layer, hparams.n_embd), np.float32)
 
     def expert_cache_stats(self) -> ExpertCacheStats | None:
         """The expert cache's counters so far; None without --ssd-streaming."""
@@ -62,6 +65,22 @@ class CpuRunner(StateRunner):
     @property
     def routed_quant_bits(self) -> int:
         return routed_quant_bits(self._model)
+
+    # ---- Steerable (docs/steering.md) ----------------------------------------
+
+    def steer(self, steering: Steering | None) -> None:
+        if steering is None:  # zero scales still go to the kernels, which skip them
+            self.forward.layout.set_steering(None, 0.0, 0.0)
+        else:
+            self.forward.layout.set_steering(steering.directions, steering.attn, steering.ffn)
+
+    def capture(self, component: Component | None) -> None:
+        self._captured = np.zeros((self._hp.n_layer, self._hp.n_embd), np.float32)
+        rows = self._captured if component is not None else None
+        self.forward.layout.set_capture(rows, component == "attn_out")
+
+    def captured(self) -> F32:
+        return self._captured.copy()
 
     def new_state(self, ctx: int) -> SequenceState:
         return CpuState(self.forward, ctx)

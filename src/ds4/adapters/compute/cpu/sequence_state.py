@@ -59,13 +59,20 @@ class CpuState:
         return int(_lib.ds4_fw_seq_len(self._seq))
 
     def forward(self, tokens: npt.NDArray[np.int64], all_logits: bool) -> F32:
+        return self.forward_streams(tokens, all_logits, 0)[0]
+
+    def forward_streams(
+        self, tokens: npt.NDArray[np.int64], all_logits: bool, keep: int
+    ) -> tuple[F32, F32]:
         start = self.length
         streams = self._fwd.run(self._seq, tokens)
         try:
-            return self._fwd.head(streams if all_logits else streams[-1:])
+            logits = self._fwd.head(streams if all_logits else streams[-1:])
         except BaseException:
             _lib.ds4_fw_seq_truncate(self._seq, start)
             raise
+        # a view (of a buffer the next one-token call reuses): the caller copies it
+        return logits, streams[streams.shape[0] - min(keep, streams.shape[0]) :]
 
     def truncate(self, n: int) -> None:
         _lib.ds4_fw_seq_truncate(self._seq, n)

@@ -79,17 +79,21 @@ class DistributedState:
     # ---- SequenceState -----------------------------------------------------
 
     def forward(self, tokens: I64, all_logits: bool) -> F32:
+        return self.forward_streams(tokens, all_logits, 0)[0]
+
+    def forward_streams(self, tokens: I64, all_logits: bool, keep: int) -> tuple[F32, F32]:
         ids = np.asarray(tokens, dtype=np.int64).reshape(-1)
         pipe = self._pipe
+        every = all_logits or keep > 1  # the final streams of more than the last row
 
         def op() -> list[F32]:
-            return pipe.stream_pieces(self, self.length, ids, want="all" if all_logits else "last")
+            return pipe.stream_pieces(self, self.length, ids, want="all" if every else "last")
 
         pieces = pipe.run(op, [self])
-        streams = np.concatenate(pieces) if all_logits else pieces[-1][-1:]
-        logits = pipe.head.head(streams)
+        streams = np.concatenate(pieces) if every else pieces[-1][-1:]
+        logits = pipe.head.head(streams if all_logits else streams[-1:])
         self.commit(ids)
-        return logits
+        return logits, streams[streams.shape[0] - min(keep, streams.shape[0]) :]
 
     def truncate(self, n: int) -> None:
         if n >= self.length:

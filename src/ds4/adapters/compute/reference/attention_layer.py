@@ -42,6 +42,19 @@ class LayerSetup:
     def ratio(self) -> int:
         return self.hp.compress_ratios[self.layer]
 
+    @property
+    def is_hash(self) -> bool:
+        return self.hp.is_hash_layer(self.layer)
+
+    @property
+    def clamp(self) -> float:
+        return self.hp.swiglu_clamp[self.layer]
+
+    @property
+    def window_from_kept(self) -> bool:
+        """Attend to the kept raw rows only (the MTP block after a gap, docs/mtp.md)."""
+        return False
+
     def rope(self) -> RopeParams:
         hp = self.hp
         if self.ratio == 0:
@@ -135,7 +148,10 @@ def attention_sublayer(setup: LayerSetup, h: F32, positions: I64, state: LayerSt
                 comp.score.append(inputs[1][t])
                 if (p + 1) % comp.ratio == 0:
                     _emit(setup, comp, norm, p)
-        rows = state.raw.span(max(0, p + 1 - hp.n_swa), p + 1)
+        first = max(0, p + 1 - hp.n_swa)
+        if setup.window_from_kept:
+            first = max(first, state.raw.base)
+        rows = state.raw.span(first, p + 1)
         if state.attn is not None:
             comp_rows = state.attn.rows.view()
             index = state.index

@@ -26,11 +26,7 @@ def route_tokens(setup: LayerSetup, g: F32, tokens: I64) -> tuple[I64, F32]:
     n = g.shape[0]
     logits = setup.mm("ffn_gate_inp.weight", g)
     bias = w.small(pre + "exp_probs_b.bias") if w.has(pre + "exp_probs_b.bias") else None
-    hashed = (
-        w.int_rows(pre + "ffn_gate_tid2eid.weight", tokens)
-        if hp.is_hash_layer(setup.layer)
-        else None
-    )
+    hashed = w.int_rows(pre + "ffn_gate_tid2eid.weight", tokens) if setup.is_hash else None
     ids = np.empty((n, hp.n_expert_used), dtype=np.int64)
     wts = np.empty((n, hp.n_expert_used), dtype=np.float32)
     for t in range(n):
@@ -50,7 +46,7 @@ def routed_experts(setup: LayerSetup, g: F32, ids: I64, wts: F32) -> F32:
     it, then a per-token sum in slot order."""
     hp, pre, w = setup.hp, setup.prefix, setup.weights
     n = g.shape[0]
-    clamp = hp.swiglu_clamp[setup.layer]
+    clamp = setup.clamp
     contrib = np.zeros((n, hp.n_expert_used, hp.n_embd), dtype=np.float32)
     for e in np.unique(ids):
         tok, slot = np.nonzero(ids == e)
@@ -66,7 +62,7 @@ def routed_experts(setup: LayerSetup, g: F32, ids: I64, wts: F32) -> F32:
 
 
 def shared_expert(setup: LayerSetup, g: F32) -> F32:
-    clamp = setup.hp.swiglu_clamp[setup.layer]
+    clamp = setup.clamp
     shared_mid = clamped_swiglu(
         setup.mm("ffn_gate_shexp.weight", g), setup.mm("ffn_up_shexp.weight", g), clamp
     )

@@ -16,6 +16,7 @@ from ds4.domain.engine_math.hyper import HcMix, hc_post, hc_split, head_weights,
 from ds4.domain.engine_math.numerics import Numerics
 from ds4.domain.engine_math.scalar_ops import rmsnorm
 from ds4.domain.model.hparams import DeepSeekV4HParams
+from ds4.domain.steering.directions import Steering, steer_rows
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -36,6 +37,10 @@ class Forward:
         self.hp = hp
         self.weights = weights
         self.setups = [LayerSetup(hp, il, weights, numerics) for il in range(hp.n_layer)]
+        # directional steering and activation capture (docs/steering.md), main layers only
+        self.steering: Steering | None = None
+        self.capture_component: str | None = None
+        self.captured = np.zeros((hp.n_layer, hp.n_embd), np.float32)
 
     def _hc_pre(self, setup: LayerSetup, streams: F32, kind: str) -> tuple[F32, HcMix]:
         hp = self.hp
@@ -46,13 +51,40 @@ class Forward:
         return weighted_streams(streams, split.pre), split
 
     def layer(self, il: int, streams: F32, tokens: I64, positions: I64, state: LayerState) -> F32:
-        setup, eps = self.setups[il], self.hp.rms_eps
+        return self.layer_with(self.setups[il], streams, tokens, positions, state, il)
+
+    def layer_with(
+        self,
+        setup: LayerSetup,
+        streams: F32,
+        tokens: I64,
+        positions: I64,
+        state: LayerState,
+        main_layer: int | None = None,
+    ) -> F32:
+        """One block (HC pre, attention, HC post, HC pre, FFN, HC post) as `setup` names it;
+        `main_layer`: its index among the main layers (steering and capture apply)."""
+        eps = self.hp.rms_eps
         x_in, mix = self._hc_pre(setup, streams, "attn")
         h = rmsnorm(x_in, setup.vec("attn_norm.weight"), eps)
-        streams = hc_post(attention_sublayer(setup, h, positions, state), streams, mix)
+        a = self._sublayer_out(attention_sublayer(setup, h, positions, state), main_layer, "attn")
+        streams = hc_post(a, streams, mix)
         f_in, mix = self._hc_pre(setup, streams, "ffn")
         g = rmsnorm(f_in, setup.vec("ffn_norm.weight"), eps)
-        return hc_post(self.ffn(setup, g, tokens), streams, mix)
+        y = self._sublayer_out(self.ffn(setup, g, tokens), main_layer, "ffn")
+        return hc_post(y, streams, mix)
+
+    def _sublayer_out(self, y: F32, layer: int | None, kind: str) -> F32:
+        """Steering, then capture, of a sublayer output before HC post."""
+        if layer is None:
+            return y
+        s = self.steering
+        scale = 0.0 if s is None else (s.attn if kind == "attn" else s.ffn)
+        if s is not None and scale != 0.0:
+            y = steer_rows(y, s.directions[layer], scale)
+        if self.capture_component == kind + "_out":
+            self.captured[layer] = y[-1]
+        return y
 
     def ffn(self, setup: LayerSetup, g: F32, tokens: I64) -> F32:
         """The FFN sublayer (a hook: other backends route experts their own way)."""
@@ -68,11 +100,16 @@ class Forward:
 
     def head(self, streams: F32) -> F32:
         """Logits (n, V) from final HC streams (n, S, D)."""
-        hp, w = self.hp, self.weights
+        return self.head_with(streams, self.weights, "output_hc_", "output_norm.weight")
+
+    def head_with(self, streams: F32, store: WeightStore, hc: str, norm: str) -> F32:
+        """The output head with the HC head `hc`{fn,scale,base}.weight and norm `norm`
+        from `store` (the MTP block has its own), always this model's output matrix."""
+        hp = self.hp
         flat = rmsnorm(streams.reshape(streams.shape[0], -1), None, hp.rms_eps)
-        mix = w.matmul("output_hc_fn.weight", flat)
+        mix = store.matmul(hc + "fn.weight", flat)
         wts = head_weights(
-            mix, w.small("output_hc_scale.weight"), w.small("output_hc_base.weight"), hp.hc_eps
+            mix, store.small(hc + "scale.weight"), store.small(hc + "base.weight"), hp.hc_eps
         )
-        z = rmsnorm(weighted_streams(streams, wts), w.small("output_norm.weight"), hp.rms_eps)
-        return w.matmul("output.weight", z)
+        z = rmsnorm(weighted_streams(streams, wts), store.small(norm), hp.rms_eps)
+        return self.weights.matmul("output.weight", z)

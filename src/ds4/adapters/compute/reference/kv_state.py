@@ -125,13 +125,14 @@ class CompressorHistory:
 
 
 class LayerState:
-    def __init__(self, hp: DeepSeekV4HParams, layer: int) -> None:
-        self.ratio = hp.compress_ratios[layer]
+    def __init__(self, hp: DeepSeekV4HParams, layer: int | None) -> None:
+        """layer None: a window-only state (ratio 0, no compressor: the MTP block)."""
+        self.ratio = hp.compress_ratios[layer] if layer is not None else 0
         self.n_swa = hp.n_swa
         self.version = 0  # bumped by every change made outside a forward pass
         self.raw = GrowRows(hp.head_dim)  # row p = position p (f16-rounded with ds4 numerics)
         self.attn = CompressorHistory(self.ratio, hp.head_dim) if self.ratio else None
-        self.index = CompressorHistory(4, hp.indexer_head_dim) if hp.has_indexer(layer) else None
+        self.index = CompressorHistory(4, hp.indexer_head_dim) if self.ratio == 4 else None
 
     def truncate(self, n_tokens: int) -> None:
         self.version += 1

@@ -16,9 +16,11 @@ from ds4.domain.engine.state_runner import StateRunner
 from ds4.domain.engine_math.numerics import Numerics, check_numerics_fit, numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
+from ds4.domain.steering.directions import Steering
 from ds4.ports.compute import ModelRunner, SequenceState
 from ds4.ports.dequantizer import Dequantizer
 from ds4.ports.model_file import ModelFile
+from ds4.ports.steering import Component
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -45,6 +47,18 @@ class ReferenceRunner(StateRunner):
     @property
     def routed_quant_bits(self) -> int:
         return routed_quant_bits(self._model)
+
+    # ---- Steerable (docs/steering.md) ----------------------------------------
+
+    def steer(self, steering: Steering | None) -> None:
+        self.forward.steering = steering  # zero scales are skipped per sublayer
+
+    def capture(self, component: Component | None) -> None:
+        self.forward.capture_component = component
+        self.forward.captured = np.zeros((self._hp.n_layer, self._hp.n_embd), np.float32)
+
+    def captured(self) -> F32:
+        return self.forward.captured.copy()
 
     def new_state(self, ctx: int) -> SequenceState:
         return ReferenceState(self.forward, ctx)

@@ -30,14 +30,20 @@ class ReferenceState:
         return self.layers[0].raw.n
 
     def forward(self, tokens: npt.NDArray[np.int64], all_logits: bool) -> F32:
+        return self.forward_streams(tokens, all_logits, 0)[0]
+
+    def forward_streams(
+        self, tokens: npt.NDArray[np.int64], all_logits: bool, keep: int
+    ) -> tuple[F32, F32]:
         start = self.length
         positions = np.arange(start, start + tokens.size, dtype=np.int64)
         try:
             streams = self._fwd.run(tokens, positions, self.layers)
-            return self._fwd.head(streams if all_logits else streams[-1:])
+            logits = self._fwd.head(streams if all_logits else streams[-1:])
         except BaseException:
             self.truncate(start)  # leave the state as it was before this chunk
             raise
+        return logits, streams[streams.shape[0] - min(keep, streams.shape[0]) :]
 
     def truncate(self, n: int) -> None:
         for s in self.layers:

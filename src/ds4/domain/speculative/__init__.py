@@ -1,0 +1,1 @@
+"""Speculative decoding: drafting tokens for the main model to verify (docs/mtp.md)."""
