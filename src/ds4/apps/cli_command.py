@@ -156,12 +156,15 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
     )
 
 
-def add_sampling_flags(cli: argparse.ArgumentParser) -> None:
-    """--temp, --top-p, --top-k, --min-p, --seed (shared with `ds4 agent`)."""
+def add_sampling_flags(
+    cli: argparse._ActionsContainer, *, temp: float = 1.0, seed_note: str = ""
+) -> None:
+    """--temp, --top-p, --top-k, --min-p, --seed (shared with `ds4 agent` and `ds4 eval`,
+    which passes its own default temperature and a note on where the seed goes)."""
     cli.add_argument(
         "--temp",
         type=flag_types.float_in(0, 100),
-        default=1.0,
+        default=temp,
         help="temperature, 0..100 (0: greedy)",
     )
     cli.add_argument(
@@ -183,7 +186,7 @@ def add_sampling_flags(cli: argparse.ArgumentParser) -> None:
         "--seed",
         type=flag_types.int_in(1, SEED_MAX),
         default=None,
-        help=f"RNG seed, 1..{SEED_MAX} (default: random)",
+        help=f"RNG seed, 1..{SEED_MAX} (default: random{seed_note})",
     )
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 
 from ds4.apps import flag_types
+from ds4.apps.cli_command import add_sampling_flags
 from ds4.apps.engine_flags import add_backend_flags, add_model_flag, add_numerics_flag
-from ds4.apps.flag_types import INT_MAX, MAX_CTX, SEED_MAX
+from ds4.apps.flag_types import INT_MAX, MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.eval.cases import DEFAULT_SUITE, MAX_CASE_TOKENS
 from ds4.domain.eval.readers.formats import AUTO, FORMAT_NAMES
@@ -113,33 +114,7 @@ def _budgets(p: argparse.ArgumentParser) -> None:
 
 def _sampling(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sampling and thinking")
-    g.add_argument(
-        "--temp",
-        type=flag_types.float_in(0, 100),
-        default=0.0,
-        help="temperature, 0..100 (0: greedy)",
-    )
-    g.add_argument(
-        "--top-p", type=flag_types.float_in(0, 1), default=1.0, help="nucleus mass, 0..1 (1: off)"
-    )
-    g.add_argument(
-        "--top-k",
-        type=flag_types.int_in(0, MAX_TOP_K),
-        default=0,
-        help=f"keep the k best tokens, 0..{MAX_TOP_K} (0: off)",
-    )
-    g.add_argument(
-        "--min-p",
-        type=flag_types.float_in(0, 1),
-        default=0.05,
-        help="keep tokens at least this fraction as likely as the best, 0..1 (0: off)",
-    )
-    g.add_argument(
-        "--seed",
-        type=flag_types.int_in(1, SEED_MAX),
-        default=None,
-        help=f"RNG seed, 1..{SEED_MAX} (default: random, written to the trace)",
-    )
+    add_sampling_flags(g, temp=0.0, seed_note=", written to the trace")
     think = g.add_mutually_exclusive_group()
     think.add_argument(
         "--think",
