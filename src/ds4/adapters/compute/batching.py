@@ -33,8 +33,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from ds4.domain.engine.forwarding_session import ForwardingSession
 from ds4.domain.errors import Ds4Error
-from ds4.ports.compute import ComputeSession, ModelRunner, StateCheckpoint
+from ds4.ports.compute import ComputeSession, ModelRunner
 
 F32 = npt.NDArray[np.float32]
 
@@ -209,25 +210,18 @@ class StepGate:
             work.result = logits
 
 
-class GatedSession:
-    """A ComputeSession (the port) whose evaluations go through a StepGate."""
+class GatedSession(ForwardingSession):
+    """A ComputeSession (the port) whose evaluations go through a StepGate; reading or
+    replacing its own state passes through (only this slot's thread changes it)."""
 
     def __init__(self, gate: StepGate, slot: int, inner: ComputeSession) -> None:
+        super().__init__(inner)
         self._gate = gate
         self._slot = slot
-        self._inner = inner
 
     @property
     def slot(self) -> int:
         return self._slot
-
-    @property
-    def ctx(self) -> int:
-        return self._inner.ctx
-
-    @property
-    def tokens(self) -> Sequence[int]:
-        return self._inner.tokens  # only this slot's thread changes them
 
     def eval(self, token: int) -> F32:
         return self._gate.evaluate(self._slot, self._inner, (token,), decode=True)
@@ -259,29 +253,6 @@ class GatedSession:
         assert logits is not None
         return logits
 
-    def logits(self) -> F32:
-        return self._inner.logits()
-
     def rewind(self, n: int) -> None:
         with self._gate.engine:  # it re-evaluates the last kept token
             self._inner.rewind(n)
-
-    # the rest reads or replaces this session's own state only
-
-    def rewind_floor(self, n: int) -> int:
-        return self._inner.rewind_floor(n)
-
-    def invalidate(self) -> None:
-        self._inner.invalidate()
-
-    def payload(self) -> bytes:
-        return self._inner.payload()
-
-    def load_payload(self, data: bytes) -> None:
-        self._inner.load_payload(data)
-
-    def checkpoint(self) -> StateCheckpoint:
-        return self._inner.checkpoint()
-
-    def restore(self, checkpoint: StateCheckpoint) -> None:
-        self._inner.restore(checkpoint)

@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from ds4.domain.engine.forwarding_session import ForwardingSession
 from ds4.domain.errors import Ds4Error
-from ds4.ports.compute import ComputeSession, StateCheckpoint
+from ds4.ports.compute import ComputeSession
 from ds4.ports.drafter import Drafter
 from ds4.ports.pacing import Pacer
 
@@ -64,20 +65,12 @@ class DutyCycle:
             self._paused += self._pacer.monotonic() - before
 
 
-class PacedSession:
+class PacedSession(ForwardingSession):
     """A ComputeSession that rests after every evaluation (everything else passes through)."""
 
     def __init__(self, inner: ComputeSession, cycle: DutyCycle) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._cycle = cycle
-
-    @property
-    def ctx(self) -> int:
-        return self._inner.ctx
-
-    @property
-    def tokens(self) -> Sequence[int]:
-        return self._inner.tokens
 
     def prefill(
         self,
@@ -103,31 +96,10 @@ class PacedSession:
         self._cycle.rest(started)
         return out
 
-    def logits(self) -> F32:
-        return self._inner.logits()
-
-    def rewind_floor(self, n: int) -> int:
-        return self._inner.rewind_floor(n)
-
     def rewind(self, n: int) -> None:
         started = self._cycle.start()
         self._inner.rewind(n)
         self._cycle.rest(started)
-
-    def invalidate(self) -> None:
-        self._inner.invalidate()
-
-    def payload(self) -> bytes:
-        return self._inner.payload()
-
-    def load_payload(self, data: bytes) -> None:
-        self._inner.load_payload(data)
-
-    def checkpoint(self) -> StateCheckpoint:
-        return self._inner.checkpoint()
-
-    def restore(self, checkpoint: StateCheckpoint) -> None:
-        self._inner.restore(checkpoint)
 
 
 class PacedDrafter:

@@ -92,11 +92,18 @@ def reference_runner(
     dequantizer: Dequantizer | None = None,
 ) -> ModelRunner:
     """The reference backend over an already opened and validated model file."""
+    chosen = reference_numerics(numerics, hparams)
+    return ReferenceRunner(model, hparams, chosen, dequantizer or NumpyDequantizer())
+
+
+def reference_numerics(numerics: str, hparams: DeepSeekV4HParams) -> Numerics:
+    """The numerics the reference forward runs (and backends built on it): not `exact`,
+    which only the native CPU backend implements, and one the model's shape allows."""
     chosen = numerics_named(numerics)
     if chosen.name == "exact":
         raise Ds4Error("--numerics exact runs on the native CPU backend (--backend cpu)")
     check_numerics_fit(chosen, hparams)
-    return ReferenceRunner(model, hparams, chosen, dequantizer or NumpyDequantizer())
+    return chosen
 
 
 def open_reference_runner(

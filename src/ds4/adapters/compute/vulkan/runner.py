@@ -10,12 +10,11 @@ The whole forward on the GPU is not done yet; this says so instead of claiming i
 
 from __future__ import annotations
 
-from ds4.adapters.compute.reference.runner import ReferenceRunner
+from ds4.adapters.compute.reference.runner import ReferenceRunner, reference_numerics
 from ds4.adapters.compute.vulkan.runtime import runtime
 from ds4.adapters.compute.vulkan.vk_api import VulkanUnavailableError
 from ds4.adapters.compute.vulkan.weight_store import VulkanWeightStore
 from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
-from ds4.domain.engine_math.numerics import check_numerics_fit, numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.compute import ModelRunner
@@ -31,10 +30,7 @@ def vulkan_runner(
     dequantizer: Dequantizer | None = None,
 ) -> ModelRunner:
     """The vulkan backend over an opened model; Ds4Error saying why where it cannot run."""
-    chosen = numerics_named(numerics)
-    if chosen.name == "exact":
-        raise Ds4Error("--numerics exact runs on the native CPU backend (--backend cpu)")
-    check_numerics_fit(chosen, hparams)
+    chosen = reference_numerics(numerics, hparams)
     try:
         rt = runtime()
     except VulkanUnavailableError as exc:
