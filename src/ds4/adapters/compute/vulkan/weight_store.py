@@ -40,10 +40,29 @@ class VulkanWeightStore(WeightStore):
     def resident_bytes(self) -> int:
         return sum(w.buffer.size for w in self._resident.values())
 
+    @property
+    def rt(self) -> VulkanRuntime:
+        return self._rt
+
+    @property
+    def activation_quant(self) -> bool:
+        return self._numerics.activation_quant
+
     def matmul(
         self, name: str, x: F32, *, rows: slice | None = None, expert: int | None = None
     ) -> F32:
         """y[t] = W x[t] on the device; the same contract as WeightStore.matmul."""
+        w = self.device(name, rows=rows, expert=expert)
+        xs = np.asarray(x, dtype=np.float32).reshape(-1, w.cols)
+        if self._numerics.activation_quant and w.ggml_type in SHADERS_Q8:
+            return matmul_q8(w, xs)
+        return matmul(w, xs)
+
+    def device(
+        self, name: str, *, rows: slice | None = None, expert: int | None = None
+    ) -> VulkanWeights:
+        """The resident tensor `name` (uploaded on first use), or one expert's matrix or a
+        plain range of its rows, as a view of the same buffer."""
         w = self._tensor(name)
         if expert is not None:
             per_expert = self._model.tensors[name].dims[1]
@@ -55,10 +74,7 @@ class VulkanWeightStore(WeightStore):
             if step != 1 or stop <= start:
                 raise Ds4Error(f"{name}: row range {rows} is not a plain non-empty slice")
             w = w.view(start, stop - start)
-        xs = np.asarray(x, dtype=np.float32).reshape(-1, w.cols)
-        if self._numerics.activation_quant and w.ggml_type in SHADERS_Q8:
-            return matmul_q8(w, xs)
-        return matmul(w, xs)
+        return w
 
     def _tensor(self, name: str) -> VulkanWeights:
         have = self._resident.get(name)

@@ -1,0 +1,189 @@
+"""The device-resident forward (docs/vulkan.md#device-forward, ADR 0066).
+
+A chunk's streams and the sequence's KV state stay in device buffers; each layer is
+recorded into the step and the step goes to the GPU as one submission plus one per host
+fallback still taken (HOST_FALLBACKS). Only the logits (and streams a drafter asks for)
+come back. `run`/`head` implement the reference's ChunkForward over host LayerStates
+(uploading and downloading them: the generic, slow path); VulkanState drives
+`run_device` over states that live on the device.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from ds4.adapters.compute.reference.attention_layer import LayerSetup
+from ds4.adapters.compute.reference.kv_state import LayerState
+from ds4.adapters.compute.vulkan import attention_block, ffn_block, ops
+from ds4.adapters.compute.vulkan.attention_block import attention_block as attention
+from ds4.adapters.compute.vulkan.device_state import DeviceLayerState
+from ds4.adapters.compute.vulkan.ffn_block import ffn_block as ffn
+from ds4.adapters.compute.vulkan.ops import Ops
+from ds4.adapters.compute.vulkan.step import BufferPool, Step, Value
+from ds4.adapters.compute.vulkan.weight_store import VulkanWeightStore
+from ds4.domain.engine_math.hyper import HcMix, hc_post, hc_split, head_weights, weighted_streams
+from ds4.domain.engine_math.numerics import Numerics
+from ds4.domain.model.hparams import DeepSeekV4HParams
+
+F32 = npt.NDArray[np.float32]
+I64 = npt.NDArray[np.int64]
+
+FALLBACK_HC_PRE = "HC pre (Sinkhorn split + stream mix)"
+FALLBACK_HC_POST = "HC post"
+FALLBACK_HC_HEAD = "HC head weights"
+
+# Every host detour the device forward can take (docs/vulkan.md#status lists them).
+HOST_FALLBACKS = (
+    FALLBACK_HC_PRE, FALLBACK_HC_POST, FALLBACK_HC_HEAD,
+    attention_block.FALLBACK_KV_ROUNDING, attention_block.FALLBACK_APE,
+    attention_block.FALLBACK_EMIT, attention_block.FALLBACK_INDEXER,
+    attention_block.FALLBACK_INDEXER_QAT,
+    ffn_block.FALLBACK_ROUTER, ffn_block.FALLBACK_SWIGLU, ffn_block.FALLBACK_MOE_SUM,
+    ops.FALLBACK_Q8,
+)  # fmt: skip
+
+
+@dataclass
+class StepReport:
+    """What the last step cost: submissions, and host fallbacks taken by name."""
+
+    tokens: int = 0
+    submissions: int = 0
+    fallbacks: Counter[str] = field(default_factory=Counter)
+
+
+class VulkanForward:
+    def __init__(
+        self, hp: DeepSeekV4HParams, store: VulkanWeightStore, numerics: Numerics
+    ) -> None:
+        self.hp = hp
+        self.store = store
+        self.numerics = numerics
+        self.ops = Ops(store)
+        self.pool = BufferPool(store.rt)
+        self.setups = [LayerSetup(hp, il, store, numerics) for il in range(hp.n_layer)]
+        self.last = StepReport()
+
+    # ---- steps -----------------------------------------------------------------
+
+    def step(self) -> Step:
+        return Step(self.store.rt, self.pool)
+
+    def finish(self, step: Step, tokens: int) -> None:
+        """Close the step and keep its cost as `last`."""
+        step.close()
+        self.last = StepReport(tokens, step.submissions, step.fallbacks)
+
+    # ---- ChunkForward over host LayerStates (the generic path) -----------------
+
+    def run(self, tokens: I64, positions: I64, states: list[LayerState]) -> F32:
+        rt = self.store.rt
+        dev = [DeviceLayerState(rt, self.hp, il) for il in range(self.hp.n_layer)]
+        step = self.step()
+        try:
+            for d, s in zip(dev, states, strict=True):
+                d.upload(step, s)
+            streams = self.run_device(step, tokens, positions, dev)
+            for il, (d, s) in enumerate(zip(dev, states, strict=True)):
+                fresh = d.download(step, self.hp, il)
+                s.raw, s.attn, s.index = fresh.raw, fresh.attn, fresh.index
+                s.version += 1
+            (out,) = step.np(streams)
+        finally:
+            self.finish(step, int(tokens.size))
+            for d in dev:
+                d.release()
+        result: F32 = out
+        return result
+
+    def head(self, streams: F32) -> F32:
+        step = self.step()
+        try:
+            (logits,) = step.np(self.head_device(step, step.host(streams)))
+        finally:
+            self.finish(step, 0)
+        out: F32 = logits
+        return out
+
+    # ---- the device path -----------------------------------------------------------
+
+    def run_device(
+        self, step: Step, tokens: I64, positions: I64, states: list[DeviceLayerState]
+    ) -> Value:
+        """Record the chunk's layers over device states; the final streams (n, S, D)."""
+        hp = self.hp
+        e = self.store.rows("token_embd.weight", tokens)
+        streams = step.host(np.repeat(e[:, None, :], hp.n_hc, axis=1).astype(np.float32))
+        tables: dict[int, tuple[Value, Value]] = {}
+        for il in range(hp.n_layer):
+            setup = self.setups[il]
+            kind = 0 if setup.ratio == 0 else 1
+            if kind not in tables:
+                tables[kind] = self.ops.rope_tables(step, positions, setup.rope(),
+                                                    self.numerics.iterated_rope)  # fmt: skip
+            streams = self.layer(step, setup, streams, tokens, positions, states[il],
+                                 tables[kind])  # fmt: skip
+        return streams
+
+    def layer(
+        self, step: Step, setup: LayerSetup, streams: Value, tokens: I64, positions: I64,
+        state: DeviceLayerState, tables: tuple[Value, Value],
+    ) -> Value:  # fmt: skip
+        eps, pre = self.hp.rms_eps, setup.prefix
+        x_in, mix = self._hc_pre(step, setup, streams, "attn")
+        h = self.ops.norm(step, x_in, pre + "attn_norm.weight", self.hp.n_embd, eps)
+        a = attention(self.ops, step, setup, h, positions, state, tables)
+        streams = self._hc_post(step, a, streams, mix)
+        f_in, mix = self._hc_pre(step, setup, streams, "ffn")
+        g = self.ops.norm(step, f_in, pre + "ffn_norm.weight", self.hp.n_embd, eps)
+        y = ffn(self.ops, step, setup, g, tokens)
+        return self._hc_post(step, y, streams, mix)
+
+    def head_device(self, step: Step, streams: Value) -> Value:
+        """Logits (n, V) of final streams (n, S, D)."""
+        hp = self.hp
+        n = streams.shape[0]
+        flat = self.ops.norm(step, streams, None, hp.n_hc * hp.n_embd, hp.rms_eps)
+        mix = self.ops.mm(step, "output_hc_fn.weight", _flat(flat, n))
+        step.fallback(FALLBACK_HC_HEAD)
+        m, s = step.np(mix, streams)
+        wts = head_weights(m, self.store.small("output_hc_scale.weight"),
+                           self.store.small("output_hc_base.weight"), hp.hc_eps)  # fmt: skip
+        z = step.host(weighted_streams(s.reshape(n, hp.n_hc, hp.n_embd), wts))
+        zn = self.ops.norm(step, z, "output_norm.weight", hp.n_embd, hp.rms_eps)
+        return self.ops.mm(step, "output.weight", zn)
+
+    def _hc_pre(self, step: Step, setup: LayerSetup, streams: Value, kind: str
+                ) -> tuple[Value, HcMix]:  # fmt: skip
+        hp = self.hp
+        n = streams.shape[0]
+        flat = self.ops.norm(step, streams, None, hp.n_hc * hp.n_embd, hp.rms_eps)
+        mix = self.ops.mm(step, f"{setup.prefix}hc_{kind}_fn.weight", _flat(flat, n))
+        step.fallback(FALLBACK_HC_PRE)
+        m, s = step.np(mix, streams)
+        split = hc_split(m, setup.vec(f"hc_{kind}_scale.weight"),
+                         setup.vec(f"hc_{kind}_base.weight"), hp.n_hc, hp.sinkhorn_iters,
+                         hp.hc_eps)  # fmt: skip
+        x = weighted_streams(s.reshape(n, hp.n_hc, hp.n_embd), split.pre)
+        return step.host(x), split
+
+    def _hc_post(self, step: Step, y: Value, streams: Value, mix: HcMix) -> Value:
+        hp = self.hp
+        step.fallback(FALLBACK_HC_POST)
+        yv, s = step.np(y, streams)
+        n = yv.shape[0]
+        return step.host(hc_post(yv.reshape(n, hp.n_embd), s.reshape(n, hp.n_hc, hp.n_embd),
+                                 mix))  # fmt: skip
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _flat(v: Value, n: int) -> Value:
+    """The same value seen as (n, everything else)."""
+    return Value((n, int(np.prod(v.shape)) // n), v.dtype, buf=v.buf,
+                 arr=None if v.arr is None else v.arr.reshape(n, -1))  # fmt: skip

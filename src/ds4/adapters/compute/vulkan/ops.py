@@ -1,0 +1,159 @@
+"""The device forward's building blocks over step Values: weight products, RMSNorm, RoPE,
+attention, row copies (docs/vulkan.md#device-forward). Each records into the step;
+nothing here waits for the device except the marked host fallbacks."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import numpy.typing as npt
+
+from ds4.adapters.compute.vulkan.attention import record_attention
+from ds4.adapters.compute.vulkan.buffers import Buffer
+from ds4.adapters.compute.vulkan.matvec import SHADERS, VulkanWeights, kernel_tables, record_matmul
+from ds4.adapters.compute.vulkan.matvec_q8 import SHADERS_Q8, record_matmul_q8
+from ds4.adapters.compute.vulkan.norm import record_rmsnorm
+from ds4.adapters.compute.vulkan.rope import record_rope, rope_tables
+from ds4.adapters.compute.vulkan.step import Step, Value
+from ds4.adapters.compute.vulkan.weight_store import VulkanWeightStore
+from ds4.domain.engine_math.actquant import quantize_q8_0, quantize_q8_k
+from ds4.domain.engine_math.rope import RopeParams
+from ds4.domain.errors import Ds4Error
+from ds4.domain.gguf.ggml_types import GGMLType
+
+F32 = npt.NDArray[np.float32]
+I64 = npt.NDArray[np.int64]
+
+# Host detours the device forward still takes, by the name Step.fallback counts.
+FALLBACK_Q8 = "q8 activation quantization"
+
+
+class Ops:
+    """Device ops bound to one weight store; small vectors are uploaded once and kept."""
+
+    def __init__(self, store: VulkanWeightStore) -> None:
+        self.store = store
+        self.rt = store.rt
+        self._vecs: dict[str, Buffer] = {}
+        self._lock = threading.Lock()
+
+    def vec(self, name: str) -> Buffer:
+        """A small f32 tensor (norm weight, sinks) resident on the device."""
+        with self._lock:
+            have = self._vecs.get(name)
+            if have is None:
+                data = np.ascontiguousarray(self.store.small(name), dtype=np.float32)
+                have = self._vecs[name] = self.rt.upload(data)
+        return have
+
+    def mm(self, step: Step, name: str, x: Value, *, rows: slice | None = None,
+           expert: int | None = None) -> Value:  # fmt: skip
+        """y (n, out) = W x[t] for x (n, in), as the weight store's matmul computes it."""
+        w = self.store.device(name, rows=rows, expert=expert)
+        return self.mm_w(step, w, x)
+
+    def mm_w(self, step: Step, w: VulkanWeights, x: Value) -> Value:
+        n = x.shape[0]
+        if int(np.prod(x.shape[1:])) != w.cols:
+            raise Ds4Error(f"matmul: activations {x.shape} do not fit {w.cols} columns")
+        if w.ggml_type not in SHADERS:
+            raise Ds4Error(f"{w.ggml_type.name} weights have no Vulkan kernel yet")
+        tables = kernel_tables(self.rt, w)
+        y = step.new((n, w.rows))
+        ybuf = y.buf
+        assert ybuf is not None
+        if self.store.activation_quant and w.ggml_type in SHADERS_Q8:
+            acts = self._quantized(step, w, x)
+            bufs = [acts[0], acts[1], ybuf, acts[2]]
+            step.record(lambda rec: record_matmul_q8(rec, w, bufs, n, tables))
+            return y
+        xbuf = step.dev(x)
+        step.record(lambda rec: record_matmul(rec, w, xbuf, ybuf, n, tables))
+        return y
+
+    def _quantized(self, step: Step, w: VulkanWeights, x: Value) -> list[Buffer]:
+        """[codes, scales, bsums] of x as w's integer dot needs them. Host fallback: the
+        engine's quantizers on the downloaded activation (codes equal the cpu backend's)."""
+        step.fallback(FALLBACK_Q8)
+        (xs,) = step.np(x)
+        xs = np.ascontiguousarray(xs.reshape(x.shape[0], -1), dtype=np.float32)
+        act = quantize_q8_0(xs) if w.ggml_type is GGMLType.Q8_0 else quantize_q8_k(xs)
+        codes = np.ascontiguousarray(act.codes.reshape(xs.shape[0], -1), dtype=np.int8)
+        bsums = np.zeros(1, np.int32) if act.bsums is None else act.bsums.astype(np.int32)
+        return [step.dev(step.host(codes, np.int8)), step.dev(step.host(act.scales)),
+                step.dev(step.host(bsums, np.int32))]  # fmt: skip
+
+    def norm(self, step: Step, x: Value, weight: str | None, dim: int, eps: float) -> Value:
+        """RMSNorm of each dim-wide row of x, times the named weight if any."""
+        n_rows = int(np.prod(x.shape)) // dim
+        xbuf = step.dev(x)
+        y = step.new(x.shape)
+        ybuf = y.buf
+        assert ybuf is not None
+        wbuf = self.vec(weight) if weight is not None else xbuf
+        weighted = weight is not None
+        step.record(lambda rec: record_rmsnorm(rec, xbuf, wbuf, ybuf, dim, n_rows, eps, weighted))
+        return y
+
+    def rope_tables(self, step: Step, positions: I64, rp: RopeParams, iterated: bool
+                    ) -> tuple[Value, Value]:  # fmt: skip
+        """cos/sin for these positions (host trig, as the reference rounds it), uploaded."""
+        cos, sin = rope_tables(positions, rp, iterated=iterated)
+        return step.host(cos), step.host(sin)
+
+    def rope(self, step: Step, x: Value, shape: tuple[int, int, int], tables: tuple[Value, Value],
+             n_rot: int, *, inverse: bool = False) -> None:  # fmt: skip
+        """Rotate x (n_tok, n_head, dim) in place."""
+        xbuf, cbuf, sbuf = step.dev(x), step.dev(tables[0]), step.dev(tables[1])
+        step.record(lambda rec: record_rope(rec, xbuf, cbuf, sbuf, shape, n_rot, inverse))
+        x.changed_on_device()
+
+    def attend(self, step: Step, q: Buffer, q_off: int, rows: Value, sinks: str,
+               out: Buffer, out_off: int, n_head: int, dim: int, scale: float) -> None:  # fmt: skip
+        """Attention with sinks of one token's q (n_head, dim) at q_off over rows (N, dim),
+        into out at out_off."""
+        n_rows = rows.shape[0]
+        head_bytes = n_head * dim * 4
+        if q_off:
+            qv = step.new((n_head, dim))
+            assert qv.buf is not None
+            step.copy(q, qv.buf, head_bytes, q_off, 0)
+            q = qv.buf
+        dst = out if not out_off else step.alloc(head_bytes)
+        scores = step.alloc(n_head * n_rows * 4)
+        bufs = [q, step.dev(rows), self.vec(sinks), scores, dst]
+        step.record(lambda rec: record_attention(rec, bufs, n_head, n_rows, dim, scale))
+        if out_off:
+            step.copy(dst, out, head_bytes, 0, out_off)
+
+    def columns(self, step: Step, x: Value, start: int, width: int) -> Value:
+        """x[:, start:start+width] of a 2-D value, as a new contiguous value."""
+        n, cols = x.shape[0], int(np.prod(x.shape[1:]))
+        src = step.dev(x)
+        y = step.new((n, width))
+        assert y.buf is not None
+        for t in range(n):
+            step.copy(src, y.buf, width * 4, (t * cols + start) * 4, t * width * 4)
+        return y
+
+    def place_columns(self, step: Step, part: Value, into: Value, start: int) -> None:
+        """into[:, start:start+w] = part (n, w)."""
+        n, w = part.shape
+        cols = into.shape[1]
+        src, dst = step.dev(part), step.dev(into)
+        for t in range(n):
+            step.copy(src, dst, w * 4, t * w * 4, (t * cols + start) * 4)
+        into.changed_on_device()
+
+    def gather_rows(self, step: Step, x: Value, rows: I64) -> Value:
+        """x[rows] of a 2-D value."""
+        width = int(np.prod(x.shape[1:]))
+        if rows.size == x.shape[0] and np.array_equal(rows, np.arange(x.shape[0])):
+            return x
+        src = step.dev(x)
+        y = step.new((int(rows.size), width))
+        assert y.buf is not None
+        for i, r in enumerate(rows.tolist()):
+            step.copy(src, y.buf, width * 4, int(r) * width * 4, i * width * 4)
+        return y
