@@ -22,7 +22,17 @@ layout(push_constant) uniform Params {
     uint n_tok;
     uint row_bytes;
     uint w_offset;
+#ifdef MOE
+    uint x_div;  // activation row of pair q: q / x_div (k: shared per token; 1: its own)
+#endif
 } p;
+
+#ifdef MOE
+// The expert-indexed variant (built as NAME_moe, docs/vulkan.md#kernels): workgroup z is
+// a (token, slot) pair q routed to expert ids[q]; rows is rows per expert. Binding 5 is
+// the IQ2_XXS grid (any buffer for other types).
+layout(std430, binding = 6) readonly buffer Ids { int ids[]; };
+#endif
 
 #include "reduce.glsl"
 
@@ -42,11 +52,18 @@ uint n_blocks();
 void main() {
     uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
     if (row >= p.rows) return;
-    uint t = gl_WorkGroupID.z;
+#ifdef MOE
+    uint q = gl_WorkGroupID.z;
+    uint t = q / p.x_div;
+    uint rb = p.w_offset + (uint(ids[q]) * p.rows + row) * p.row_bytes;
+#else
+    uint q = gl_WorkGroupID.z;
+    uint t = q;
+    uint rb = p.w_offset + row * p.row_bytes;
+#endif
     float acc[NT];
     acc[0] = 0.0;
-    uint rb = p.w_offset + row * p.row_bytes;
     for (uint b = gl_LocalInvocationID.x; b < n_blocks(); b += WG) acc[0] += block_term(rb, t, b);
     reduce_all(acc);
-    if (gl_LocalInvocationID.x == 0u) ydata[t * p.rows + row] = acc[0];
+    if (gl_LocalInvocationID.x == 0u) ydata[q * p.rows + row] = acc[0];
 }
