@@ -2,9 +2,9 @@
 reference/attention_layer.py; docs/vulkan.md#device-forward).
 
 All of a chunk's raw rows and compressor inputs are written into the state first, then
-the compressed rows are emitted in position order, then each token attends: token t
-only ever reads rows at positions <= its own, so this equals the reference's token by
-token order. Host fallbacks are marked `step.fallback(...)`.
+the compressed rows the chunk completes are emitted (in position order, one dispatch),
+then the indexer picks rows and every query attends (one dispatch): query t only ever
+reads rows at positions <= its own, so this equals the reference's token-by-token order.
 """
 
 from __future__ import annotations
@@ -14,26 +14,24 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.attention_layer import (
-    LayerSetup,
-    compressed_row,
-    store_row,
-    window_start,
+from ds4.adapters.compute.reference.attention_layer import LayerSetup
+from ds4.adapters.compute.vulkan.attention_prefill import (
+    AttentionWindow,
+    check_window,
+    record_attend_chunk,
 )
+from ds4.adapters.compute.vulkan.buffers import Buffer
+from ds4.adapters.compute.vulkan.compress import record_compress
 from ds4.adapters.compute.vulkan.device_state import DeviceCompressor, DeviceLayerState
+from ds4.adapters.compute.vulkan.indexer import record_indexer_scores, record_topk
 from ds4.adapters.compute.vulkan.ops import Ops
+from ds4.adapters.compute.vulkan.rows_affine import record_rows_affine
 from ds4.adapters.compute.vulkan.step import Step, Value
-from ds4.domain.engine_math.attention import indexer_scores, top_k_mask
-from ds4.domain.engine_math.lowprec import indexer_qat
+from ds4.adapters.compute.vulkan.store_round import StoreRounding, record_store_round
+from ds4.domain.errors import Ds4Error
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
-
-FALLBACK_KV_ROUNDING = "KV row rounding (FP8/f16)"
-FALLBACK_APE = "compressor score + ape"
-FALLBACK_EMIT = "compressor pooling (emit)"
-FALLBACK_INDEXER = "indexer scores + top-k"
-FALLBACK_INDEXER_QAT = "indexer query QAT"
 
 
 def attention_block(
@@ -51,40 +49,53 @@ def attention_block(
     kv = ops.norm(step, ops.mm(step, pre + "attn_kv.weight", h),
                   pre + "attn_kv_a_norm.weight", Dh, eps)  # fmt: skip
     ops.rope(step, kv, (n, 1, Dh), tables, hp.n_rot)
-    if setup.numerics.kv_rounding:
-        step.fallback(FALLBACK_KV_ROUNDING)
-        (rows,) = step.np(kv)
-        kv = step.host(store_row(setup, rows.reshape(n, Dh)))
 
     p0 = int(positions[0])
     end = p0 + n
     raw = st.raw.reserve(step, end)
     step.copy(step.dev(kv), raw, n * Dh * 4, 0, st.raw.offset(p0))
     st.raw.n = end
+    if setup.numerics.kv_rounding:  # FP8 on the non-RoPE dims, then f16, in the cache
+        row0, n_nope = p0 - st.raw.base, Dh - hp.n_rot
+        step.record(lambda rec: record_store_round(rec, raw, n_rows=n, dim=Dh,
+                    mode=StoreRounding.KV_ROW, row0=row0, n_nope=n_nope))  # fmt: skip
 
     iq = iw = None
     if st.attn is not None:
-        _compressor_inputs(ops, step, setup, h, positions, "attn_compressor", st.attn)
+        _compressor_inputs(ops, step, setup, h, p0, "attn_compressor", st.attn)
     if st.index is not None:
-        _compressor_inputs(ops, step, setup, h, positions, "indexer_compressor", st.index)
+        _compressor_inputs(ops, step, setup, h, p0, "indexer_compressor", st.index)
         iq = ops.mm(step, pre + "indexer.attn_q_b.weight", qrn)
         ops.rope(step, iq, (n, hp.n_indexer_head, hp.indexer_head_dim), tables, hp.n_rot)
-        iw = ops.mm(step, pre + "indexer.proj.weight", h)
-    for comp, norm in ((st.attn, "attn_compressor_norm.weight"),
-                       (st.index, "indexer_compressor_norm.weight")):  # fmt: skip
+        if setup.numerics.indexer_qat:
+            iqb, rows_q = step.dev(iq), n * hp.n_indexer_head
+            step.record(lambda rec: record_store_round(rec, iqb, n_rows=rows_q,
+                        dim=hp.indexer_head_dim, mode=StoreRounding.INDEX_QUERY))  # fmt: skip
+        iw = _scaled(step, ops.mm(step, pre + "indexer.proj.weight", h),
+                     1.0 / math.sqrt(hp.indexer_head_dim * hp.n_indexer_head))  # fmt: skip
+    for comp, norm, mode in ((st.attn, "attn_compressor_norm.weight", StoreRounding.KV_ROW),
+                             (st.index, "indexer_compressor_norm.weight",
+                              StoreRounding.INDEX_ROW)):  # fmt: skip
         if comp is not None:
-            _emit_rows(step, setup, comp, norm, positions)
+            _emit_rows(ops, step, setup, comp, norm, mode, positions)
 
-    chosen = _indexer_choice(step, setup, st, positions, iq, iw)
+    sel = _indexer_choice(step, setup, st, p0, n, iq, iw)
     heads = step.new((n, H, Dh))
-    assert heads.buf is not None and q.buf is not None
+    win = AttentionWindow(
+        pos0=p0, n_swa=hp.n_swa, ratio=st.attn.ratio if st.attn is not None else 0,
+        top_k=hp.indexer_top_k if sel is not None else 0, raw_base=st.raw.base,
+    )  # fmt: skip
+    comp_rows = st.attn.rows if st.attn is not None else None
+    check_window(win, n, raw_rows=st.raw.n - st.raw.base,
+                 comp_rows=comp_rows.n if comp_rows is not None else 0)  # fmt: skip
+    if comp_rows is not None and comp_rows.base:
+        raise Ds4Error("vulkan: compressed rows are never trimmed (base must be 0)")
+    comp_buf = comp_rows.buf if comp_rows is not None and comp_rows.buf is not None else raw
+    qb, hb, sinks = step.dev(q), step.dev(heads), ops.vec(pre + "attn_sinks.weight")
+    sb = sel if sel is not None else raw
     scale = 1.0 / math.sqrt(Dh)
-    for t in range(n):
-        p = int(positions[t])
-        rows = _attention_rows(step, st, p, chosen[t] if chosen is not None else None)
-        off = t * H * Dh * 4
-        ops.attend(step, q.buf, off, rows, pre + "attn_sinks.weight", heads.buf, off, H, Dh,
-                   scale)  # fmt: skip
+    step.record(lambda rec: record_attend_chunk(rec, qb, raw, comp_buf, sb, sinks, hb, n_q=n,
+                n_head=H, dim=Dh, scale=scale, win=win))  # fmt: skip
     ops.rope(step, heads, (n, H, Dh), tables, hp.n_rot, inverse=True)
 
     gin, lo = hp.group_in_dim, hp.o_lora_rank
@@ -96,106 +107,97 @@ def attention_block(
     return ops.mm(step, pre + "attn_output_b.weight", low)
 
 
+def _scaled(step: Step, x: Value, s: float) -> Value:
+    """x * s, one f32 rounding per value (the reference's `(x * f32(s)).astype(f32)`)."""
+    y = step.new(x.shape)
+    xb, yb = step.dev(x), y.buf
+    assert yb is not None
+    n, dim = x.shape[0], int(np.prod(x.shape[1:]))
+    sf = float(np.float32(s))
+    step.record(lambda rec: record_rows_affine(rec, xb, None, yb, n_rows=n, dim=dim, s=sf))
+    return y
+
+
 def _compressor_inputs(
-    ops: Ops, step: Step, setup: LayerSetup, h: Value, positions: I64, kind: str,
+    ops: Ops, step: Step, setup: LayerSetup, h: Value, p0: int, kind: str,
     comp: DeviceCompressor,
 ) -> None:  # fmt: skip
-    """Append each token's compressor inputs (kv projection, gate + ape) to the state."""
-    n, p0 = h.shape[0], int(positions[0])
+    """Append each token's compressor inputs (kv projection, score = gate + ape at the
+    token's place in its window) to the state."""
+    n = h.shape[0]
     kv = ops.mm(step, f"{setup.prefix}{kind}_kv.weight", h)
     gate = ops.mm(step, f"{setup.prefix}{kind}_gate.weight", h)
-    step.fallback(FALLBACK_APE)
-    (g,) = step.np(gate)
-    ape = setup.vec(f"{kind}_ape.weight")
-    score = step.host((g + ape[positions % comp.ratio]).astype(np.float32))
-    for src, rows in ((kv, comp.kv), (score, comp.score)):
-        buf = rows.reserve(step, p0 + n)
-        step.copy(step.dev(src), buf, n * rows.row_bytes, 0, rows.offset(p0))
-        rows.n = p0 + n
+    kvb = comp.kv.reserve(step, p0 + n)
+    step.copy(step.dev(kv), kvb, n * comp.kv.row_bytes, 0, comp.kv.offset(p0))
+    comp.kv.n = p0 + n
+    score = step.new((n, comp.width))
+    gb, sb, ape = step.dev(gate), score.buf, ops.vec(f"{setup.prefix}{kind}_ape.weight")
+    assert sb is not None
+    width, ratio = comp.width, comp.ratio
+    step.record(lambda rec: record_rows_affine(rec, gb, ape, sb, n_rows=n, dim=width, pos0=p0,
+                                               period=ratio))  # fmt: skip
+    scb = comp.score.reserve(step, p0 + n)
+    step.copy(sb, scb, n * comp.score.row_bytes, 0, comp.score.offset(p0))
+    comp.score.n = p0 + n
 
 
-def _emit_rows(step: Step, setup: LayerSetup, comp: DeviceCompressor, norm: str,
-               positions: I64) -> None:  # fmt: skip
-    """The compressed rows the chunk completes, pooled on the host (fallback) from the
-    device-resident inputs and appended to the device rows."""
+def _emit_rows(
+    ops: Ops, step: Step, setup: LayerSetup, comp: DeviceCompressor, norm: str,
+    mode: StoreRounding, positions: I64,
+) -> None:  # fmt: skip
+    """The compressed rows the chunk completes, pooled on the device from the resident
+    inputs (scores already hold ape, so the kernel adds a zero table) and appended."""
+    hp = setup.hp
     lasts = [int(p) for p in positions if (int(p) + 1) % comp.ratio == 0]
     if not lasts:
         return
-    step.fallback(FALLBACK_EMIT)
-    lo = window_start(comp.ratio, lasts[0])
-    hi = lasts[-1] + 1
-    spans = []
-    for rows in (comp.kv, comp.score):
-        v = step.new((hi - lo, comp.width))
-        assert rows.buf is not None and v.buf is not None
-        step.copy(rows.buf, v.buf, (hi - lo) * rows.row_bytes, rows.offset(lo), 0)
-        spans.append(v)
-    kv, sc = step.np(*spans)
-    out = rows_dst = comp.rows
+    if comp.kv.base != comp.score.base:
+        raise Ds4Error("vulkan: compressor kv and score histories out of step")
     first = lasts[0] // comp.ratio  # index of the first row emitted here
-    buf = rows_dst.reserve(step, first + len(lasts))
-    made = []
-    for last in lasts:
-        a = window_start(comp.ratio, last)
-        made.append(compressed_row(setup, kv[a - lo : last + 1 - lo], sc[a - lo : last + 1 - lo],
-                                   comp.ratio, comp.row_width, norm, last))  # fmt: skip
-    step.upload_into(np.stack(made).astype(np.float32), buf, out.offset(first))
-    out.n = first + len(lasts)
+    out = comp.rows.reserve(step, first + len(lasts))
+    starts = np.array([last + 1 - comp.ratio for last in lasts], dtype=np.int64)
+    cos, sin = ops.rope_tables(step, starts, setup.rope(), setup.numerics.iterated_rope)
+    kvb, scb, cb, sb = comp.kv.buf, comp.score.buf, step.dev(cos), step.dev(sin)
+    assert kvb is not None and scb is not None
+    zero_ape = ops.zeros(comp.ratio * comp.width * 4)
+    nb = ops.vec(setup.prefix + norm)
+    d, ratio, n_emit = comp.row_width, comp.ratio, len(lasts)
+    last_row, out_row = lasts[0] - comp.kv.base, first - comp.rows.base
+    step.record(lambda rec: record_compress(
+        rec, kvb, scb, zero_ape, nb, cb, sb, out, d=d, ratio=ratio, n_rot=hp.n_rot,
+        eps=hp.rms_eps, last_row=last_row, first_pos=lasts[0] + 1 - ratio, rope_row=0,
+        out_row=out_row, n_emit=n_emit))  # fmt: skip
+    comp.rows.n = first + n_emit
+    num = setup.numerics
+    if mode is StoreRounding.INDEX_ROW and num.indexer_qat != num.kv_rounding:
+        raise Ds4Error("vulkan: indexer rows need indexer QAT and f16 rounding together")
+    if num.kv_rounding:
+        n_nope = hp.head_dim - hp.n_rot
+        step.record(lambda rec: record_store_round(rec, out, n_rows=n_emit, dim=d, mode=mode,
+                    row0=out_row, n_nope=n_nope))  # fmt: skip
 
 
 def _indexer_choice(
-    step: Step, setup: LayerSetup, st: DeviceLayerState, positions: I64, iq: Value | None,
+    step: Step, setup: LayerSetup, st: DeviceLayerState, p0: int, n: int, iq: Value | None,
     iw: Value | None,
-) -> list[I64 | None] | None:  # fmt: skip
-    """Per token, the compressed rows the indexer keeps (None: all of them)."""
+) -> Buffer | None:  # fmt: skip
+    """The indexer's selection (n, top_k) uint32 when some query sees more than top_k
+    compressed rows; None when every query reads all of them."""
     hp = setup.hp
     if st.index is None or st.attn is None or iq is None or iw is None:
         return None
-    counts = [(int(p) + 1) // st.attn.ratio for p in positions]
-    if max(counts) <= hp.indexer_top_k:
+    counts = [(p0 + t + 1) // st.attn.ratio for t in range(n)]
+    if counts[-1] <= hp.indexer_top_k:
         return None
-    step.fallback(FALLBACK_INDEXER)
-    n_idx = (int(positions[-1]) + 1) // 4
     idx = st.index.rows
-    v = step.new((n_idx, st.index.row_width))
-    assert idx.buf is not None and v.buf is not None
-    step.copy(idx.buf, v.buf, n_idx * idx.row_bytes, idx.offset(0), 0)
-    index_rows, q, w = step.np(v, iq, iw)
-    q = q.reshape(len(positions), hp.n_indexer_head, hp.indexer_head_dim)
-    if setup.numerics.indexer_qat:
-        step.fallback(FALLBACK_INDEXER_QAT)
-        q = indexer_qat(q)
-    scale = np.float32(1.0 / math.sqrt(hp.indexer_head_dim * hp.n_indexer_head))
-    w = (w * scale).astype(np.float32)
-    out: list[I64 | None] = []
-    for t, p in enumerate(positions):
-        if counts[t] <= hp.indexer_top_k:
-            out.append(None)
-            continue
-        rows = index_rows[: (int(p) + 1) // 4]
-        out.append(top_k_mask(indexer_scores(rows, q[t], w[t]), hp.indexer_top_k))
-    return out
-
-
-def _attention_rows(step: Step, st: DeviceLayerState, p: int, chosen: I64 | None) -> Value:
-    """The rows token p attends: its raw window, then the compressed rows (all, or the
-    indexer's choice), copied into one contiguous value."""
-    first = max(0, p + 1 - st.n_swa)
-    n_raw = p + 1 - first
-    comp = st.attn
-    n_comp = 0 if comp is None else (p + 1) // comp.ratio
-    picks = None if chosen is None else chosen.tolist()
-    total = n_raw + (n_comp if picks is None else len(picks))
-    rows = step.new((total, st.raw.width))
-    assert rows.buf is not None and st.raw.buf is not None
-    rb = st.raw.row_bytes
-    step.copy(st.raw.buf, rows.buf, n_raw * rb, st.raw.offset(first), 0)
-    if comp is not None and n_comp:
-        src = comp.rows.buf
-        assert src is not None
-        if picks is None:
-            step.copy(src, rows.buf, n_comp * rb, comp.rows.offset(0), n_raw * rb)
-        else:
-            for i, r in enumerate(picks):
-                step.copy(src, rows.buf, rb, comp.rows.offset(int(r)), (n_raw + i) * rb)
-    return rows
+    if idx.buf is None or idx.base:
+        raise Ds4Error("vulkan: indexer rows are never trimmed (base must be 0)")
+    stride, k = max((p0 + n) // 4, 1), hp.indexer_top_k
+    scores, sel = step.alloc(n * stride * 4), step.alloc(n * k * 4)
+    rows, qb, wb = idx.buf, step.dev(iq), step.dev(iw)
+    step.record(lambda rec: record_indexer_scores(rec, rows, qb, wb, scores, n_q=n,
+                n_head=hp.n_indexer_head, dim=hp.indexer_head_dim, pos0=p0, ratio=4,
+                stride=stride))  # fmt: skip
+    step.record(lambda rec: record_topk(rec, scores, sel, n_q=n, k=k, pos0=p0, ratio=4,
+                                        stride=stride))  # fmt: skip
+    return sel

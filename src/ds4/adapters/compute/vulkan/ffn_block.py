@@ -1,5 +1,8 @@
 """The FFN sublayer on the device (the device twin of reference/ffn_layer.py;
-docs/vulkan.md#device-forward): router, routed experts grouped by expert, shared expert."""
+docs/vulkan.md#device-forward): the router's top-k (or hash) choice stays on the device
+and the routed experts read it there, grouped by expert; then the shared expert and the
+slot-ordered combine. fp32 numerics: f32 dots (moe.record_moe_ffn); ds4 numerics: the
+activations quantized on the device and the integer-dot expert kernels."""
 
 from __future__ import annotations
 
@@ -7,54 +10,129 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.adapters.compute.reference.attention_layer import LayerSetup
-from ds4.adapters.compute.reference.ffn_layer import route_logits
+from ds4.adapters.compute.vulkan.actquant import record_quantize_for
+from ds4.adapters.compute.vulkan.buffers import Buffer
+from ds4.adapters.compute.vulkan.matvec import kernel_tables
+from ds4.adapters.compute.vulkan.moe import (
+    FfnScratch,
+    FfnWeights,
+    chunk_table_bytes,
+    record_moe_combine,
+    record_moe_ffn,
+    record_moe_matmul_q8,
+    record_swiglu,
+)
 from ds4.adapters.compute.vulkan.ops import Ops
+from ds4.adapters.compute.vulkan.router import HASH, TOP_K, TOP_K_BIAS, hash_table, record_route
 from ds4.adapters.compute.vulkan.step import Step, Value
-from ds4.domain.engine_math.routing import clamped_swiglu
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
-
-FALLBACK_ROUTER = "router top-k"
-FALLBACK_SWIGLU = "clamped SwiGLU"
-FALLBACK_MOE_SUM = "expert sum + shared expert add"
 
 
 def ffn_block(ops: Ops, step: Step, setup: LayerSetup, g: Value, tokens: I64) -> Value:
     """g (n, D): the ffn-normed input; returns (n, D)."""
     hp, pre = setup.hp, setup.prefix
-    n = g.shape[0]
+    n, k = g.shape[0], hp.n_expert_used
     logits = ops.mm(step, pre + "ffn_gate_inp.weight", g)
-    step.fallback(FALLBACK_ROUTER)
-    (lg,) = step.np(logits)
-    ids, wts = route_logits(setup, lg, tokens)
+    ids, wts = _route(ops, step, setup, logits, tokens)
+    w = _weights(ops, setup)
+    out = step.new((n, hp.n_embd))
+    gb, ob = step.dev(g), out.buf
+    assert ob is not None
+    if not ops.store.activation_quant:
+        scratch = _scratch(step, w, n, k)
+        clamp = setup.clamp
+        step.record(lambda rec: record_moe_ffn(rec, w, scratch, gb, ids, wts, ob, n, clamp))
+        return out
+    _experts_q8(ops, step, setup, w, g, ids, wts, ob)
+    return out
 
-    experts = [int(e) for e in np.unique(ids)]
-    picks = [np.nonzero(ids == e) for e in experts]
-    halves: list[tuple[Value, Value]] = []
-    for e, (tok, _slot) in zip(experts, picks, strict=True):
-        x = ops.gather_rows(step, g, tok)
-        halves.append((ops.mm(step, pre + "ffn_gate_exps.weight", x, expert=e),
-                       ops.mm(step, pre + "ffn_up_exps.weight", x, expert=e)))  # fmt: skip
-    shared = (ops.mm(step, pre + "ffn_gate_shexp.weight", g),
-              ops.mm(step, pre + "ffn_up_shexp.weight", g))  # fmt: skip
-    step.fallback(FALLBACK_SWIGLU)
-    got = step.np(*(v for pair in [*halves, shared] for v in pair))
-    mids = []
-    for i, (tok, slot) in enumerate(picks):
-        mid = clamped_swiglu(got[2 * i], got[2 * i + 1], setup.clamp)
-        mids.append(step.host((mid * wts[tok, slot][:, None]).astype(np.float32)))
-    shared_mid = step.host(clamped_swiglu(got[-2], got[-1], setup.clamp))
 
-    downs = [ops.mm(step, pre + "ffn_down_exps.weight", m, expert=e)
-             for e, m in zip(experts, mids, strict=True)]  # fmt: skip
-    shared_out = ops.mm(step, pre + "ffn_down_shexp.weight", shared_mid)
-    step.fallback(FALLBACK_MOE_SUM)
-    outs = step.np(*downs, shared_out)
-    contrib = np.zeros((n, hp.n_expert_used, hp.n_embd), dtype=np.float32)
-    for (tok, slot), y in zip(picks, outs[:-1], strict=True):
-        contrib[tok, slot] = y
-    moe = np.zeros((n, hp.n_embd), dtype=np.float32)
-    for s in range(hp.n_expert_used):
-        moe = (moe + contrib[:, s]).astype(np.float32)
-    return step.host((moe + outs[-1]).astype(np.float32))
+def _route(ops: Ops, step: Step, setup: LayerSetup, logits: Value, tokens: I64
+           ) -> tuple[Buffer, Buffer]:  # fmt: skip
+    """ids (n, k) int32 and weights (n, k) f32 on the device, as routing.route forms them."""
+    hp, pre, store = setup.hp, setup.prefix, ops.store
+    n, n_expert, k = logits.shape[0], logits.shape[1], hp.n_expert_used
+    lb = step.dev(logits)
+    bias = tok = table = lb
+    if setup.is_hash:
+        mode = HASH
+        name = pre + "ffn_gate_tid2eid.weight"
+        table = ops.table(name, lambda: hash_table(store.raw_tensor(name), n_expert, k))
+        tok = step.dev(step.host(tokens.astype(np.int32), np.int32))
+    elif store.has(pre + "exp_probs_b.bias"):
+        mode, bias = TOP_K_BIAS, ops.vec(pre + "exp_probs_b.bias")
+    else:
+        mode = TOP_K
+    ids, wts = step.alloc(n * k * 4), step.alloc(n * k * 4)
+    scale, norm = hp.expert_weights_scale, hp.expert_weights_norm
+    step.record(lambda rec: record_route(rec, lb, bias, tok, table, ids, wts, n, n_expert, k,
+                                         mode, scale, norm))  # fmt: skip
+    return ids, wts
+
+
+def _weights(ops: Ops, setup: LayerSetup) -> FfnWeights:
+    pre, store = setup.prefix, ops.store
+
+    def make() -> FfnWeights:
+        gate = store.device(pre + "ffn_gate_exps.weight")
+        return FfnWeights(
+            gate, store.device(pre + "ffn_up_exps.weight"),
+            store.device(pre + "ffn_down_exps.weight"), setup.hp.n_expert,
+            shared=(store.device(pre + "ffn_gate_shexp.weight"),
+                    store.device(pre + "ffn_up_shexp.weight"),
+                    store.device(pre + "ffn_down_shexp.weight")),
+        )  # fmt: skip
+
+    return ops.cached(pre + "ffn", make)
+
+
+def _scratch(step: Step, w: FfnWeights, n_tok: int, k: int) -> FfnScratch:
+    """moe.ffn_scratch's buffers, from the step's pool."""
+    n_pairs, ffs = n_tok * k, (w.shared[0].rows if w.shared is not None else 1)
+    sizes = {"perm": n_pairs * 4, "chunks": chunk_table_bytes(n_pairs, w.n_expert),
+             "gate": n_pairs * w.ff * 4, "up": n_pairs * w.ff * 4, "mid": n_pairs * w.ff * 4,
+             "contrib": n_pairs * w.dim * 4, "sh_gate": n_tok * ffs * 4,
+             "sh_up": n_tok * ffs * 4, "sh_mid": n_tok * ffs * 4,
+             "sh_out": n_tok * w.dim * 4}  # fmt: skip
+    return FfnScratch(n_tok, k, {name: step.alloc(size) for name, size in sizes.items()})
+
+
+def _experts_q8(
+    ops: Ops, step: Step, setup: LayerSetup, w: FfnWeights, g: Value, ids: Buffer,
+    wts: Buffer, out: Buffer,
+) -> None:  # fmt: skip
+    """ds4 numerics: each token's activation quantized once per weight type, the
+    expert-indexed integer-dot products per (token, slot), weighted SwiGLU, the down
+    product on the quantized mid rows, the shared expert, the combine."""
+    hp, pre = setup.hp, setup.prefix
+    n, k, ff, clamp = g.shape[0], hp.n_expert_used, w.ff, setup.clamp
+    n_pairs, gb = n * k, step.dev(g)
+    halves = []
+    for wt in (w.gate_exps, w.up_exps):
+        acts = ops.act_buffers(step, wt.view(0, ff), n, n_pairs)
+        tables = kernel_tables(ops.rt, wt)
+        step.record(lambda rec, wt=wt, acts=acts: record_quantize_for(rec, wt, gb, acts, n))
+        step.record(lambda rec, wt=wt, acts=acts, tables=tables: record_moe_matmul_q8(
+            rec, wt, w.n_expert, acts, ids, n_pairs, k, tables))  # fmt: skip
+        halves.append(acts[2])
+    mid = step.alloc(n_pairs * ff * 4)
+    step.record(lambda rec: record_swiglu(rec, halves[0], halves[1], wts, mid, n_pairs, ff,
+                                          clamp, True))  # fmt: skip
+    down = w.down_exps
+    acts = ops.act_buffers(step, down.view(0, w.dim), n_pairs, n_pairs)
+    tables = kernel_tables(ops.rt, down)
+    step.record(lambda rec: record_quantize_for(rec, down, mid, acts, n_pairs))
+    step.record(lambda rec: record_moe_matmul_q8(rec, down, w.n_expert, acts, ids, n_pairs, 1,
+                                                 tables))  # fmt: skip
+    sg = ops.mm(step, pre + "ffn_gate_shexp.weight", g)
+    su = ops.mm(step, pre + "ffn_up_shexp.weight", g)
+    ffs = sg.shape[1]
+    smid = step.new((n, ffs))
+    sgb, sub, smb = step.dev(sg), step.dev(su), smid.buf
+    assert smb is not None
+    step.record(lambda rec: record_swiglu(rec, sgb, sub, sgb, smb, n, ffs, clamp, False))
+    sout = step.dev(ops.mm(step, pre + "ffn_down_shexp.weight", smid))
+    contrib = acts[2]
+    step.record(lambda rec: record_moe_combine(rec, contrib, sout, out, n, k, hp.n_embd, True))

@@ -18,33 +18,25 @@ import numpy.typing as npt
 
 from ds4.adapters.compute.reference.attention_layer import LayerSetup
 from ds4.adapters.compute.reference.kv_state import LayerState
-from ds4.adapters.compute.vulkan import attention_block, ffn_block, ops
 from ds4.adapters.compute.vulkan.attention_block import attention_block as attention
 from ds4.adapters.compute.vulkan.device_state import DeviceLayerState
 from ds4.adapters.compute.vulkan.ffn_block import ffn_block as ffn
+from ds4.adapters.compute.vulkan.hc import HEAD, LAYER, record_hc_post, record_hc_split, split_width
 from ds4.adapters.compute.vulkan.ops import Ops
 from ds4.adapters.compute.vulkan.step import BufferPool, Step, Value
+from ds4.adapters.compute.vulkan.submission import Recorder
 from ds4.adapters.compute.vulkan.weight_store import VulkanWeightStore
-from ds4.domain.engine_math.hyper import HcMix, hc_post, hc_split, head_weights, weighted_streams
 from ds4.domain.engine_math.numerics import Numerics
 from ds4.domain.model.hparams import DeepSeekV4HParams
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
 
-FALLBACK_HC_PRE = "HC pre (Sinkhorn split + stream mix)"
-FALLBACK_HC_POST = "HC post"
-FALLBACK_HC_HEAD = "HC head weights"
-
-# Every host detour the device forward can take (docs/vulkan.md#status lists them).
-HOST_FALLBACKS = (
-    FALLBACK_HC_PRE, FALLBACK_HC_POST, FALLBACK_HC_HEAD,
-    attention_block.FALLBACK_KV_ROUNDING, attention_block.FALLBACK_APE,
-    attention_block.FALLBACK_EMIT, attention_block.FALLBACK_INDEXER,
-    attention_block.FALLBACK_INDEXER_QAT,
-    ffn_block.FALLBACK_ROUTER, ffn_block.FALLBACK_SWIGLU, ffn_block.FALLBACK_MOE_SUM,
-    ops.FALLBACK_Q8,
-)  # fmt: skip
+# Host detours the device forward can take (docs/vulkan.md#status): none inside a
+# step. Outside it, steering and activation capture run the reference forward on the
+# same device weights (VulkanState), and the token embedding rows are gathered on the
+# host and uploaded (n * n_hc * D floats per step).
+HOST_FALLBACKS: tuple[str, ...] = ()
 
 
 @dataclass
@@ -146,38 +138,43 @@ class VulkanForward:
     def head_device(self, step: Step, streams: Value) -> Value:
         """Logits (n, V) of final streams (n, S, D)."""
         hp = self.hp
-        n = streams.shape[0]
-        flat = self.ops.norm(step, streams, None, hp.n_hc * hp.n_embd, hp.rms_eps)
-        mix = self.ops.mm(step, "output_hc_fn.weight", _flat(flat, n))
-        step.fallback(FALLBACK_HC_HEAD)
-        m, s = step.np(mix, streams)
-        wts = head_weights(m, self.store.small("output_hc_scale.weight"),
-                           self.store.small("output_hc_base.weight"), hp.hc_eps)  # fmt: skip
-        z = step.host(weighted_streams(s.reshape(n, hp.n_hc, hp.n_embd), wts))
+        z, _ = self._hc_mix(step, streams, "output_hc_", HEAD)
         zn = self.ops.norm(step, z, "output_norm.weight", hp.n_embd, hp.rms_eps)
         return self.ops.mm(step, "output.weight", zn)
 
     def _hc_pre(self, step: Step, setup: LayerSetup, streams: Value, kind: str
-                ) -> tuple[Value, HcMix]:  # fmt: skip
+                ) -> tuple[Value, Value]:  # fmt: skip
+        return self._hc_mix(step, streams, f"{setup.prefix}hc_{kind}_", LAYER)
+
+    def _hc_mix(self, step: Step, streams: Value, hc: str, mode: int) -> tuple[Value, Value]:
+        """HC pre (mode LAYER) or the head's collapse (HEAD): flat RMSNorm, the hc fn
+        product, the split (Sinkhorn for a layer) and the pre-weighted stream sum;
+        returns (x (n, D), split)."""
         hp = self.hp
         n = streams.shape[0]
         flat = self.ops.norm(step, streams, None, hp.n_hc * hp.n_embd, hp.rms_eps)
-        mix = self.ops.mm(step, f"{setup.prefix}hc_{kind}_fn.weight", _flat(flat, n))
-        step.fallback(FALLBACK_HC_PRE)
-        m, s = step.np(mix, streams)
-        split = hc_split(m, setup.vec(f"hc_{kind}_scale.weight"),
-                         setup.vec(f"hc_{kind}_base.weight"), hp.n_hc, hp.sinkhorn_iters,
-                         hp.hc_eps)  # fmt: skip
-        x = weighted_streams(s.reshape(n, hp.n_hc, hp.n_embd), split.pre)
-        return step.host(x), split
+        mix = self.ops.mm(step, hc + "fn.weight", _flat(flat, n))
+        split, x = step.new((n, split_width(hp.n_hc, mode))), step.new((n, hp.n_embd))
+        bufs = (step.dev(mix), self.ops.vec(hc + "scale.weight"), self.ops.vec(hc + "base.weight"),
+                step.dev(streams), split.buf, x.buf)  # fmt: skip
+        n_hc, dim, iters, eps = hp.n_hc, hp.n_embd, hp.sinkhorn_iters, hp.hc_eps
 
-    def _hc_post(self, step: Step, y: Value, streams: Value, mix: HcMix) -> Value:
+        def record(rec: Recorder) -> None:
+            mb, sc, bs, sb, spb, xb = bufs
+            assert spb is not None and xb is not None
+            record_hc_split(rec, mb, sc, bs, sb, spb, xb, n, n_hc, dim, iters, eps, mode)
+
+        step.record(record)
+        return x, split
+
+    def _hc_post(self, step: Step, y: Value, streams: Value, split: Value) -> Value:
         hp = self.hp
-        step.fallback(FALLBACK_HC_POST)
-        yv, s = step.np(y, streams)
-        n = yv.shape[0]
-        return step.host(hc_post(yv.reshape(n, hp.n_embd), s.reshape(n, hp.n_hc, hp.n_embd),
-                                 mix))  # fmt: skip
+        n = streams.shape[0]
+        out = step.new((n, hp.n_hc, hp.n_embd))
+        yb, sb, pb, ob = step.dev(y), step.dev(streams), step.dev(split), out.buf
+        assert ob is not None
+        step.record(lambda rec: record_hc_post(rec, yb, sb, pb, ob, n, hp.n_hc, hp.n_embd))
+        return out
 
     def close(self) -> None:
         self.pool.close()

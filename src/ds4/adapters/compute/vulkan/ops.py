@@ -5,11 +5,13 @@ nothing here waits for the device except the marked host fallbacks."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.vulkan.attention import record_attention
+from ds4.adapters.compute.vulkan.actquant import record_quantize_for
 from ds4.adapters.compute.vulkan.buffers import Buffer
 from ds4.adapters.compute.vulkan.matvec import SHADERS, VulkanWeights, kernel_tables, record_matmul
 from ds4.adapters.compute.vulkan.matvec_q8 import SHADERS_Q8, record_matmul_q8
@@ -17,16 +19,14 @@ from ds4.adapters.compute.vulkan.norm import record_rmsnorm
 from ds4.adapters.compute.vulkan.rope import record_rope, rope_tables
 from ds4.adapters.compute.vulkan.step import Step, Value
 from ds4.adapters.compute.vulkan.weight_store import VulkanWeightStore
-from ds4.domain.engine_math.actquant import quantize_q8_0, quantize_q8_k
 from ds4.domain.engine_math.rope import RopeParams
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 
 F32 = npt.NDArray[np.float32]
+T = TypeVar("T")
 I64 = npt.NDArray[np.int64]
 
-# Host detours the device forward still takes, by the name Step.fallback counts.
-FALLBACK_Q8 = "q8 activation quantization"
 
 
 class Ops:
@@ -36,6 +36,7 @@ class Ops:
         self.store = store
         self.rt = store.rt
         self._vecs: dict[str, Buffer] = {}
+        self._objects: dict[str, object] = {}
         self._lock = threading.Lock()
 
     def vec(self, name: str) -> Buffer:
@@ -73,16 +74,21 @@ class Ops:
         return y
 
     def _quantized(self, step: Step, w: VulkanWeights, x: Value) -> list[Buffer]:
-        """[codes, scales, bsums] of x as w's integer dot needs them. Host fallback: the
-        engine's quantizers on the downloaded activation (codes equal the cpu backend's)."""
-        step.fallback(FALLBACK_Q8)
-        (xs,) = step.np(x)
-        xs = np.ascontiguousarray(xs.reshape(x.shape[0], -1), dtype=np.float32)
-        act = quantize_q8_0(xs) if w.ggml_type is GGMLType.Q8_0 else quantize_q8_k(xs)
-        codes = np.ascontiguousarray(act.codes.reshape(xs.shape[0], -1), dtype=np.int8)
-        bsums = np.zeros(1, np.int32) if act.bsums is None else act.bsums.astype(np.int32)
-        return [step.dev(step.host(codes, np.int8)), step.dev(step.host(act.scales)),
-                step.dev(step.host(bsums, np.int32))]  # fmt: skip
+        """[codes, scales, bsums] of x as w's integer dot needs them, quantized on the
+        device (bit-identical to the engine's host quantizers)."""
+        n = x.shape[0]
+        acts = self.act_buffers(step, w, n, 1)
+        xbuf = step.dev(x)
+        step.record(lambda rec: record_quantize_for(rec, w, xbuf, acts, n))
+        return [acts[0], acts[1], acts[3]]
+
+    def act_buffers(self, step: Step, w: VulkanWeights, n_rows: int, n_out: int) -> list[Buffer]:
+        """[codes, scales, y, bsums] for n_rows activations of w's width and n_out output
+        rows of w.rows (step buffers)."""
+        block = 32 if w.ggml_type is GGMLType.Q8_0 else 256
+        n_blocks = n_rows * w.cols // block
+        return [step.alloc(n_rows * w.cols), step.alloc(n_blocks * 4),
+                step.alloc(n_out * w.rows * 4), step.alloc(n_blocks * 16 * 4)]  # fmt: skip
 
     def norm(self, step: Step, x: Value, weight: str | None, dim: int, eps: float) -> Value:
         """RMSNorm of each dim-wide row of x, times the named weight if any."""
@@ -109,23 +115,33 @@ class Ops:
         step.record(lambda rec: record_rope(rec, xbuf, cbuf, sbuf, shape, n_rot, inverse))
         x.changed_on_device()
 
-    def attend(self, step: Step, q: Buffer, q_off: int, rows: Value, sinks: str,
-               out: Buffer, out_off: int, n_head: int, dim: int, scale: float) -> None:  # fmt: skip
-        """Attention with sinks of one token's q (n_head, dim) at q_off over rows (N, dim),
-        into out at out_off."""
-        n_rows = rows.shape[0]
-        head_bytes = n_head * dim * 4
-        if q_off:
-            qv = step.new((n_head, dim))
-            assert qv.buf is not None
-            step.copy(q, qv.buf, head_bytes, q_off, 0)
-            q = qv.buf
-        dst = out if not out_off else step.alloc(head_bytes)
-        scores = step.alloc(n_head * n_rows * 4)
-        bufs = [q, step.dev(rows), self.vec(sinks), scores, dst]
-        step.record(lambda rec: record_attention(rec, bufs, n_head, n_rows, dim, scale))
-        if out_off:
-            step.copy(dst, out, head_bytes, 0, out_off)
+    def zeros(self, nbytes: int) -> Buffer:
+        """A device buffer of at least nbytes zero bytes (kept)."""
+        with self._lock:
+            have = self._vecs.get(f"zeros.{nbytes}")
+            if have is None:
+                have = self._vecs[f"zeros.{nbytes}"] = self.rt.upload(np.zeros(nbytes, np.uint8))
+        return have
+
+    def cached(self, name: str, make: Callable[[], T]) -> T:
+        """A per-runner object built once under name (e.g. a layer's FfnWeights)."""
+        with self._lock:
+            have = self._objects.get(name)
+        if have is None:
+            have = make()
+            with self._lock:
+                have = self._objects.setdefault(name, have)
+        return cast(T, have)
+
+    def table(self, name: str, make: Callable[[], npt.NDArray[Any]]) -> Buffer:
+        """A device copy of a derived constant (e.g. the hash-routing table), kept."""
+        with self._lock:
+            have = self._vecs.get(name)
+        if have is None:
+            data = make()
+            with self._lock:
+                have = self._vecs.setdefault(name, self.rt.upload(data))
+        return have
 
     def columns(self, step: Step, x: Value, start: int, width: int) -> Value:
         """x[:, start:start+width] of a 2-D value, as a new contiguous value."""

@@ -57,6 +57,7 @@ class BufferPool:
         self.rt = rt
         self._free: dict[tuple[int, bool], list[Buffer]] = {}
         self._lock = threading.Lock()
+        self.arena_bytes = MIN_ARENA  # grows to the largest a step needed, so the next fits
 
     def take(self, nbytes: int) -> Buffer:
         return self._take(nbytes, host=False)
@@ -220,6 +221,7 @@ class Step:
         if self._arena is None or nbytes > self._arena.size:
             if self._arena is not None:
                 self._pool.give([self._arena])
-            self._arena = self._pool.take_host(max(nbytes, MIN_ARENA))
+            self._pool.arena_bytes = max(self._pool.arena_bytes, nbytes, 2 * self._used)
+            self._arena = self._pool.take_host(self._pool.arena_bytes)
         self._used = nbytes
         return 0

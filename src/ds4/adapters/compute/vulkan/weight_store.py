@@ -48,6 +48,11 @@ class VulkanWeightStore(WeightStore):
     def activation_quant(self) -> bool:
         return self._numerics.activation_quant
 
+    def raw_tensor(self, name: str) -> npt.NDArray[np.uint8]:
+        """The tensor's raw GGUF bytes (e.g. the hash-routing table, uploaded as is)."""
+        raw: npt.NDArray[np.uint8] = self._model.raw(name)
+        return raw
+
     def matmul(
         self, name: str, x: F32, *, rows: slice | None = None, expert: int | None = None
     ) -> F32:
