@@ -18,6 +18,8 @@ import numpy.typing as npt
 import pytest
 
 from ds4.adapters.compute.reference import open_reference_runner
+from ds4.adapters.compute.reference.kv_state import LayerState
+from ds4.adapters.compute.reference.runner import ReferenceRunner
 from ds4.adapters.compute.vulkan.runner import VulkanRunner, vulkan_runner
 from ds4.adapters.gguf.model_open import load_model
 from ds4.apps import wiring
@@ -188,3 +190,25 @@ def test_cli_runs_end_to_end_on_the_demo_model(vulkan_ok: None) -> None:
     out = run("vulkan")
     assert out.strip()
     assert out == run("reference")
+
+
+def test_chunk_forward_over_host_layer_states(
+    runners: tuple[ModelRunner, ModelRunner], prompt: list[int]
+) -> None:
+    """VulkanForward as the reference's ChunkForward: host LayerStates go up, come back
+    holding the chunk's rows (within the fp32 contract of the reference's)."""
+    vk_runner, ref_runner = runners
+    assert isinstance(vk_runner, VulkanRunner) and isinstance(ref_runner, ReferenceRunner)
+    hp = ref_runner.forward.hp
+    tokens, positions = np.array(prompt), np.arange(len(prompt))
+    mine = [LayerState(hp, il) for il in range(hp.n_layer)]
+    theirs = [LayerState(hp, il) for il in range(hp.n_layer)]
+    got = vk_runner.device_forward.run(tokens, positions, mine)
+    want = ref_runner.forward.run(tokens, positions, theirs)
+    assert _close(got, want)
+    for a, b in zip(mine, theirs, strict=True):
+        assert a.raw.n == b.raw.n == len(prompt)
+        assert _close(a.raw.view(), b.raw.view())
+        for ca, cb in zip(a.compressors(), b.compressors(), strict=True):
+            assert ca.rows.n == cb.rows.n == len(prompt) // ca.ratio
+            assert _close(ca.rows.view(), cb.rows.view())

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from ds4.adapters.compute.reference.kv_state import CompressorHistory, GrowRows, LayerState
 from ds4.adapters.compute.vulkan.buffers import Buffer
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.step import Step
+from ds4.adapters.compute.vulkan.step import Step, Value
 from ds4.domain.model.hparams import DeepSeekV4HParams
 
 F32 = npt.NDArray[np.float32]
@@ -69,16 +69,18 @@ class DeviceRows:
         return True
 
     def download(self, step: Step, into: GrowRows) -> None:
-        """Make `into` hold this history (rows base..n)."""
+        """Make `into` hold this history (rows base..n); one submission."""
+        download_all(step, [(self, into)])
+
+    def stage_download(self, step: Step) -> Value | None:
+        """Record a copy of rows base..n into a step value (None when there are none)."""
         count = self.n - self.base
         if count == 0 or self.buf is None:
-            into.set_rows(self.n, np.zeros((0, self.width), np.float32))
-            return
+            return None
         tmp = step.new((count, self.width))
         assert tmp.buf is not None
         step.copy(self.buf, tmp.buf, count * self.row_bytes)
-        (rows,) = step.np(tmp)
-        into.set_rows(self.base, rows)
+        return tmp
 
     def upload(self, step: Step, src: GrowRows) -> None:
         """Take src's kept history (rows src.base..src.n)."""
@@ -147,20 +149,19 @@ class DeviceLayerState:
             comp.score.trim(min(keep_from, start))
 
     def download(self, step: Step, hp: DeepSeekV4HParams, layer: int) -> LayerState:
-        host = LayerState(hp, layer)
-        self.raw.download(step, host.raw)
+        return download_layers(step, [self], hp, [layer])[0]
+
+    def pairs(self, host: LayerState) -> list[tuple[DeviceRows, GrowRows]]:
+        """Each device history with the host history it mirrors."""
+        out = [(self.raw, host.raw)]
         for dev, mine in ((self.attn, host.attn), (self.index, host.index)):
             if dev is not None and mine is not None:
-                for d, h in zip(dev.parts(), (mine.kv, mine.score, mine.rows), strict=True):
-                    d.download(step, h)
-        return host
+                out += list(zip(dev.parts(), (mine.kv, mine.score, mine.rows), strict=True))
+        return out
 
     def upload(self, step: Step, host: LayerState) -> None:
-        self.raw.upload(step, host.raw)
-        for dev, mine in ((self.attn, host.attn), (self.index, host.index)):
-            if dev is not None and mine is not None:
-                for d, h in zip(dev.parts(), (mine.kv, mine.score, mine.rows), strict=True):
-                    d.upload(step, h)
+        for d, h in self.pairs(host):
+            d.upload(step, h)
 
     def release(self) -> None:
         for r in self.all_rows():
@@ -175,3 +176,24 @@ def _like(rt: VulkanRuntime, comp: CompressorHistory | None) -> DeviceCompressor
     if comp is None:
         return None
     return DeviceCompressor(rt, comp.ratio, comp.row_width, comp.width)
+
+
+def download_all(step: Step, pairs: list[tuple[DeviceRows, GrowRows]]) -> None:
+    """Fill each GrowRows from its DeviceRows, all in one submission."""
+    staged = [(d, h, d.stage_download(step)) for d, h in pairs]
+    values = [v for _, _, v in staged if v is not None]
+    got = iter(step.np(*values))
+    for d, h, v in staged:
+        if v is None:
+            h.set_rows(d.n, np.zeros((0, d.width), np.float32))
+        else:
+            h.set_rows(d.base, next(got))
+
+
+def download_layers(
+    step: Step, devs: list[DeviceLayerState], hp: DeepSeekV4HParams, layers: list[int]
+) -> list[LayerState]:
+    """Host LayerStates of these device states (one submission for all)."""
+    hosts = [LayerState(hp, il) for il in layers]
+    download_all(step, [p for d, h in zip(devs, hosts, strict=True) for p in d.pairs(h)])
+    return hosts

@@ -12,7 +12,7 @@ import numpy.typing as npt
 from ds4.adapters.compute.reference.attention_layer import LayerSetup
 from ds4.adapters.compute.vulkan.actquant import record_quantize_for
 from ds4.adapters.compute.vulkan.buffers import Buffer
-from ds4.adapters.compute.vulkan.matvec import kernel_tables
+from ds4.adapters.compute.vulkan.matvec import VulkanWeights, kernel_tables
 from ds4.adapters.compute.vulkan.moe import (
     FfnScratch,
     FfnWeights,
@@ -109,14 +109,7 @@ def _experts_q8(
     hp, pre = setup.hp, setup.prefix
     n, k, ff, clamp = g.shape[0], hp.n_expert_used, w.ff, setup.clamp
     n_pairs, gb = n * k, step.dev(g)
-    halves = []
-    for wt in (w.gate_exps, w.up_exps):
-        acts = ops.act_buffers(step, wt.view(0, ff), n, n_pairs)
-        tables = kernel_tables(ops.rt, wt)
-        step.record(lambda rec, wt=wt, acts=acts: record_quantize_for(rec, wt, gb, acts, n))
-        step.record(lambda rec, wt=wt, acts=acts, tables=tables: record_moe_matmul_q8(
-            rec, wt, w.n_expert, acts, ids, n_pairs, k, tables))  # fmt: skip
-        halves.append(acts[2])
+    halves = [_expert_half(ops, step, w, wt, gb, ids, n, k) for wt in (w.gate_exps, w.up_exps)]
     mid = step.alloc(n_pairs * ff * 4)
     step.record(lambda rec: record_swiglu(rec, halves[0], halves[1], wts, mid, n_pairs, ff,
                                           clamp, True))  # fmt: skip
@@ -136,3 +129,17 @@ def _experts_q8(
     sout = step.dev(ops.mm(step, pre + "ffn_down_shexp.weight", smid))
     contrib = acts[2]
     step.record(lambda rec: record_moe_combine(rec, contrib, sout, out, n, k, hp.n_embd, True))
+
+
+def _expert_half(
+    ops: Ops, step: Step, w: FfnWeights, wt: VulkanWeights, g: Buffer, ids: Buffer, n: int,
+    k: int,
+) -> Buffer:  # fmt: skip
+    """gate or up: y (n * k, ff) = W_{ids[q]} . quantize(g[q // k])."""
+    n_pairs = n * k
+    acts = ops.act_buffers(step, wt.view(0, w.ff), n, n_pairs)
+    tables = kernel_tables(ops.rt, wt)
+    step.record(lambda rec: record_quantize_for(rec, wt, g, acts, n))
+    step.record(lambda rec: record_moe_matmul_q8(rec, wt, w.n_expert, acts, ids, n_pairs, k,
+                                                 tables))  # fmt: skip
+    return acts[2]

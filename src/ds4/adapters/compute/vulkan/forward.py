@@ -19,7 +19,7 @@ import numpy.typing as npt
 from ds4.adapters.compute.reference.attention_layer import LayerSetup
 from ds4.adapters.compute.reference.kv_state import LayerState
 from ds4.adapters.compute.vulkan.attention_block import attention_block as attention
-from ds4.adapters.compute.vulkan.device_state import DeviceLayerState
+from ds4.adapters.compute.vulkan.device_state import DeviceLayerState, download_layers
 from ds4.adapters.compute.vulkan.ffn_block import ffn_block as ffn
 from ds4.adapters.compute.vulkan.hc import HEAD, LAYER, record_hc_post, record_hc_split, split_width
 from ds4.adapters.compute.vulkan.ops import Ops
@@ -49,9 +49,7 @@ class StepReport:
 
 
 class VulkanForward:
-    def __init__(
-        self, hp: DeepSeekV4HParams, store: VulkanWeightStore, numerics: Numerics
-    ) -> None:
+    def __init__(self, hp: DeepSeekV4HParams, store: VulkanWeightStore, numerics: Numerics) -> None:
         self.hp = hp
         self.store = store
         self.numerics = numerics
@@ -80,9 +78,9 @@ class VulkanForward:
             for d, s in zip(dev, states, strict=True):
                 d.upload(step, s)
             streams = self.run_device(step, tokens, positions, dev)
-            for il, (d, s) in enumerate(zip(dev, states, strict=True)):
-                fresh = d.download(step, self.hp, il)
-                s.raw, s.attn, s.index = fresh.raw, fresh.attn, fresh.index
+            fresh = download_layers(step, dev, self.hp, list(range(self.hp.n_layer)))
+            for s, f in zip(states, fresh, strict=True):
+                s.raw, s.attn, s.index = f.raw, f.attn, f.index
                 s.version += 1
             (out,) = step.np(streams)
         finally:

@@ -28,7 +28,6 @@ T = TypeVar("T")
 I64 = npt.NDArray[np.int64]
 
 
-
 class Ops:
     """Device ops bound to one weight store; small vectors are uploaded once and kept."""
 

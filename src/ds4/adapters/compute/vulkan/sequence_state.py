@@ -17,7 +17,7 @@ import numpy.typing as npt
 from ds4.adapters.compute.reference.forward import Forward
 from ds4.adapters.compute.reference.kv_state import LayerState
 from ds4.adapters.compute.reference.sequence_state import ReferenceState
-from ds4.adapters.compute.vulkan.device_state import DeviceLayerState
+from ds4.adapters.compute.vulkan.device_state import DeviceLayerState, download_layers
 from ds4.adapters.compute.vulkan.forward import VulkanForward
 from ds4.adapters.compute.vulkan.step import Step, Value
 from ds4.domain.engine.compressor_frontier import frontier_start
@@ -38,7 +38,7 @@ class VulkanState(ReferenceState):
 
     # ---- where the truth lives -------------------------------------------------------
 
-    @property  # type: ignore[override]
+    @property
     def layers(self) -> list[LayerState]:
         """The host view (downloaded from the device when the device is ahead)."""
         if self._host is None:
@@ -46,7 +46,8 @@ class VulkanState(ReferenceState):
             fwd = self._dev_fwd
             step = fwd.step()
             try:
-                self._host = [d.download(step, fwd.hp, il) for il, d in enumerate(self._device)]
+                layers = list(range(len(self._device)))
+                self._host = download_layers(step, self._device, fwd.hp, layers)
             finally:
                 step.close()
         return self._host
