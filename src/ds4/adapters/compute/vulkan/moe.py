@@ -241,8 +241,8 @@ def record_moe_ffn_q8(
 
     def routed(wt: VulkanWeights, name: str, x: Buffer, tag: str, y: Buffer, x_div: int) -> None:
         if wt.ggml_type in SHADERS_Q8:
-            record_moe_matmul_q8(rec, wt, w.n_expert, acts(tag, y), ids, n_pairs, x_div,
-                                 w.tables[name])  # fmt: skip
+            record_moe_matmul_q8_grouped(rec, wt, w.n_expert, acts(tag, y), b["perm"],
+                                         b["chunks"], n_pairs, x_div, w.tables[name])  # fmt: skip
         else:
             record_moe_matmul(rec, wt, w.n_expert, x, y, b["perm"], b["chunks"], n_pairs,
                               x_div, w.tables[name])  # fmt: skip
@@ -327,11 +327,31 @@ def record_moe_matmul_q8(
     rec.dispatch(SHADERS_Q8[w.ggml_type] + "_moe", bufs, push, (gx, -(-per // gx), n_pairs))
 
 
+def record_moe_matmul_q8_grouped(
+    rec: Recorder, w: VulkanWeights, n_expert: int, acts: list[Buffer], perm: Buffer,
+    chunks: Buffer, n_pairs: int, x_div: int, tables: list[Buffer],
+) -> None:  # fmt: skip
+    """record_moe_matmul_q8 over the pairs grouped by record_moe_group (perm, chunks):
+    a workgroup takes up to 8 pairs of one expert, so a weight row is fetched once per
+    chunk rather than once per pair (prefill); bit-identical results."""
+    if w.ggml_type not in SHADERS_Q8:
+        raise Ds4Error(f"no quantized-activation Vulkan kernel for {w.ggml_type.name} weights")
+    per = _per_expert(w, n_expert)
+    check_pairs(n_pairs, n_expert)
+    push = struct.pack("<6I", per, w.cols, n_pairs, w.row_bytes, w.offset, x_div)
+    gx = min(per, MAX_GROUPS)
+    bufs = [w.buffer, *acts, tables[0] if tables else acts[0], perm, chunks]
+    groups = (gx, -(-per // gx), max_chunks(n_pairs, n_expert))
+    rec.dispatch(SHADERS_Q8[w.ggml_type] + "_moe_grouped", bufs, push, groups)
+
+
 def moe_matmul_q8(
-    w: VulkanWeights, n_expert: int, x: npt.ArrayLike, ids: npt.ArrayLike, x_div: int
-) -> F32:
-    """Host form of record_moe_matmul_q8: x (n_rows, cols) quantized on the host, ids
-    (n_pairs,) with n_pairs = n_rows * x_div -> (n_pairs, rows_per_expert)."""
+    w: VulkanWeights, n_expert: int, x: npt.ArrayLike, ids: npt.ArrayLike, x_div: int, *,
+    grouped: bool = False,
+) -> F32:  # fmt: skip
+    """Host form of record_moe_matmul_q8 (grouped: record_moe_group then
+    record_moe_matmul_q8_grouped): x (n_rows, cols) quantized on the host, ids (n_pairs,)
+    with n_pairs = n_rows * x_div -> (n_pairs, rows_per_expert)."""
     xs = np.ascontiguousarray(x, dtype=np.float32)
     ii = np.ascontiguousarray(ids, dtype=np.int32).reshape(-1)
     per = _per_expert(w, n_expert)
@@ -343,8 +363,24 @@ def moe_matmul_q8(
     idb = rt.scratch("moeq8.ids", ii.nbytes)
     idb.write(ii)
     tables = kernel_tables(rt, w)
-    rt.run(lambda rec: record_moe_matmul_q8(rec, w, n_expert, [acts[0], acts[1], y, acts[3]],
-                                            idb, ii.size, x_div, tables))  # fmt: skip
+    bufs = [acts[0], acts[1], y, acts[3]]
+    perm = rt.device_buffer(ii.nbytes)
+    chunks = rt.device_buffer(chunk_table_bytes(ii.size, n_expert))
+
+    def record(rec: Recorder) -> None:
+        if not grouped:
+            record_moe_matmul_q8(rec, w, n_expert, bufs, idb, ii.size, x_div, tables)
+            return
+        record_moe_group(rec, idb, perm, chunks, ii.size, n_expert)
+        rec.barrier()
+        record_moe_matmul_q8_grouped(rec, w, n_expert, bufs, perm, chunks, ii.size, x_div,
+                                     tables)  # fmt: skip
+
+    try:
+        rt.run(record)
+    finally:
+        perm.release()
+        chunks.release()
     out: F32 = y.read(np.float32, ii.size * per).reshape(ii.size, per)
     return out
 
