@@ -24,6 +24,8 @@ layout(push_constant) uniform Params {
     uint mode;  // 0: top-k of the scores, 1: top-k of scores + bias, 2: hash table
     float scale;
     uint normalize;
+    uint n_vocab;  // rows of tid2eid (a token id past it reads the last row: memory
+                   // safety only, the engine checks token ids before they get here)
 } p;
 
 shared float prob[MAX_EXPERT];
@@ -70,7 +72,8 @@ void main() {
     }
     barrier();
     if (p.mode == 2u) {
-        if (lid < p.k) chosen[lid] = tid2eid[uint(tokens[t]) * p.k + lid];
+        uint tok = min(uint(tokens[t]), p.n_vocab - 1u);
+        if (lid < p.k) chosen[lid] = tid2eid[tok * p.k + lid];
     } else {
         for (uint r = 0; r < p.k; ++r) {
             float bv = 0.0;

@@ -6,6 +6,8 @@ against routing.clamped_swiglu, and the whole FFN against the reference's compos
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -23,21 +25,30 @@ from ds4.adapters.compute.vulkan.matvec_q8 import SHADERS_Q8, matmul_q8
 from ds4.adapters.compute.vulkan.moe import (
     FfnWeights,
     chunk_table_bytes,
+    ffn_scratch,
     moe_ffn,
     moe_matmul_q8,
+    record_moe_ffn_q8,
     record_moe_group,
     record_moe_matmul,
     record_swiglu,
 )
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.adapters.compute.vulkan.submission import Recorder
+from ds4.domain.engine_math.actquant import QuantizedActivation, quantize_q8_0, quantize_q8_k
+from ds4.domain.engine_math.quant_dots import dot_iq2_xxs, dot_q2_k, dot_q4_k, dot_q8_0
 from ds4.domain.engine_math.routing import clamped_swiglu
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
+U8 = npt.NDArray[np.uint8]
 REL = 1e-4
+DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
+    GGMLType.Q8_0: dot_q8_0, GGMLType.Q2_K: dot_q2_k, GGMLType.Q4_K: dot_q4_k,
+    GGMLType.IQ2_XXS: dot_iq2_xxs,
+}  # fmt: skip
 
 
 def _moe_matmul(rt: VulkanRuntime, w: VulkanWeights, n_expert: int, x: F32, ids: I64,
@@ -109,18 +120,21 @@ def test_expert_indexed_q8_product_equals_the_plain_q8_kernel(
     vk: VulkanRuntime, ggml_type: GGMLType
 ) -> None:
     """ds4 numerics: the expert-indexed integer-dot kernel is bit-identical to matmul_q8
-    over the expert's rows (shared activation rows for gate/up, own rows for down)."""
+    over the expert's rows (shared activation rows for gate/up, own rows for down), and
+    the expert-grouped one to both."""
     n_expert, per, cols, k = 6, 21, 512, 3
     raw = weight_rows(ggml_type, n_expert * per, cols, seed=5)
     w = upload_weights(raw, ggml_type, cols, rt=vk)
     rng = np.random.default_rng(6)
-    x = rng.standard_normal((4, cols)).astype(np.float32)
-    ids = np.stack([rng.choice(n_expert, k, replace=False) for _ in range(4)]).reshape(-1)
+    x = rng.standard_normal((13, cols)).astype(np.float32)  # busy experts: several chunks
+    ids = np.stack([rng.choice(n_expert, k, replace=False) for _ in range(13)]).reshape(-1)
     for x_div, xs in ((k, x), (1, np.repeat(x, k, axis=0))):
         got = moe_matmul_q8(w, n_expert, xs, ids, x_div)
         for q, e in enumerate(ids):
             want = matmul_q8(w.view(int(e) * per, per), xs[q // x_div : q // x_div + 1])
             assert np.array_equal(got[q].view(np.uint32), want[0].view(np.uint32))
+        grouped = moe_matmul_q8(w, n_expert, xs, ids, x_div, grouped=True)
+        assert np.array_equal(grouped.view(np.uint32), got.view(np.uint32))
     w.release()
 
 
@@ -223,3 +237,84 @@ def test_bad_expert_inputs_are_refused(vk: VulkanRuntime) -> None:
         moe_ffn(ffn, g, [[4]], [[1.0]], 0.0)
     w.release()
     down.release()
+
+
+def _ds4_reference_ffn(raws: dict[str, U8], types: dict[str, GGMLType], n_expert: int,
+                       g: F32, ids: I64, wts: F32, clamp: float) -> F32:  # fmt: skip
+    """reference/ffn_layer.py under ds4 numerics: each token's activation quantized by
+    the engine's quantizers and dotted by the reference integer dots."""
+
+    def product(name: str, x: F32, expert: int | None = None) -> F32:
+        raw = (
+            raws[name]
+            if expert is None
+            else raws[name].reshape(n_expert, -1, raws[name].shape[1])[expert]
+        )
+        kind = types[name]
+        if kind is GGMLType.F16:
+            w = raw.view(np.float16).astype(np.float32)
+            return np.stack([_sequential(w, xt) for xt in x])
+        quant = quantize_q8_0 if kind is GGMLType.Q8_0 else quantize_q8_k
+        return np.stack([DOTS[kind](raw, quant(xt)) for xt in x])
+
+    n, k = ids.shape
+    contrib = np.zeros((n, k, g.shape[1]), np.float32)
+    for t in range(n):
+        for s in range(k):
+            e = int(ids[t, s])
+            mid = clamped_swiglu(product("gate", g[t : t + 1], e), product("up", g[t : t + 1], e),
+                                 clamp)  # fmt: skip
+            mid = (mid * wts[t, s]).astype(np.float32)
+            contrib[t, s] = product("down", mid, e)[0]
+    moe = np.zeros(g.shape, np.float32)
+    for s in range(k):
+        moe = (moe + contrib[:, s]).astype(np.float32)
+    shared = product("sh_down", clamped_swiglu(product("sh_gate", g), product("sh_up", g), clamp))
+    out: F32 = (moe + shared).astype(np.float32)
+    return out
+
+
+def _sequential(w: F32, x: F32) -> F32:
+    acc = np.zeros(w.shape[0], np.float32)
+    for i in range(w.shape[1]):
+        acc = (acc + w[:, i] * x[i]).astype(np.float32)
+    return acc
+
+
+@pytest.mark.parametrize(("n_tok", "sh_type"), [(1, GGMLType.Q8_0), (10, GGMLType.F16)])
+def test_whole_ffn_in_ds4_numerics_matches_reference(vk: VulkanRuntime, n_tok: int,
+                                                     sh_type: GGMLType) -> None:  # fmt: skip
+    """ds4 numerics, activations quantized on the device (the activation quantizer's
+    record_quantize_for), integer dots; within the cpu fast path's noise of the
+    reference's integer dots."""
+    why = "the on-device activation quantizer (vulkan/actquant.py) is not on this branch"
+    actquant = pytest.importorskip("ds4.adapters.compute.vulkan.actquant", reason=why)
+    n_expert, k, dim, ff, ffs, clamp = 8, 3, 256, 512, 256, 10.0
+    shapes = {"gate": (GGMLType.IQ2_XXS, n_expert * ff, dim),
+              "up": (GGMLType.IQ2_XXS, n_expert * ff, dim),
+              "down": (GGMLType.Q2_K, n_expert * dim, ff), "sh_gate": (sh_type, ffs, dim),
+              "sh_up": (sh_type, ffs, dim), "sh_down": (sh_type, dim, ffs)}  # fmt: skip
+    raws = {n: weight_rows(t, r, c, seed=i) for i, (n, (t, r, c)) in enumerate(shapes.items())}
+    dev = {n: upload_weights(raws[n], t, c, rt=vk) for n, (t, r, c) in shapes.items()}
+    w = FfnWeights(dev["gate"], dev["up"], dev["down"], n_expert,
+                   shared=(dev["sh_gate"], dev["sh_up"], dev["sh_down"]))  # fmt: skip
+    rng = np.random.default_rng(n_tok + 40)
+    g = rng.standard_normal((n_tok, dim)).astype(np.float32)
+    ids = np.stack([rng.choice(n_expert, k, replace=False) for _ in range(n_tok)])
+    wts = rng.uniform(0.1, 1.0, (n_tok, k)).astype(np.float32)
+    host = [vk.host_buffer(a.nbytes) for a in (g, ids.astype(np.int32), wts, g)]
+    for buf, a in zip(host[:3], (g, ids.astype(np.int32), wts), strict=True):
+        buf.write(a)
+    scratch = ffn_scratch(vk, w, n_tok, k, quantized=True)
+    vk.run(lambda rec: record_moe_ffn_q8(rec, w, scratch, host[0], host[1], host[2], host[3],
+                                         n_tok, clamp, actquant.record_quantize_for))  # fmt: skip
+    got = host[3].read(np.float32, g.size).reshape(g.shape)
+    want = _ds4_reference_ffn(raws, {n: t for n, (t, _, _) in shapes.items()}, n_expert, g,
+                              ids, wts, clamp)  # fmt: skip
+    err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+    assert err <= 1e-3, err
+    scratch.release()
+    for buf in host:
+        buf.release()
+    for d in dev.values():
+        d.release()

@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ds4.adapters.compute.vulkan.router import route_on_device
+from ds4.adapters.compute.vulkan.router import HASH, record_route, route_on_device
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.domain.engine_math.routing import route
 from ds4.domain.errors import Ds4Error
@@ -101,3 +101,18 @@ def test_bad_routing_inputs_are_refused(vk: VulkanRuntime) -> None:
         route_on_device(logits, 2, 1.0, True, vk, tokens=[0], tid2eid=[[0, 8]])
     with pytest.raises(Ds4Error, match="token ids"):
         route_on_device(logits, 2, 1.0, True, vk, tokens=[3], tid2eid=[[0, 1]])
+
+
+def test_a_token_past_the_table_reads_its_last_row(vk: VulkanRuntime) -> None:
+    """Memory safety of the record form (the engine checks token ids before)."""
+    table = np.array([[0, 1], [2, 3], [4, 5]], np.int32)
+    logits = _spread_logits(2, 8, seed=2)
+    bufs = [vk.host_buffer(a.nbytes) for a in (logits, table, np.zeros(2, np.int32))]
+    for buf, a in zip(bufs, (logits, table, np.array([1, 999], np.int32)), strict=True):
+        buf.write(a)
+    ids, wts = vk.host_buffer(16), vk.host_buffer(16)
+    vk.run(lambda rec: record_route(rec, bufs[0], bufs[0], bufs[2], bufs[1], ids, wts, 2, 8, 2,
+                                    HASH, 1.0, True))  # fmt: skip
+    assert ids.read(np.int32, 4).tolist() == [2, 3, 4, 5]
+    for buf in [*bufs, ids, wts]:
+        buf.release()

@@ -8,13 +8,17 @@ rows [e * rows_per_expert, (e + 1) * rows_per_expert) of the one uploaded buffer
 SwiGLU with the clamp (swiglu.comp) and the slot-ordered combine with the shared expert
 (moe_combine.comp) follow domain/engine_math/routing.py and reference/ffn_layer.py.
 
-fp32 numerics: f32 dots throughout. ds4 numerics: record_moe_matmul_q8 takes activations
-quantized as matvec_q8.py stages them (one row per token for gate/up, per pair for down).
+fp32 numerics: f32 dots throughout (record_moe_ffn). ds4 numerics (record_moe_ffn_q8):
+quantized weights take the integer-dot kernels over activations quantized on the device
+by a `quantize` recorder (the activation quantizer's record_quantize_for), g once per
+block size for gate/up, the SwiGLU outputs per pair for down; F32/F16 weights keep the
+f32 dots, as the reference's weight store does.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,12 +32,20 @@ from ds4.adapters.compute.vulkan.matvec import (
     kernel_tables,
     record_matmul,
 )
-from ds4.adapters.compute.vulkan.matvec_q8 import SHADERS_Q8, stage_activations
+from ds4.adapters.compute.vulkan.matvec_q8 import (
+    SHADERS_Q8,
+    record_matmul_q8,
+    stage_activations,
+)
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.adapters.compute.vulkan.submission import MAX_GROUPS, Recorder
 from ds4.domain.errors import Ds4Error
+from ds4.domain.gguf.ggml_types import GGMLType
 
 F32 = npt.NDArray[np.float32]
+# record_quantize_for(rec, w, x, acts, n_rows): quantize x (n_rows, w.cols) as w's
+# ds4-numerics product reads it into acts = [codes, scales, y (untouched), bsums].
+Quantize = Callable[[Recorder, VulkanWeights, Buffer, list[Buffer], int], None]
 MAX_EXPERT = 1024  # MAX_EXPERT in moe_group.comp
 WG = 64
 
@@ -107,7 +119,11 @@ class FfnScratch:
             buf.release()
 
 
-def ffn_scratch(rt: VulkanRuntime, w: FfnWeights, n_tok: int, k: int) -> FfnScratch:
+def ffn_scratch(
+    rt: VulkanRuntime, w: FfnWeights, n_tok: int, k: int, *, quantized: bool = False
+) -> FfnScratch:
+    """Device buffers for record_moe_ffn (quantized=True: also the activation codes of
+    record_moe_ffn_q8) with up to n_tok tokens of k slots."""
     n_pairs = n_tok * k
     sizes = {"perm": n_pairs * 4, "chunks": chunk_table_bytes(n_pairs, w.n_expert),
              "gate": n_pairs * w.ff * 4, "up": n_pairs * w.ff * 4, "mid": n_pairs * w.ff * 4,
@@ -116,7 +132,28 @@ def ffn_scratch(rt: VulkanRuntime, w: FfnWeights, n_tok: int, k: int) -> FfnScra
         ffs = w.shared[0].rows
         sizes |= {"sh_gate": n_tok * ffs * 4, "sh_up": n_tok * ffs * 4,
                   "sh_mid": n_tok * ffs * 4, "sh_out": n_tok * w.dim * 4}  # fmt: skip
+    if quantized:
+        for tag, wt, rows in _quantized_inputs(w, n_tok, k):
+            codes, scales, bsums = _act_sizes(wt, rows)
+            sizes |= {tag + ".codes": codes, tag + ".scales": scales, tag + ".bsums": bsums}
     return FfnScratch(n_tok, k, {name: rt.device_buffer(n) for name, n in sizes.items()})
+
+
+def _act_sizes(w: VulkanWeights, n_rows: int) -> tuple[int, int, int]:
+    """Bytes of codes, scales and bsums for n_rows activations of w's cols."""
+    block = 32 if w.ggml_type is GGMLType.Q8_0 else 256
+    n_blocks = n_rows * w.cols // block
+    return n_rows * w.cols, n_blocks * 4, max(n_blocks * 16 * 4, 4)
+
+
+def _quantized_inputs(w: FfnWeights, n_tok: int, k: int) -> list[tuple[str, VulkanWeights, int]]:
+    """(scratch tag, the weights that read it, rows) of each activation quantized for
+    record_moe_ffn_q8: g for the routed gate/up and for the shared gate/up, the SwiGLU
+    outputs for the routed and the shared down."""
+    have = [("q_g", w.gate_exps, n_tok), ("q_mid", w.down_exps, n_tok * k)]
+    if w.shared is not None:
+        have += [("q_sg", w.shared[0], n_tok), ("q_smid", w.shared[2], n_tok)]
+    return [(tag, wt, rows) for tag, wt, rows in have if wt.ggml_type in SHADERS_Q8]
 
 
 def moe_ffn(
@@ -185,6 +222,66 @@ def record_moe_ffn(
     record_moe_combine(rec, b["contrib"], shared_out, out, n_tok, k, w.dim, sh is not None)
 
 
+def record_moe_ffn_q8(
+    rec: Recorder, w: FfnWeights, s: FfnScratch, g: Buffer, ids: Buffer, wts: Buffer,
+    out: Buffer, n_tok: int, clamp: float, quantize: Quantize,
+) -> None:  # fmt: skip
+    """record_moe_ffn in ds4 numerics: every quantized weight's product is the integer
+    dot against its input quantized on the device by `quantize`; s from
+    ffn_scratch(..., quantized=True)."""
+    k, n_pairs, b = s.k, n_tok * s.k, s.bufs
+    if n_tok > s.n_tok:
+        raise Ds4Error(f"moe: scratch for {s.n_tok} tokens, {n_tok} given")
+    if "q_g.codes" not in b and w.gate_exps.ggml_type in SHADERS_Q8:
+        raise Ds4Error("moe: ds4 numerics need ffn_scratch(..., quantized=True)")
+    sh = w.shared
+
+    def acts(tag: str, y: Buffer) -> list[Buffer]:
+        return [b[tag + ".codes"], b[tag + ".scales"], y, b[tag + ".bsums"]]
+
+    def routed(wt: VulkanWeights, name: str, x: Buffer, tag: str, y: Buffer, x_div: int) -> None:
+        if wt.ggml_type in SHADERS_Q8:
+            record_moe_matmul_q8_grouped(rec, wt, w.n_expert, acts(tag, y), b["perm"],
+                                         b["chunks"], n_pairs, x_div, w.tables[name])  # fmt: skip
+        else:
+            record_moe_matmul(rec, wt, w.n_expert, x, y, b["perm"], b["chunks"], n_pairs,
+                              x_div, w.tables[name])  # fmt: skip
+
+    def dense(wt: VulkanWeights, name: str, x: Buffer, tag: str, y: Buffer) -> None:
+        if wt.ggml_type in SHADERS_Q8:
+            record_matmul_q8(rec, wt, acts(tag, y), n_tok, w.tables[name])
+        else:
+            record_matmul(rec, wt, x, y, n_tok, w.tables[name])
+
+    record_moe_group(rec, ids, b["perm"], b["chunks"], n_pairs, w.n_expert)
+    for tag, wt, rows in _quantized_inputs(w, n_tok, k):
+        if tag in ("q_g", "q_sg"):
+            quantize(rec, wt, g, acts(tag, b["gate"]), rows)
+    rec.barrier()
+    routed(w.gate_exps, "gate", g, "q_g", b["gate"], k)
+    routed(w.up_exps, "up", g, "q_g", b["up"], k)
+    if sh is not None:
+        dense(sh[0], "sh_gate", g, "q_sg", b["sh_gate"])
+        dense(sh[1], "sh_up", g, "q_sg", b["sh_up"])
+    rec.barrier()
+    record_swiglu(rec, b["gate"], b["up"], wts, b["mid"], n_pairs, w.ff, clamp, True)
+    if sh is not None:
+        record_swiglu(rec, b["sh_gate"], b["sh_up"], wts, b["sh_mid"], n_tok, sh[0].rows,
+                      clamp, False)  # fmt: skip
+    rec.barrier()
+    for tag, wt, rows in _quantized_inputs(w, n_tok, k):
+        if tag in ("q_mid", "q_smid"):
+            x = b["mid"] if tag == "q_mid" else b["sh_mid"]
+            quantize(rec, wt, x, acts(tag, b["contrib"]), rows)
+    rec.barrier()
+    routed(w.down_exps, "down", b["mid"], "q_mid", b["contrib"], 1)
+    if sh is not None:
+        dense(sh[2], "sh_down", b["sh_mid"], "q_smid", b["sh_out"])
+    rec.barrier()
+    shared_out = b["sh_out"] if sh is not None else b["contrib"]
+    record_moe_combine(rec, b["contrib"], shared_out, out, n_tok, k, w.dim, sh is not None)
+
+
 def record_moe_group(
     rec: Recorder, ids: Buffer, perm: Buffer, chunks: Buffer, n_pairs: int, n_expert: int
 ) -> None:
@@ -230,11 +327,31 @@ def record_moe_matmul_q8(
     rec.dispatch(SHADERS_Q8[w.ggml_type] + "_moe", bufs, push, (gx, -(-per // gx), n_pairs))
 
 
+def record_moe_matmul_q8_grouped(
+    rec: Recorder, w: VulkanWeights, n_expert: int, acts: list[Buffer], perm: Buffer,
+    chunks: Buffer, n_pairs: int, x_div: int, tables: list[Buffer],
+) -> None:  # fmt: skip
+    """record_moe_matmul_q8 over the pairs grouped by record_moe_group (perm, chunks):
+    a workgroup takes up to 8 pairs of one expert, so a weight row is fetched once per
+    chunk rather than once per pair (prefill); bit-identical results."""
+    if w.ggml_type not in SHADERS_Q8:
+        raise Ds4Error(f"no quantized-activation Vulkan kernel for {w.ggml_type.name} weights")
+    per = _per_expert(w, n_expert)
+    check_pairs(n_pairs, n_expert)
+    push = struct.pack("<6I", per, w.cols, n_pairs, w.row_bytes, w.offset, x_div)
+    gx = min(per, MAX_GROUPS)
+    bufs = [w.buffer, *acts, tables[0] if tables else acts[0], perm, chunks]
+    groups = (gx, -(-per // gx), max_chunks(n_pairs, n_expert))
+    rec.dispatch(SHADERS_Q8[w.ggml_type] + "_moe_grouped", bufs, push, groups)
+
+
 def moe_matmul_q8(
-    w: VulkanWeights, n_expert: int, x: npt.ArrayLike, ids: npt.ArrayLike, x_div: int
-) -> F32:
-    """Host form of record_moe_matmul_q8: x (n_rows, cols) quantized on the host, ids
-    (n_pairs,) with n_pairs = n_rows * x_div -> (n_pairs, rows_per_expert)."""
+    w: VulkanWeights, n_expert: int, x: npt.ArrayLike, ids: npt.ArrayLike, x_div: int, *,
+    grouped: bool = False,
+) -> F32:  # fmt: skip
+    """Host form of record_moe_matmul_q8 (grouped: record_moe_group then
+    record_moe_matmul_q8_grouped): x (n_rows, cols) quantized on the host, ids (n_pairs,)
+    with n_pairs = n_rows * x_div -> (n_pairs, rows_per_expert)."""
     xs = np.ascontiguousarray(x, dtype=np.float32)
     ii = np.ascontiguousarray(ids, dtype=np.int32).reshape(-1)
     per = _per_expert(w, n_expert)
@@ -246,8 +363,24 @@ def moe_matmul_q8(
     idb = rt.scratch("moeq8.ids", ii.nbytes)
     idb.write(ii)
     tables = kernel_tables(rt, w)
-    rt.run(lambda rec: record_moe_matmul_q8(rec, w, n_expert, [acts[0], acts[1], y, acts[3]],
-                                            idb, ii.size, x_div, tables))  # fmt: skip
+    bufs = [acts[0], acts[1], y, acts[3]]
+    perm = rt.device_buffer(ii.nbytes)
+    chunks = rt.device_buffer(chunk_table_bytes(ii.size, n_expert))
+
+    def record(rec: Recorder) -> None:
+        if not grouped:
+            record_moe_matmul_q8(rec, w, n_expert, bufs, idb, ii.size, x_div, tables)
+            return
+        record_moe_group(rec, idb, perm, chunks, ii.size, n_expert)
+        rec.barrier()
+        record_moe_matmul_q8_grouped(rec, w, n_expert, bufs, perm, chunks, ii.size, x_div,
+                                     tables)  # fmt: skip
+
+    try:
+        rt.run(record)
+    finally:
+        perm.release()
+        chunks.release()
     out: F32 = y.read(np.float32, ii.size * per).reshape(ii.size, per)
     return out
 

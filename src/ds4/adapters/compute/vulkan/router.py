@@ -104,7 +104,8 @@ def record_route(
     """Record the routing of logits (n, E) into ids (n, k) int32 and wts (n, k) f32;
     tokens (n,) int32 and tid2eid (from hash_table) are read in HASH mode only."""
     check_route(n_tok, n_expert, k, mode)
-    push = struct.pack("<4IfI", n_tok, n_expert, k, mode, scale, int(normalize))
+    n_vocab = max(tid2eid.size // (4 * k), 1)  # rows of the table (HASH mode)
+    push = struct.pack("<4IfII", n_tok, n_expert, k, mode, scale, int(normalize), n_vocab)
     gx = min(n_tok, MAX_GROUPS)
     rec.dispatch("router", [logits, bias, tokens, tid2eid, ids, wts], push,
                  (gx, -(-n_tok // gx), 1))  # fmt: skip
