@@ -2,7 +2,7 @@
 // Attention with sinks for a chunk of query tokens (docs/vulkan.md#kernels,
 // docs/reference/model.md §3.6). Query t sits at position p = pos0 + t and sees, K = V:
 // its raw window, positions max(p + 1 - n_swa, floor) .. p (raw row of position x at
-// x - raw_base), then the compressed rows emitted by then, n = (p + 1) / ratio of them
+// x - raw_base, modulo raw_ring when the raw rows are a ring), then the compressed rows emitted by then, n = (p + 1) / ratio of them
 // (none when ratio is 0): all of them, or, when top_k > 0 and n > top_k, the top_k rows
 // listed in sel[t]. Head h's sink logit joins the softmax denominator unscaled.
 // One workgroup per (head, query); rows go in chunks of WG, one row's dot per
@@ -30,6 +30,7 @@ layout(push_constant) uniform Params {
     uint floor_pos;  // no raw row before this position (kept rows only)
     uint ratio;      // 0: no compressed rows
     uint top_k;      // 0: every visible compressed row
+    uint raw_ring;   // 0: raw rows in order; else row (x - raw_base) % raw_ring (a ring)
 } p;
 
 shared float qs[WG * MAXJ];
@@ -77,7 +78,8 @@ void main() {
             uint off;
             bool is_comp = i >= n_raw;
             if (!is_comp) {
-                off = (first + i - p.raw_base) * p.dim;
+                uint r = first + i - p.raw_base;
+                off = (p.raw_ring == 0u ? r : r % p.raw_ring) * p.dim;
             } else {
                 uint c = i - n_raw;
                 off = (listed ? sel[t * p.top_k + c] : c) * p.dim;

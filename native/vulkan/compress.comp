@@ -30,41 +30,44 @@ layout(push_constant) uniform Params {
     uint rope_row;     // cos/sin row of the first emission
     uint rope_stride;  // cos/sin rows between emissions
     uint out_row;      // output row of the first emission
+    uint in_ring;      // 0: kv/gate row r is row r; else row r % in_ring (a ring buffer)
 } p;
 
 #include "reduce.glsl"
 
 const float EMPTY = -5e29;  // pooled rows whose best score is at most this are zero
 
+uint at_row(uint r) { return p.in_ring == 0u ? r : r % p.in_ring; }
+
 float pool_dim(uint start, bool has_prev, uint j) {
     uint width = p.ratio == 4u ? 2u * p.d : p.d;
     float mx = -3.402823466e38;
     if (p.ratio == 4u) {
         for (uint i = 0u; i < 4u; ++i) {
-            if (has_prev) mx = max(mx, gate[(start - 4u + i) * width + j] + ape[i * width + j]);
-            mx = max(mx, gate[(start + i) * width + p.d + j] + ape[i * width + p.d + j]);
+            if (has_prev) mx = max(mx, gate[at_row(start - 4u + i) * width + j] + ape[i * width + j]);
+            mx = max(mx, gate[at_row(start + i) * width + p.d + j] + ape[i * width + p.d + j]);
         }
     } else {
-        for (uint i = 0u; i < p.ratio; ++i) mx = max(mx, gate[(start + i) * width + j] + ape[i * width + j]);
+        for (uint i = 0u; i < p.ratio; ++i) mx = max(mx, gate[at_row(start + i) * width + j] + ape[i * width + j]);
     }
     if (mx <= EMPTY) return 0.0;
     float den = 0.0, num = 0.0;
     if (p.ratio == 4u) {
         for (uint i = 0u; i < 4u; ++i) {
             if (has_prev) {
-                uint at = (start - 4u + i) * width + j;
+                uint at = at_row(start - 4u + i) * width + j;
                 float w = exp((gate[at] + ape[i * width + j]) - mx);
                 den += w;
                 num += w * kv[at];
             }
-            uint at = (start + i) * width + p.d + j;
+            uint at = at_row(start + i) * width + p.d + j;
             float w = exp((gate[at] + ape[i * width + p.d + j]) - mx);
             den += w;
             num += w * kv[at];
         }
     } else {
         for (uint i = 0u; i < p.ratio; ++i) {
-            uint at = (start + i) * width + j;
+            uint at = at_row(start + i) * width + j;
             float w = exp((gate[at] + ape[i * width + j]) - mx);
             den += w;
             num += w * kv[at];

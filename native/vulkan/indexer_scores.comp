@@ -21,6 +21,7 @@ layout(push_constant) uniform Params {
     uint pos0;
     uint ratio;
     uint stride;
+    float w_scale;  // the weights' scale 1/sqrt(dim * n_head), applied to w as the reference does
 } p;
 
 #include "reduce.glsl"
@@ -35,7 +36,8 @@ void main() {
         uint qb = (t * p.n_head + h) * p.dim;
         float dot = 0.0;
         for (uint j = 0u; j < p.dim; ++j) dot += rows[c * p.dim + j] * iq[qb + j];
-        acc[0] += max(dot, 0.0) * wts[t * p.n_head + h];
+        precise float w = wts[t * p.n_head + h] * p.w_scale;
+        acc[0] += max(dot, 0.0) * w;
     }
     reduce_all(acc);
     if (gl_LocalInvocationID.x == 0u) scores[t * p.stride + c] = acc[0];

@@ -4,6 +4,8 @@ compressed rows or the indexer's selection): |out - ref| <= 1e-4 * max|rows|."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -71,6 +73,23 @@ def test_chunk_attention_agrees_with_the_reference(vk: VulkanRuntime, name: str)
     ref = _reference(q, raw, comp, sinks, scale, win, sel)
     bound = 1e-4 * max(float(np.max(np.abs(raw))), float(np.max(np.abs(comp))))
     assert np.all(np.abs(got - ref) <= bound), float(np.max(np.abs(got - ref)) / bound)
+
+
+def test_raw_rows_in_a_ring(vk: VulkanRuntime) -> None:
+    # A ring of n_swa + n_q - 1 rows holds exactly what a chunk reads; position x sits at
+    # (x - raw_base) % ring, so the chunk's rows wrap around the buffer's end.
+    lin = AttentionWindow(pos0=45, n_swa=16, ratio=4, raw_base=0)
+    n_q, ring = 5, 20
+    q, raw, comp, sinks, _ = _case(lin, n_q, 3, 32, seed=9)
+    ring_rows = np.zeros((ring, 32), np.float32)
+    positions = np.arange(lin.first_raw(0), lin.pos0 + n_q)
+    ring_rows[positions % ring] = raw[positions]
+    win = dataclasses.replace(lin, raw_ring=ring)
+    got = attend_chunk(q, ring_rows, comp, sinks, 0.25, win, rt=vk)
+    ref = _reference(q, raw, comp, sinks, 0.25, lin, None)
+    assert np.all(np.abs(got - ref) <= 1e-4 * np.max(np.abs(raw)))
+    with pytest.raises(Ds4Error, match="does not hold"):
+        attend_chunk(q, ring_rows, comp, sinks, 0.25, dataclasses.replace(lin, raw_ring=19), rt=vk)
 
 
 def test_windows_outside_the_buffers_are_refused(vk: VulkanRuntime) -> None:

@@ -73,13 +73,13 @@ def _assert_close(got: F32, ref: F32) -> None:
     [(4, 64, 16, 23), (4, 512, 64, 12), (4, 6, 2, 4), (128, 64, 16, 261), (128, 130, 64, 128)],
 )
 def test_emissions_agree_with_the_reference(
-    vk: VulkanRuntime, ratio: int, d: int, n_rot: int, n: int
+    vk_any: VulkanRuntime, ratio: int, d: int, n_rot: int, n: int
 ) -> None:
     kv, gate, ape, norm = _inputs(d, ratio, n, seed=d + n)
     setup, ref = _reference(d, n_rot, ratio, kv, gate, ape, norm)
     got = compress_windows(
         kv, gate, ape, norm, ratio=ratio, rp=setup.rope(), iterated=False, eps=setup.hp.rms_eps,
-        rt=vk,
+        rt=vk_any,
     )  # fmt: skip
     _assert_close(got, ref)
 
@@ -110,6 +110,50 @@ def test_one_emission_from_a_trimmed_history_into_a_given_row(vk: VulkanRuntime)
     rows = out.read(np.float32, 5 * d).reshape(5, d)
     _assert_close(rows[3:4], ref[3:4])
     assert not np.any(rows[[0, 1, 2, 4]])
+    for buf in [*ins, out]:
+        buf.release()
+
+
+def test_emissions_from_ring_buffers(vk: VulkanRuntime) -> None:
+    # kv/gate as rings of 8 rows (position x at x % 8): the frontier a decode step keeps.
+    # Windows [12, 16) (with [8, 12)) and [16, 20) (with [12, 16)) in one dispatch.
+    d, n_rot, ratio, n = 32, 8, 4, 20
+    kv, gate, ape, norm = _inputs(d, ratio, n, seed=4)
+    setup, ref = _reference(d, n_rot, ratio, kv, gate, ape, norm)
+    ring_kv, ring_gate = np.zeros((8, 2 * d), np.float32), np.zeros((8, 2 * d), np.float32)
+    ring_kv[np.arange(8, 16) % 8], ring_gate[np.arange(8, 16) % 8] = kv[8:16], gate[8:16]
+    cos, sin = rope_tables(np.arange(20), setup.rope(), iterated=False)
+    arrays = (ring_kv, ring_gate, ape, norm, cos, sin)
+    ins = [vk.host_buffer(a.nbytes) for a in arrays]
+    for buf, a in zip(ins, arrays, strict=True):
+        buf.write(np.ascontiguousarray(a))
+    kvb, gb, apeb, nb, cb, sb = ins
+    out = vk.host_buffer(5 * d * 4)
+
+    def first(rec: Recorder) -> None:
+        record_compress(
+            rec, kvb, gb, apeb, nb, cb, sb, out, d=d, ratio=ratio, n_rot=n_rot,
+            eps=setup.hp.rms_eps, last_row=15, first_pos=12, rope_row=12, out_row=3, in_ring=8,
+        )  # fmt: skip
+
+    vk.run(first)
+    # the next window's tokens overwrite the oldest ring rows, as decode would push them
+    ring_kv[np.arange(16, 20) % 8], ring_gate[np.arange(16, 20) % 8] = kv[16:20], gate[16:20]
+    kvb.write(ring_kv)
+    gb.write(ring_gate)
+
+    def second(rec: Recorder) -> None:
+        record_compress(
+            rec, kvb, gb, apeb, nb, cb, sb, out, d=d, ratio=ratio, n_rot=n_rot,
+            eps=setup.hp.rms_eps, last_row=19, first_pos=16, rope_row=16, out_row=4, in_ring=8,
+        )  # fmt: skip
+
+    vk.run(second)
+    _assert_close(out.read(np.float32, 5 * d).reshape(5, d)[3:5], ref[3:5])
+    with pytest.raises(Ds4Error, match="ring of 6"):
+        vk.run(lambda rec: record_compress(
+            rec, kvb, gb, apeb, nb, cb, sb, out, d=d, ratio=ratio, n_rot=n_rot, eps=1e-6,
+            last_row=19, first_pos=16, rope_row=16, out_row=4, in_ring=6))  # fmt: skip
     for buf in [*ins, out]:
         buf.release()
 

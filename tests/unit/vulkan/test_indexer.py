@@ -68,7 +68,7 @@ def test_ties_go_to_the_lower_index(vk: VulkanRuntime) -> None:
 @pytest.mark.parametrize(("pos0", "n_q", "n_head", "dim"), [(0, 12, 4, 128), (2051, 3, 64, 128),
                                                            (37, 5, 3, 20)])  # fmt: skip
 def test_scores_and_selection_agree_end_to_end(
-    vk: VulkanRuntime, pos0: int, n_q: int, n_head: int, dim: int
+    vk_any: VulkanRuntime, pos0: int, n_q: int, n_head: int, dim: int
 ) -> None:
     k = 512 if pos0 > 2048 else 3
     counts = visible_rows(pos0, n_q, 4)
@@ -76,7 +76,9 @@ def test_scores_and_selection_agree_end_to_end(
     rows = rng.standard_normal((counts[-1], dim)).astype(np.float32)
     iq = rng.standard_normal((n_q, n_head, dim)).astype(np.float32)
     w = rng.standard_normal((n_q, n_head)).astype(np.float32)
-    got_scores, got_sel = indexer_select(rows, iq, w, pos0=pos0, k=k, rt=vk)
+    w_scale = float(np.float32(1.0 / np.sqrt(dim * n_head)))
+    got_scores, got_sel = indexer_select(rows, iq, w, pos0=pos0, k=k, w_scale=w_scale, rt=vk_any)
+    w = (w * np.float32(w_scale)).astype(np.float32)  # the reference scales the weights first
     worst = 0.0
     for t, n in enumerate(counts):
         ref = indexer_scores(rows[:n], iq[t], w[t])

@@ -34,6 +34,7 @@ class AttentionWindow:
     top_k: int = 0  # >0: beyond top_k visible compressed rows, read the selection
     raw_base: int = 0  # position of raw row 0 in the raw buffer
     floor_pos: int = 0  # no raw row before this position (kept rows only)
+    raw_ring: int = 0  # >0: the raw rows are a ring, position x at (x - raw_base) % raw_ring
 
     def first_raw(self, t: int) -> int:
         return max(self.pos0 + t + 1 - self.n_swa, self.floor_pos, 0)
@@ -82,7 +83,12 @@ def check_window(win: AttentionWindow, n_q: int, *, raw_rows: int, comp_rows: in
     """Ds4Error unless every row the chunk's queries read lies inside the buffers."""
     if n_q < 1 or win.n_swa < 1 or win.ratio < 0 or win.top_k < 0 or win.pos0 < 0:
         raise Ds4Error(f"attention: {n_q} queries, window {win} out of range")
-    if win.first_raw(0) < win.raw_base or win.pos0 + n_q - win.raw_base > raw_rows:
+    if win.raw_ring:
+        span = win.pos0 + n_q - win.first_raw(0)
+        if win.raw_ring > raw_rows or span > win.raw_ring or win.first_raw(0) < win.raw_base:
+            raise Ds4Error(f"attention: a ring of {win.raw_ring} rows ({raw_rows} given) does "
+                           f"not hold the {span} raw rows the chunk reads")  # fmt: skip
+    elif win.first_raw(0) < win.raw_base or win.pos0 + n_q - win.raw_base > raw_rows:
         raise Ds4Error(f"attention: raw rows {win.raw_base}..{win.raw_base + raw_rows} do not "
                        f"cover positions {win.first_raw(0)}..{win.pos0 + n_q - 1}")  # fmt: skip
     if win.visible(n_q - 1) > comp_rows:
@@ -99,6 +105,6 @@ def record_attend_chunk(
     unused), sinks (n_head)."""
     if not 1 <= dim <= MAX_DIM or not 1 <= n_head <= MAX_GROUPS or not 1 <= n_q <= MAX_GROUPS:
         raise Ds4Error(f"attention: {n_q} queries, {n_head} heads of {dim} out of range")
-    push = struct.pack("<3If6I", n_q, n_head, dim, scale, win.pos0, win.n_swa, win.raw_base,
-                       win.floor_pos, win.ratio, win.top_k)  # fmt: skip
+    push = struct.pack("<3If7I", n_q, n_head, dim, scale, win.pos0, win.n_swa, win.raw_base,
+                       win.floor_pos, win.ratio, win.top_k, win.raw_ring)  # fmt: skip
     rec.dispatch("attn_prefill", [q, raw, comp, sel, sinks, out], push, (n_head, n_q, 1))

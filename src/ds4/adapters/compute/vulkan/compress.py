@@ -62,6 +62,7 @@ def record_compress(
     rec: Recorder, kv: Buffer, gate: Buffer, ape: Buffer, norm: Buffer, cos: Buffer,
     sin: Buffer, out: Buffer, *, d: int, ratio: int, n_rot: int, eps: float, last_row: int,
     first_pos: int, rope_row: int, out_row: int, n_emit: int = 1, rope_stride: int = 1,
+    in_ring: int = 0,
 ) -> None:  # fmt: skip
     """Record n_emit consecutive emissions into rows out_row.. of out (rows of d f32).
 
@@ -69,13 +70,17 @@ def record_compress(
     emission's window ending at row last_row and starting at absolute position first_pos
     (a multiple of ratio: for ratio 4 the previous window's rows are read when
     first_pos >= 4); ape (ratio, c*d); norm (d); cos/sin: rope_tables rows, emission e at
-    row rope_row + e * rope_stride (the window's first position)."""
+    row rope_row + e * rope_stride (the window's first position). in_ring > 0: kv/gate
+    are ring buffers of in_ring rows, row r stored at r % in_ring (last_row may then be
+    the absolute position)."""
     if ratio < 1 or d < 2 or d % 2 or n_rot % 2 or not 0 <= n_rot <= d:
         raise Ds4Error(f"compress: d {d}, ratio {ratio}, n_rot {n_rot} do not fit")
     if first_pos % ratio or last_row + 1 < ratio or not 1 <= n_emit <= MAX_GROUPS:
         raise Ds4Error(f"compress: window at {first_pos} (row {last_row}), {n_emit} rows")
     if ratio == 4 and first_pos >= 4 and last_row + 1 < 8:
         raise Ds4Error(f"compress: row {last_row} leaves no room for the previous window")
-    push = struct.pack("<IIIf5I", d, ratio, n_rot, eps, last_row, first_pos, rope_row,
-                       rope_stride, out_row)  # fmt: skip
+    if in_ring and in_ring < ratio + (4 if ratio == 4 else 0):
+        raise Ds4Error(f"compress: a ring of {in_ring} rows cannot hold a window of {ratio}")
+    push = struct.pack("<IIIf6I", d, ratio, n_rot, eps, last_row, first_pos, rope_row,
+                       rope_stride, out_row, in_ring)  # fmt: skip
     rec.dispatch("compress", [kv, gate, ape, norm, cos, sin, out], push, (n_emit, 1, 1))

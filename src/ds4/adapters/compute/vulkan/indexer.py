@@ -31,7 +31,7 @@ def visible_rows(pos0: int, n_q: int, ratio: int) -> list[int]:
 
 def indexer_select(
     rows: npt.ArrayLike, iq: npt.ArrayLike, weights: npt.ArrayLike, *, pos0: int, k: int,
-    ratio: int = 4, rt: VulkanRuntime | None = None,
+    ratio: int = 4, w_scale: float = 1.0, rt: VulkanRuntime | None = None,
 ) -> tuple[F32, list[I64]]:  # fmt: skip
     """rows (n_rows, dim), iq (n_q, n_head, dim), weights (n_q, n_head) -> the scores
     (n_q, stride; query t's first n_t valid) and each query's selected row indices."""
@@ -55,7 +55,7 @@ def indexer_select(
 
     def record(rec: Recorder) -> None:
         record_indexer_scores(rec, rb, qb, wb, sb, n_q=n_q, n_head=n_head, dim=dim, pos0=pos0,
-                              ratio=ratio, stride=stride)  # fmt: skip
+                              ratio=ratio, stride=stride, w_scale=w_scale)  # fmt: skip
         rec.barrier()
         record_topk(rec, sb, selb, n_q=n_q, k=k, pos0=pos0, ratio=ratio, stride=stride)
 
@@ -67,15 +67,16 @@ def indexer_select(
 
 def record_indexer_scores(
     rec: Recorder, rows: Buffer, iq: Buffer, weights: Buffer, scores: Buffer, *, n_q: int,
-    n_head: int, dim: int, pos0: int, ratio: int, stride: int,
+    n_head: int, dim: int, pos0: int, ratio: int, stride: int, w_scale: float = 1.0,
 ) -> None:  # fmt: skip
-    """Record scores[t, c] (rows of `stride` f32) for c < (pos0 + t + 1) // ratio."""
+    """Record scores[t, c] (rows of `stride` f32) for c < (pos0 + t + 1) // ratio; the
+    weights are multiplied by w_scale (in f32) first."""
     most = (pos0 + n_q) // ratio
     if n_q < 1 or n_q > MAX_GROUPS or ratio < 1 or most > stride or most > MAX_GROUPS:
         raise Ds4Error(f"indexer: {n_q} queries, {most} rows (stride {stride}) out of range")
     if most == 0:
         return  # no query sees a row yet
-    push = struct.pack("<6I", n_q, n_head, dim, pos0, ratio, stride)
+    push = struct.pack("<6If", n_q, n_head, dim, pos0, ratio, stride, w_scale)
     rec.dispatch("indexer_scores", [rows, iq, weights, scores], push, (most, n_q, 1))
 
 
