@@ -71,8 +71,7 @@ def attention_block(
             iqb, rows_q = step.dev(iq), n * hp.n_indexer_head
             step.record(lambda rec: record_store_round(rec, iqb, n_rows=rows_q,
                         dim=hp.indexer_head_dim, mode=StoreRounding.INDEX_QUERY))  # fmt: skip
-        iw = _scaled(step, ops.mm(step, pre + "indexer.proj.weight", h),
-                     1.0 / math.sqrt(hp.indexer_head_dim * hp.n_indexer_head))  # fmt: skip
+        iw = ops.mm(step, pre + "indexer.proj.weight", h)  # scaled inside the score kernel
     for comp, norm, mode in ((st.attn, "attn_compressor_norm.weight", StoreRounding.KV_ROW),
                              (st.index, "indexer_compressor_norm.weight",
                               StoreRounding.INDEX_ROW)):  # fmt: skip
@@ -105,17 +104,6 @@ def attention_block(
         y = ops.mm(step, pre + "attn_output_a.weight", part, rows=slice(g * lo, (g + 1) * lo))
         ops.place_columns(step, y, low, g * lo)
     return ops.mm(step, pre + "attn_output_b.weight", low)
-
-
-def _scaled(step: Step, x: Value, s: float) -> Value:
-    """x * s, one f32 rounding per value (the reference's `(x * f32(s)).astype(f32)`)."""
-    y = step.new(x.shape)
-    xb, yb = step.dev(x), y.buf
-    assert yb is not None
-    n, dim = x.shape[0], int(np.prod(x.shape[1:]))
-    sf = float(np.float32(s))
-    step.record(lambda rec: record_rows_affine(rec, xb, None, yb, n_rows=n, dim=dim, s=sf))
-    return y
 
 
 def _compressor_inputs(
@@ -195,9 +183,10 @@ def _indexer_choice(
     stride, k = max((p0 + n) // 4, 1), hp.indexer_top_k
     scores, sel = step.alloc(n * stride * 4), step.alloc(n * k * 4)
     rows, qb, wb = idx.buf, step.dev(iq), step.dev(iw)
+    w_scale = float(np.float32(1.0 / math.sqrt(hp.indexer_head_dim * hp.n_indexer_head)))
     step.record(lambda rec: record_indexer_scores(rec, rows, qb, wb, scores, n_q=n,
                 n_head=hp.n_indexer_head, dim=hp.indexer_head_dim, pos0=p0, ratio=4,
-                stride=stride))  # fmt: skip
+                stride=stride, w_scale=w_scale))  # fmt: skip
     step.record(lambda rec: record_topk(rec, scores, sel, n_q=n, k=k, pos0=p0, ratio=4,
                                         stride=stride))  # fmt: skip
     return sel
