@@ -4,8 +4,9 @@ One process, one model, the same greedy decode with both: "host forward" is the 
 path (the reference forward in numpy, each weight product one submission, activations
 copied both ways: vulkan_runner(device_forward=False)), "device forward" is the current
 one (state and activations on the device, a step recorded as one command buffer).
-Printed per path: decode t/s, prefill t/s, submissions per decode step, and the host
-fallbacks a device step took (none expected); then the ratio.
+Printed per path: decode t/s, prefill t/s, submissions per decode step, the host
+fallbacks a device step took (none expected), and a decode step split into the output
+head (timed alone) and the rest; then the ratio.
 
 On Mesa's lavapipe these are CPU numbers (the "GPU" is llvmpipe on the host's cores):
 they show what leaving the host saves, not GPU speed. Run:
@@ -54,8 +55,16 @@ def measure(runner: Any, counter: CountingRun, prompt: list[int], steps: int) ->
         if isinstance(runner, VulkanRunner):
             fallbacks += runner.device_forward.last.fallbacks
     decode_s = time.perf_counter() - t0
+    subs = (counter.count - before) / steps
+    head = runner.device_forward.head if isinstance(runner, VulkanRunner) else runner.forward.head
+    x = np.full((1, runner.forward.hp.n_hc, runner.forward.hp.n_embd), 0.5, np.float32)
+    t0 = time.perf_counter()
+    for _ in range(3):
+        head(x)
+    head_s = (time.perf_counter() - t0) / 3
     return {"prefill_tps": len(prompt) / prefill_s, "decode_tps": steps / decode_s,
-            "subs_per_step": (counter.count - before) / steps, "picks": picks,
+            "layers_ms": 1000 * (decode_s / steps - head_s), "head_ms": 1000 * head_s,
+            "subs_per_step": subs, "picks": picks,
             "fallbacks": dict(fallbacks)}  # fmt: skip
 
 
@@ -83,6 +92,7 @@ def main() -> None:
             f"{name:15s} decode {r['decode_tps']:7.2f} t/s  prefill {r['prefill_tps']:7.2f} t/s"
             f"  submissions/step {r['subs_per_step']:6.1f}  fallbacks {r['fallbacks'] or 'none'}"
         )
+        print(f"{'':15s} per step: head {r['head_ms']:7.1f} ms, the rest {r['layers_ms']:7.1f} ms")
     a, b = results["host forward"], results["device forward"]
     print(
         f"device/host: decode x{b['decode_tps'] / a['decode_tps']:.2f}, "

@@ -124,6 +124,12 @@ def ffn_scratch(
 ) -> FfnScratch:
     """Device buffers for record_moe_ffn (quantized=True: also the activation codes of
     record_moe_ffn_q8) with up to n_tok tokens of k slots."""
+    sizes = ffn_scratch_sizes(w, n_tok, k, quantized=quantized)
+    return FfnScratch(n_tok, k, {name: rt.device_buffer(n) for name, n in sizes.items()})
+
+
+def ffn_scratch_sizes(w: FfnWeights, n_tok: int, k: int, *, quantized: bool) -> dict[str, int]:
+    """Bytes of each ffn_scratch buffer (for callers that allocate them their own way)."""
     n_pairs = n_tok * k
     sizes = {"perm": n_pairs * 4, "chunks": chunk_table_bytes(n_pairs, w.n_expert),
              "gate": n_pairs * w.ff * 4, "up": n_pairs * w.ff * 4, "mid": n_pairs * w.ff * 4,
@@ -136,7 +142,7 @@ def ffn_scratch(
         for tag, wt, rows in _quantized_inputs(w, n_tok, k):
             codes, scales, bsums = _act_sizes(wt, rows)
             sizes |= {tag + ".codes": codes, tag + ".scales": scales, tag + ".bsums": bsums}
-    return FfnScratch(n_tok, k, {name: rt.device_buffer(n) for name, n in sizes.items()})
+    return sizes
 
 
 def _act_sizes(w: VulkanWeights, n_rows: int) -> tuple[int, int, int]:
