@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.adapters.compute.reference.attention_layer import LayerSetup
+from ds4.adapters.compute.vulkan.actquant import record_quantize_for
 from ds4.adapters.compute.vulkan.attention_prefill import (
     AttentionWindow,
     check_window,
@@ -23,7 +24,16 @@ from ds4.adapters.compute.vulkan.attention_prefill import (
 from ds4.adapters.compute.vulkan.buffers import Buffer
 from ds4.adapters.compute.vulkan.compress import record_compress
 from ds4.adapters.compute.vulkan.device_state import DeviceCompressor, DeviceLayerState
+from ds4.adapters.compute.vulkan.grouped_output import group_ids
 from ds4.adapters.compute.vulkan.indexer import record_indexer_scores, record_topk
+from ds4.adapters.compute.vulkan.matvec import kernel_tables
+from ds4.adapters.compute.vulkan.matvec_q8 import SHADERS_Q8
+from ds4.adapters.compute.vulkan.moe import (
+    chunk_table_bytes,
+    record_moe_group,
+    record_moe_matmul,
+    record_moe_matmul_q8,
+)
 from ds4.adapters.compute.vulkan.ops import Ops
 from ds4.adapters.compute.vulkan.rows_affine import record_rows_affine
 from ds4.adapters.compute.vulkan.step import Step, Value
@@ -97,13 +107,31 @@ def attention_block(
                 n_head=H, dim=Dh, scale=scale, win=win))  # fmt: skip
     ops.rope(step, heads, (n, H, Dh), tables, hp.n_rot, inverse=True)
 
-    gin, lo = hp.group_in_dim, hp.o_lora_rank
-    low = step.new((n, hp.n_out_group * lo))
-    for g in range(hp.n_out_group):
-        part = ops.columns(step, heads, g * gin, gin)
-        y = ops.mm(step, pre + "attn_output_a.weight", part, rows=slice(g * lo, (g + 1) * lo))
-        ops.place_columns(step, y, low, g * lo)
-    return ops.mm(step, pre + "attn_output_b.weight", low)
+    return ops.mm(step, pre + "attn_output_b.weight", _grouped_low(ops, step, setup, heads))
+
+
+def _grouped_low(ops: Ops, step: Step, setup: LayerSetup, heads: Value) -> Value:
+    """low (n, G * o_lora_rank): wo_a's slab g over heads' group g, every group in one
+    dispatch (the flat heads as n * G rows, the slabs as the "experts" of the
+    expert-indexed kernels; bit-identical to one product per group)."""
+    hp = setup.hp
+    n, G = heads.shape[0], hp.n_out_group  # noqa: N806
+    wo_a = ops.store.device(setup.prefix + "attn_output_a.weight")
+    lo, rows = wo_a.rows // G, n * G
+    ids = step.dev(step.host(group_ids(n, G), np.int32))
+    hb, tables = step.dev(heads), kernel_tables(ops.rt, wo_a)
+    if ops.store.activation_quant and wo_a.ggml_type in SHADERS_Q8:
+        acts = ops.act_buffers(step, wo_a.view(0, lo), rows, rows)
+        step.record(lambda rec: record_quantize_for(rec, wo_a, hb, acts, rows))
+        step.record(lambda rec: record_moe_matmul_q8(rec, wo_a, G, acts, ids, rows, 1, tables))
+        return Value((n, G * lo), buf=acts[2])
+    low = step.new((n, G * lo))
+    perm, chunks, lb = step.alloc(rows * 4), step.alloc(chunk_table_bytes(rows, G)), low.buf
+    assert lb is not None
+    step.record(lambda rec: record_moe_group(rec, ids, perm, chunks, rows, G))
+    step.record(lambda rec: record_moe_matmul(rec, wo_a, G, hb, lb, perm, chunks, rows, 1,
+                                              tables))  # fmt: skip
+    return low
 
 
 def _compressor_inputs(

@@ -141,34 +141,3 @@ class Ops:
             with self._lock:
                 have = self._vecs.setdefault(name, self.rt.upload(data))
         return have
-
-    def columns(self, step: Step, x: Value, start: int, width: int) -> Value:
-        """x[:, start:start+width] of a 2-D value, as a new contiguous value."""
-        n, cols = x.shape[0], int(np.prod(x.shape[1:]))
-        src = step.dev(x)
-        y = step.new((n, width))
-        assert y.buf is not None
-        for t in range(n):
-            step.copy(src, y.buf, width * 4, (t * cols + start) * 4, t * width * 4)
-        return y
-
-    def place_columns(self, step: Step, part: Value, into: Value, start: int) -> None:
-        """into[:, start:start+w] = part (n, w)."""
-        n, w = part.shape
-        cols = into.shape[1]
-        src, dst = step.dev(part), step.dev(into)
-        for t in range(n):
-            step.copy(src, dst, w * 4, t * w * 4, (t * cols + start) * 4)
-        into.changed_on_device()
-
-    def gather_rows(self, step: Step, x: Value, rows: I64) -> Value:
-        """x[rows] of a 2-D value."""
-        width = int(np.prod(x.shape[1:]))
-        if rows.size == x.shape[0] and np.array_equal(rows, np.arange(x.shape[0])):
-            return x
-        src = step.dev(x)
-        y = step.new((int(rows.size), width))
-        assert y.buf is not None
-        for i, r in enumerate(rows.tolist()):
-            step.copy(src, y.buf, width * 4, int(r) * width * 4, i * width * 4)
-        return y
