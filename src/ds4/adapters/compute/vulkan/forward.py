@@ -39,6 +39,11 @@ I64 = npt.NDArray[np.int64]
 HOST_FALLBACKS: tuple[str, ...] = ()
 
 
+# Ops per command buffer before a layer boundary submits (an op records up to ~15
+# dispatches; submission.MAX_SETS bounds them): a Flash step records ~45 ops per layer.
+MAX_PENDING_OPS = 3000
+
+
 @dataclass
 class StepReport:
     """What the last step cost: submissions, and host fallbacks taken by name."""
@@ -117,6 +122,8 @@ class VulkanForward:
                                                     self.numerics.iterated_rope)  # fmt: skip
             streams = self.layer(step, setup, streams, tokens, positions, states[il],
                                  tables[kind])  # fmt: skip
+            if step.pending > MAX_PENDING_OPS:
+                step.flush()  # stay inside one command buffer's descriptor budget
         return streams
 
     def layer(

@@ -105,6 +105,11 @@ class Step:
     def record(self, op: Op) -> None:
         self._ops.append(op)
 
+    @property
+    def pending(self) -> int:
+        """Ops recorded since the last submission."""
+        return len(self._ops)
+
     def copy(self, src: Buffer, dst: Buffer, nbytes: int, src_off: int = 0,
              dst_off: int = 0) -> None:  # fmt: skip
         if nbytes > 0:
@@ -196,7 +201,9 @@ class Step:
         self._used = 0
 
     def close(self) -> None:
-        """Finish the step: submit what is left, hand buffers back."""
+        """Finish the step: submit what is left (state growth copies included, so even a
+        step abandoned on a host-side error leaves the state buffers whole), hand
+        buffers back."""
         try:
             self.flush()
         finally:
