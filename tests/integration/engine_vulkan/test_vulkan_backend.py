@@ -129,6 +129,9 @@ def test_device_state_decodes_rewinds_and_replays_exactly(
         steps.append(vk.eval(tokens[-1]))
         assert _one_submission(vk_runner)
         assert _close(steps[-1], ref.eval(tokens[-1]))
+    report = wiring.device_step_report(vk_runner)  # what ds4 bench prints
+    assert report is not None and "1 submission(s), host fallbacks: none" in report
+    assert wiring.device_step_report(ref_runner) is None
     vk.rewind(42)
     replay = vk.prefill(tokens[42:], all_logits=True)
     assert np.array_equal(replay, np.stack(steps[-3:]))
