@@ -52,15 +52,15 @@ DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
 
 
 def _moe_matmul(rt: VulkanRuntime, w: VulkanWeights, n_expert: int, x: F32, ids: I64,
-                x_div: int) -> tuple[F32, list[int]]:  # fmt: skip
+                x_div: int) -> tuple[F32, list[int], list[int]]:  # fmt: skip
     """Group ids by expert and run the expert-indexed product in one submission;
-    returns y (n_pairs, per) and the chunk table."""
+    returns y (n_pairs, per), the chunk table and the permutation."""
     n_pairs = ids.size
     per = w.rows // n_expert
     xb, ib = rt.host_buffer(x.nbytes), rt.host_buffer(n_pairs * 4)
     xb.write(x)
     ib.write(ids.astype(np.int32))
-    perm = rt.device_buffer(n_pairs * 4)
+    perm = rt.host_buffer(n_pairs * 4)
     chunks = rt.host_buffer(chunk_table_bytes(n_pairs, n_expert))
     y = rt.host_buffer(n_pairs * per * 4)
     tables = kernel_tables(rt, w)
@@ -73,9 +73,10 @@ def _moe_matmul(rt: VulkanRuntime, w: VulkanWeights, n_expert: int, x: F32, ids:
     rt.run(record)
     out: F32 = y.read(np.float32, n_pairs * per).reshape(n_pairs, per)
     table = chunks.read(np.uint32, chunk_table_bytes(n_pairs, n_expert) // 4).tolist()
+    order = perm.read(np.uint32, n_pairs).tolist()
     for buf in (xb, ib, perm, chunks, y):
         buf.release()
-    return out, table
+    return out, table, order
 
 
 @pytest.mark.parametrize("ggml_type", list(SHADERS))
@@ -89,7 +90,7 @@ def test_expert_indexed_product_matches_reference(
     rng = np.random.default_rng(n_expert)
     x = rng.standard_normal((n_tok, cols)).astype(np.float32)
     ids = np.stack([rng.choice(n_expert, k, replace=k > n_expert) for _ in range(n_tok)])
-    got, _ = _moe_matmul(vk_any, w, n_expert, x, ids.reshape(-1), k)
+    got, _, _ = _moe_matmul(vk_any, w, n_expert, x, ids.reshape(-1), k)
     dense = dequantized(raw, ggml_type, n_expert * per, cols).reshape(n_expert, per, cols)
     for q, e in enumerate(ids.reshape(-1)):
         assert_dot_agrees(got[q : q + 1], dense[e], x[q // k : q // k + 1])
@@ -104,10 +105,12 @@ def test_grouped_product_is_bit_identical_to_the_plain_kernel(vk: VulkanRuntime)
     w = upload_weights(raw, GGMLType.Q4_K, cols, rt=vk)
     ids = np.array([3] * 19 + [0, 4, 0] + [3] * 2, dtype=np.int64)
     x = np.random.default_rng(3).standard_normal((ids.size, cols)).astype(np.float32)
-    got, table = _moe_matmul(vk, w, n_expert, x, ids, 1)
+    got, table, order = _moe_matmul(vk, w, n_expert, x, ids, 1)
     assert table[0] == 5  # expert 0: 1 chunk, expert 3: 21 pairs in 3 chunks, expert 4: 1
     assert [tuple(table[1 + 3 * c : 4 + 3 * c]) for c in range(5)] == [
         (0, 0, 2), (3, 2, 8), (3, 10, 8), (3, 18, 5), (4, 23, 1)]  # fmt: skip
+    assert sorted(order) == list(range(ids.size))
+    assert [int(ids[q]) for q in order] == sorted(ids.tolist())
     for e in np.unique(ids):
         rows = np.nonzero(ids == e)[0]
         want = matmul(w.view(int(e) * per, per), np.concatenate([x[rows], x[rows]]))
@@ -115,22 +118,43 @@ def test_grouped_product_is_bit_identical_to_the_plain_kernel(vk: VulkanRuntime)
     w.release()
 
 
+def test_grouping_at_prefill_size_covers_every_pair_once(vk: VulkanRuntime) -> None:
+    """700 pairs over 6 experts (one unused): a permutation whose chunks hold only their
+    expert's pairs, at most 8 each, every run cut in order."""
+    n_expert, per, cols = 6, 1, 32
+    w = upload_weights(weight_rows(GGMLType.F32, n_expert * per, cols, seed=3), GGMLType.F32,
+                       cols, rt=vk)  # fmt: skip
+    ids = np.random.default_rng(4).choice([0, 1, 2, 4, 5], 700, p=[0.5, 0.2, 0.1, 0.1, 0.1])
+    x = np.ones((700, cols), np.float32)
+    _, table, order = _moe_matmul(vk, w, n_expert, x, ids, 1)
+    assert sorted(order) == list(range(700))
+    counts = np.bincount(ids, minlength=n_expert)
+    want = [(e, int(counts[:e].sum()) + s, int(min(8, counts[e] - s)))
+            for e in range(n_expert) for s in range(0, int(counts[e]), 8)]  # fmt: skip
+    assert table[0] == len(want)
+    assert [tuple(table[1 + 3 * c : 4 + 3 * c]) for c in range(len(want))] == want
+    for e, first, count in want:
+        assert all(ids[q] == e for q in order[first : first + count])
+    w.release()
+
+
 @pytest.mark.parametrize("ggml_type", list(SHADERS_Q8))
 def test_expert_indexed_q8_product_equals_the_plain_q8_kernel(
-    vk: VulkanRuntime, ggml_type: GGMLType
+    vk_any: VulkanRuntime, ggml_type: GGMLType
 ) -> None:
     """ds4 numerics: the expert-indexed integer-dot kernel is bit-identical to matmul_q8
     over the expert's rows (shared activation rows for gate/up, own rows for down), and
     the expert-grouped one to both."""
-    n_expert, per, cols, k = 6, 21, 512, 3
+    n_expert, per, cols, k = 3, 21, 512, 2
     raw = weight_rows(ggml_type, n_expert * per, cols, seed=5)
-    w = upload_weights(raw, ggml_type, cols, rt=vk)
+    w = upload_weights(raw, ggml_type, cols, rt=vk_any)
     rng = np.random.default_rng(6)
     x = rng.standard_normal((13, cols)).astype(np.float32)  # busy experts: several chunks
     ids = np.stack([rng.choice(n_expert, k, replace=False) for _ in range(13)]).reshape(-1)
+    assert np.bincount(ids).max() > 8
     for x_div, xs in ((k, x), (1, np.repeat(x, k, axis=0))):
         got = moe_matmul_q8(w, n_expert, xs, ids, x_div)
-        for q, e in enumerate(ids):
+        for q, e in list(enumerate(ids))[:7]:
             want = matmul_q8(w.view(int(e) * per, per), xs[q // x_div : q // x_div + 1])
             assert np.array_equal(got[q].view(np.uint32), want[0].view(np.uint32))
         grouped = moe_matmul_q8(w, n_expert, xs, ids, x_div, grouped=True)

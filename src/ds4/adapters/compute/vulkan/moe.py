@@ -145,6 +145,13 @@ def ffn_scratch_sizes(w: FfnWeights, n_tok: int, k: int, *, quantized: bool) -> 
     return sizes
 
 
+def _act_kind(w: VulkanWeights) -> str:
+    """Which quantized activation w's product reads (gate and up share one)."""
+    if w.ggml_type not in SHADERS_Q8:
+        return "f32"
+    return "q8_0" if w.ggml_type is GGMLType.Q8_0 else "q8_k"
+
+
 def _act_sizes(w: VulkanWeights, n_rows: int) -> tuple[int, int, int]:
     """Bytes of codes, scales and bsums for n_rows activations of w's cols."""
     block = 32 if w.ggml_type is GGMLType.Q8_0 else 256
@@ -241,6 +248,9 @@ def record_moe_ffn_q8(
     if "q_g.codes" not in b and w.gate_exps.ggml_type in SHADERS_Q8:
         raise Ds4Error("moe: ds4 numerics need ffn_scratch(..., quantized=True)")
     sh = w.shared
+    pairs_sharing_codes = [(w.gate_exps, w.up_exps)] + ([(sh[0], sh[1])] if sh else [])
+    if any(_act_kind(a) != _act_kind(c) for a, c in pairs_sharing_codes):
+        raise Ds4Error("moe: gate and up weights need the same activation quantization")
 
     def acts(tag: str, y: Buffer) -> list[Buffer]:
         return [b[tag + ".codes"], b[tag + ".scales"], y, b[tag + ".bsums"]]
