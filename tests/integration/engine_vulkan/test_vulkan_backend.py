@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
+from tests.integration.engine_cpu.conftest import make_tiny
 
 from ds4.adapters.compute.reference import open_reference_runner
 from ds4.adapters.compute.reference.kv_state import LayerState
@@ -215,3 +216,24 @@ def test_chunk_forward_over_host_layer_states(
         for ca, cb in zip(a.compressors(), b.compressors(), strict=True):
             assert ca.rows.n == cb.rows.n == len(prompt) // ca.ratio
             assert _close(ca.rows.view(), cb.rows.view())
+
+
+@pytest.mark.slow
+def test_every_layer_kind_past_a_ratio_128_emission(
+    tmp_path_factory: pytest.TempPathFactory, vulkan_ok: None
+) -> None:
+    """The 6-layer tiny model (dense, ratio 4 + indexer, ratio 128; hash and top-k
+    routing) over 130 positions: a ratio-128 row is emitted and the indexer chooses;
+    fp32 logits within the contract, a decode step one submission, a payload continued
+    bit-identically."""
+    path = make_tiny(tmp_path_factory.mktemp("vk_tiny6") / "t6.gguf", "q2", "--preset", "tiny")
+    vk_runner = _vulkan(path)
+    prompt = [int(t) for t in np.random.default_rng(3).integers(0, 129_280, 130)]
+    vk = vk_runner.new_session(160)
+    ref = open_reference_runner(str(path), numerics="fp32").new_session(160)
+    assert _close(vk.prefill(prompt, all_logits=True), ref.prefill(prompt, all_logits=True))
+    assert _close(vk.eval(5), ref.eval(5))
+    assert _one_submission(vk_runner)
+    twin = vk_runner.new_session(160)
+    twin.load_payload(vk.payload())
+    assert np.array_equal(twin.eval(9), vk.eval(9))
