@@ -13,12 +13,16 @@ import numpy.typing as npt
 from ds4.adapters.compute.reference.attention_layer import LayerSetup
 from ds4.adapters.compute.vulkan.actquant import record_quantize_for
 from ds4.adapters.compute.vulkan.buffers import Buffer
+from ds4.adapters.compute.vulkan.matvec import VulkanWeights, kernel_tables
 from ds4.adapters.compute.vulkan.moe import (
     FfnScratch,
     FfnWeights,
     ffn_scratch_sizes,
+    record_moe_combine,
     record_moe_ffn,
     record_moe_ffn_q8,
+    record_moe_matmul_q8,
+    record_swiglu,
 )
 from ds4.adapters.compute.vulkan.ops import Ops
 from ds4.adapters.compute.vulkan.router import HASH, TOP_K, TOP_K_BIAS, hash_table, record_route
@@ -39,6 +43,9 @@ def ffn_block(ops: Ops, step: Step, setup: LayerSetup, g: Value, tokens: I64) ->
     gb, ob = step.dev(g), out.buf
     assert ob is not None
     quantized = ops.store.activation_quant
+    if quantized and n == 1:  # decode: one workgroup per (row, pair); same bits as grouped
+        _experts_q8(ops, step, setup, w, g, ids, wts, ob)
+        return out
     sizes = ffn_scratch_sizes(w, n, k, quantized=quantized)
     scratch = FfnScratch(n, k, {name: step.alloc(size) for name, size in sizes.items()})
     clamp = setup.clamp
@@ -87,3 +94,49 @@ def _weights(ops: Ops, setup: LayerSetup) -> FfnWeights:
         )  # fmt: skip
 
     return ops.cached(pre + "ffn", make)
+
+
+def _experts_q8(
+    ops: Ops, step: Step, setup: LayerSetup, w: FfnWeights, g: Value, ids: Buffer,
+    wts: Buffer, out: Buffer,
+) -> None:  # fmt: skip
+    """ds4 numerics: each token's activation quantized once per weight type, the
+    expert-indexed integer-dot products per (token, slot), weighted SwiGLU, the down
+    product on the quantized mid rows, the shared expert, the combine."""
+    hp, pre = setup.hp, setup.prefix
+    n, k, ff, clamp = g.shape[0], hp.n_expert_used, w.ff, setup.clamp
+    n_pairs, gb = n * k, step.dev(g)
+    halves = [_expert_half(ops, step, w, wt, gb, ids, n, k) for wt in (w.gate_exps, w.up_exps)]
+    mid = step.alloc(n_pairs * ff * 4)
+    step.record(lambda rec: record_swiglu(rec, halves[0], halves[1], wts, mid, n_pairs, ff,
+                                          clamp, True))  # fmt: skip
+    down = w.down_exps
+    acts = ops.act_buffers(step, down.view(0, w.dim), n_pairs, n_pairs)
+    tables = kernel_tables(ops.rt, down)
+    step.record(lambda rec: record_quantize_for(rec, down, mid, acts, n_pairs))
+    step.record(lambda rec: record_moe_matmul_q8(rec, down, w.n_expert, acts, ids, n_pairs, 1,
+                                                 tables))  # fmt: skip
+    sg = ops.mm(step, pre + "ffn_gate_shexp.weight", g)
+    su = ops.mm(step, pre + "ffn_up_shexp.weight", g)
+    ffs = sg.shape[1]
+    smid = step.new((n, ffs))
+    sgb, sub, smb = step.dev(sg), step.dev(su), smid.buf
+    assert smb is not None
+    step.record(lambda rec: record_swiglu(rec, sgb, sub, sgb, smb, n, ffs, clamp, False))
+    sout = step.dev(ops.mm(step, pre + "ffn_down_shexp.weight", smid))
+    contrib = acts[2]
+    step.record(lambda rec: record_moe_combine(rec, contrib, sout, out, n, k, hp.n_embd, True))
+
+
+def _expert_half(
+    ops: Ops, step: Step, w: FfnWeights, wt: VulkanWeights, g: Buffer, ids: Buffer, n: int,
+    k: int,
+) -> Buffer:  # fmt: skip
+    """gate or up: y (n * k, ff) = W_{ids[q]} . quantize(g[q // k])."""
+    n_pairs = n * k
+    acts = ops.act_buffers(step, wt.view(0, w.ff), n, n_pairs)
+    tables = kernel_tables(ops.rt, wt)
+    step.record(lambda rec: record_quantize_for(rec, wt, g, acts, n))
+    step.record(lambda rec: record_moe_matmul_q8(rec, wt, w.n_expert, acts, ids, n_pairs, k,
+                                                 tables))  # fmt: skip
+    return acts[2]
