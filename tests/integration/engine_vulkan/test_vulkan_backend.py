@@ -237,3 +237,26 @@ def test_every_layer_kind_past_a_ratio_128_emission(
     twin = vk_runner.new_session(160)
     twin.load_payload(vk.payload())
     assert np.array_equal(twin.eval(9), vk.eval(9))
+
+
+def test_trimmed_device_history_rewinds_exactly(
+    runners: tuple[ModelRunner, ModelRunner],
+) -> None:
+    """With a short rewind history the session trims: the device drops old rows (moving
+    the kept ones down), still rebuilds every position of the kept history exactly, and
+    no longer claims positions it dropped."""
+    vk_runner, ref_runner = runners
+    prompt = [int(t) for t in np.random.default_rng(13).integers(0, 129_280, 40)]
+    vk = vk_runner.new_session(64, rewind_history=6)
+    ref = ref_runner.new_session(64, rewind_history=6)
+    vk.prefill(prompt)  # 40 tokens: a trim at 32 keeps the last 6 (and what reads need)
+    ref.prefill(prompt)
+    steps = [vk.eval(t) for t in (7, 8, 9)]
+    for t in (7, 8, 9):
+        ref.eval(t)
+    assert _close(steps[-1], ref.logits())
+    assert [vk.rewind_floor(m) for m in (41, 42)] == [41, 42]  # within the kept history
+    assert vk.rewind_floor(30) == 0  # the raw rows before 24 are gone from the device
+    vk.rewind(41)
+    replay = vk.prefill([*prompt, 7, 8, 9][41:], all_logits=True)
+    assert np.array_equal(replay[-1], steps[-1])
