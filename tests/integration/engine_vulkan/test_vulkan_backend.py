@@ -247,6 +247,7 @@ def test_trimmed_device_history_rewinds_exactly(
     no longer claims positions it dropped."""
     vk_runner, ref_runner = runners
     prompt = [int(t) for t in np.random.default_rng(13).integers(0, 129_280, 40)]
+    assert isinstance(vk_runner, VulkanRunner) and isinstance(ref_runner, ReferenceRunner)
     vk = vk_runner.new_session(64, rewind_history=6)
     ref = ref_runner.new_session(64, rewind_history=6)
     vk.prefill(prompt)  # 40 tokens: a trim at 32 keeps the last 6 (and what reads need)
