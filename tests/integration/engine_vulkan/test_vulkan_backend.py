@@ -261,3 +261,24 @@ def test_trimmed_device_history_rewinds_exactly(
     vk.rewind(41)
     replay = vk.prefill([*prompt, 7, 8, 9][41:], all_logits=True)
     assert np.array_equal(replay[-1], steps[-1])
+
+
+def test_capture_runs_on_the_host_view_and_the_device_resumes(
+    runners: tuple[ModelRunner, ModelRunner],
+) -> None:
+    """Activation capture (a per-sublayer host hook) takes the reference forward over the
+    downloaded state; the next step uploads it and runs on the device again."""
+    vk_runner, ref_runner = runners
+    assert isinstance(vk_runner, VulkanRunner) and isinstance(ref_runner, ReferenceRunner)
+    got = []
+    for runner in (vk_runner, ref_runner):
+        session = runner.new_session(32)
+        session.prefill([1, 2, 3, 4, 5])
+        runner.capture("ffn_out")
+        step = session.eval(6)
+        captured = runner.captured()
+        runner.capture(None)
+        got.append((step, captured, session.eval(7)))
+    for mine, theirs in zip(got[0], got[1], strict=True):
+        assert _close(mine, theirs)
+    assert _one_submission(vk_runner)
