@@ -1,7 +1,9 @@
-"""The reference forward's weight products on the GPU (`--backend vulkan`, docs/vulkan.md).
+"""Weights resident on the GPU (`--backend vulkan`, docs/vulkan.md).
 
 Each weight tensor goes to the device once, as its raw GGUF blocks (a 3-D expert tensor
-as one buffer, experts addressed by offset); every matmul then runs there. fp32
+as one buffer, experts addressed by offset): the device forward records its products
+over them (`device`), and `matmul` serves the reference forward's host path (steering,
+activation capture) with one submission per product. fp32
 numerics: f32 dots on the decoded weights. ds4 numerics: quantized weights take the
 integer dots against activations quantized on the host by the engine's quantizers
 (matvec_q8.py); F32/F16 weights take the f32 dots (the reference sums F32 in f64 and
