@@ -1,7 +1,7 @@
 #version 450
 // y[t][i] = x[t][i] * s (+ b[((pos0 + t) % period)][i]) over n_rows rows of dim
 // (docs/vulkan.md#kernels): the compressor score (gate + ape at the token's position in
-// its window) and the indexer weights' scale. Each product and sum is one f32 rounding,
+// its window; s = 1). Each product and sum is one f32 rounding,
 // as the reference's numpy expression rounds it (`precise`: no contraction).
 #define WG 64
 layout(local_size_x = WG) in;

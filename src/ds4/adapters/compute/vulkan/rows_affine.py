@@ -1,6 +1,6 @@
 """y = x * s (+ a row of b chosen by position) on the GPU (native/vulkan/rows_affine.comp):
-the compressor score gate + ape[p % ratio] and the indexer weights' scale, each rounded
-once in f32 as the reference's numpy expressions round them."""
+the compressor score gate + ape[p % ratio] as the device forward forms it, each product
+and sum rounded once in f32 as the reference's numpy expression rounds it."""
 
 from __future__ import annotations
 
