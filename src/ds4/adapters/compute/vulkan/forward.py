@@ -1,9 +1,9 @@
 """The device-resident forward (docs/vulkan.md#device-forward, ADR 0066).
 
 A chunk's streams and the sequence's KV state stay in device buffers; each layer is
-recorded into the step and the step goes to the GPU as one submission plus one per host
-fallback still taken (HOST_FALLBACKS). Only the logits (and streams a drafter asks for)
-come back. `run`/`head` implement the reference's ChunkForward over host LayerStates
+recorded into the step and the step goes to the GPU as one submission (HOST_FALLBACKS,
+the detours that would add one each, is empty). Only the logits (and streams a caller
+asks for) come back. `run`/`head` implement the reference's ChunkForward over host LayerStates
 (uploading and downloading them: the generic, slow path); VulkanState drives
 `run_device` over states that live on the device.
 """
