@@ -20,6 +20,7 @@ from ds4.adapters.compute.reference.attention_layer import LayerSetup
 from ds4.adapters.compute.reference.kv_state import LayerState
 from ds4.adapters.compute.vulkan.attention_block import attention_block as attention
 from ds4.adapters.compute.vulkan.device_state import DeviceLayerState, download_layers
+from ds4.adapters.compute.vulkan.embed import EMBED_TYPES, record_embed
 from ds4.adapters.compute.vulkan.ffn_block import ffn_block as ffn
 from ds4.adapters.compute.vulkan.hc import HEAD, LAYER, record_hc_post, record_hc_split, split_width
 from ds4.adapters.compute.vulkan.ops import Ops
@@ -27,6 +28,7 @@ from ds4.adapters.compute.vulkan.step import BufferPool, Step, Value
 from ds4.adapters.compute.vulkan.submission import Recorder
 from ds4.adapters.compute.vulkan.weight_store import VulkanWeightStore
 from ds4.domain.engine_math.numerics import Numerics
+from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 
 F32 = npt.NDArray[np.float32]
@@ -34,8 +36,8 @@ I64 = npt.NDArray[np.int64]
 
 # Host detours the device forward can take (docs/vulkan.md#status): none inside a
 # step. Outside it, steering and activation capture run the reference forward on the
-# same device weights (VulkanState), and the token embedding rows are gathered on the
-# host and uploaded (n * n_hc * D floats per step).
+# same device weights (VulkanState); an embedding table that is neither F16 nor F32 is
+# gathered on the host and uploaded (n * n_hc * D floats per step).
 HOST_FALLBACKS: tuple[str, ...] = ()
 
 
@@ -111,8 +113,7 @@ class VulkanForward:
     ) -> Value:
         """Record the chunk's layers over device states; the final streams (n, S, D)."""
         hp = self.hp
-        e = self.store.rows("token_embd.weight", tokens)
-        streams = step.host(np.repeat(e[:, None, :], hp.n_hc, axis=1).astype(np.float32))
+        streams = self._embed(step, tokens)
         tables: dict[int, tuple[Value, Value]] = {}
         for il in range(hp.n_layer):
             setup = self.setups[il]
@@ -124,6 +125,23 @@ class VulkanForward:
                                  tables[kind])  # fmt: skip
             if step.pending > MAX_PENDING_OPS:
                 step.flush()  # stay inside one command buffer's descriptor budget
+        return streams
+
+    def _embed(self, step: Step, tokens: I64) -> Value:
+        """The first streams (n, S, D): the tokens' embedding rows in every stream,
+        gathered on the device from the resident table (F16/F32; other types on the host)."""
+        hp, n = self.hp, int(tokens.size)
+        table = self.store.device("token_embd.weight")
+        if table.ggml_type not in EMBED_TYPES:
+            e = self.store.rows("token_embd.weight", tokens)
+            return step.host(np.repeat(e[:, None, :], hp.n_hc, axis=1).astype(np.float32))
+        if n and (int(tokens.min()) < 0 or int(tokens.max()) >= table.rows):
+            raise Ds4Error(f"token ids must be in 0..{table.rows - 1}")
+        ids = step.dev(step.host(tokens.astype(np.uint32), np.uint32))
+        streams = step.new((n, hp.n_hc, hp.n_embd))
+        out = streams.buf
+        assert out is not None
+        step.record(lambda rec: record_embed(rec, table, ids, out, n, hp.n_hc))
         return streams
 
     def layer(
