@@ -19,7 +19,7 @@ def test_rows_land_in_every_stream(vk: VulkanRuntime, kind: GGMLType) -> None:
     vocab, dim, n_hc = 50, 64, 3
     dtype = np.float16 if kind is GGMLType.F16 else np.float32
     table = (rng.standard_normal((vocab, dim)) * 100).astype(dtype)
-    table[3, :4] = [np.float16(6e-8), -np.inf, np.inf, np.float16(-3e-5)]  # edge values
+    table[3, :4] = np.array([6e-8, -np.inf, np.inf, -3e-5], dtype=np.float16)  # edge values
     table_dev = upload_weights(table.view(np.uint8).reshape(vocab, -1), kind, dim, rt=vk)
     ids = np.array([3, 0, 49, 3, 17], dtype=np.uint32)
     ib, out = vk.host_buffer(ids.nbytes), vk.host_buffer(ids.size * n_hc * dim * 4)
