@@ -282,3 +282,16 @@ def test_capture_runs_on_the_host_view_and_the_device_resumes(
     for mine, theirs in zip(got[0], got[1], strict=True):
         assert _close(mine, theirs)
     assert _one_submission(vk_runner)
+
+
+def test_a_refused_step_leaves_the_device_state_as_it_was(
+    runners: tuple[ModelRunner, ModelRunner], prompt: list[int]
+) -> None:
+    vk_runner, _ = runners
+    vk, twin = vk_runner.new_session(32), vk_runner.new_session(32)
+    vk.prefill(prompt)
+    twin.prefill(prompt)
+    with pytest.raises(Ds4Error):
+        vk.eval(10**7)  # outside the vocabulary
+    assert list(vk.tokens) == prompt
+    assert np.array_equal(vk.eval(5), twin.eval(5))

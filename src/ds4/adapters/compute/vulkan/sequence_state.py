@@ -21,6 +21,7 @@ from ds4.adapters.compute.vulkan.device_state import DeviceLayerState, download_
 from ds4.adapters.compute.vulkan.forward import VulkanForward
 from ds4.adapters.compute.vulkan.step import Step, Value
 from ds4.domain.engine.compressor_frontier import frontier_start
+from ds4.domain.errors import Ds4Error
 from ds4.ports.compute import SequenceState
 
 F32 = npt.NDArray[np.float32]
@@ -42,7 +43,9 @@ class VulkanState(ReferenceState):
     def layers(self) -> list[LayerState]:
         """The host view (downloaded from the device when the device is ahead)."""
         if self._host is None:
-            assert self._device is not None
+            if self._device is None:
+                raise Ds4Error("vulkan: this sequence's state was lost when the device failed "
+                               "mid-step; start a new session")  # fmt: skip
             fwd = self._dev_fwd
             step = fwd.step()
             try:
@@ -114,7 +117,11 @@ class VulkanState(ReferenceState):
             else:
                 kept = np.zeros((0, self._hp.n_hc, self._hp.n_embd), np.float32)
         except BaseException:
-            step.close()
+            try:
+                step.close()  # recorded growth copies still land: the buffers stay whole
+            except BaseException:
+                self._drop_device()  # the device failed mid-step: its state is unknown
+                raise
             for d in dev:
                 d.truncate(start)  # leave the state as it was before this chunk
             raise
