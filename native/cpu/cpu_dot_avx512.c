@@ -1,6 +1,7 @@
-/* AVX-512 (F/BW/VL/DQ + VBMI + VNNI) dot products for the int8 paths where they pay:
- * Q2_K (routed down projections) and the Q8_0 prefill tile. The other row kernels are
- * the AVX2 ones (the table is assembled in cpu_matmul.c). Integer block sums are exact and equal to
+/* AVX-512 (F/BW/VL/DQ + VBMI + VNNI + GFNI) dot products for the int8 paths where they
+ * pay: Q2_K (routed down projections; a row kernel and a 4-row decode kernel), Q8_0
+ * decode (4 rows at a time) and the Q8_0 prefill tile. The other row kernels are the
+ * AVX2 ones (the table is assembled in cpu_matmul.c). Integer block sums are exact and equal to
  * the scalar kernels'; only the f32 accumulation order differs (16 lanes, fused
  * multiply-adds). The caller routes activations holding a -128 code to the scalar
  * kernels, so negating an activation code below never overflows. */
@@ -65,34 +66,6 @@ static const uint8_t q2k_scale_pick[64] __attribute__((aligned(64))) = {
 
 /* Activation step m of a block: values 64m .. 64m + 63 */
 #define Q2K_X(m) _mm512_loadu_si512((const void *)(q8 + 64 * (m)))
-#ifdef Q2K_MAINCORE
-static const uint8_t q2k_base_m[4][64] __attribute__((aligned(64))) = {
-#define LANE(k) 4 * (k), 4 * (k), 4 * (k), 4 * (k), 4 * (k), 4 * (k), 4 * (k), 4 * (k), \
-                4 * (k), 4 * (k), 4 * (k), 4 * (k), 4 * (k), 4 * (k), 4 * (k), 4 * (k)
-#define STEP(m) {LANE(4 * (m)), LANE(4 * (m) + 1), LANE(4 * (m) + 2), LANE(4 * (m) + 3)}
-    STEP(0), STEP(1), STEP(2), STEP(3),
-#undef STEP
-#undef LANE
-};
-AVX512 static inline __attribute__((always_inline)) __m512i q2k_isum(const uint8_t *wb,
-                                                                     const int8_t *q8) {
-    const __m512i mask3 = _mm512_set1_epi8(3);
-    const __m512i shift_lo = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
-    const __m512i shift_hi = _mm512_set_epi64(6, 6, 6, 6, 4, 4, 4, 4);
-    __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)wb);
-    __m512i table = _mm512_permutexvar_epi32(_mm512_cvtepu8_epi32(sc), _mm512_load_si512((const void *)q2k_times));
-    __m512i isum = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int m = 0; m < 4; m++) {
-        __m512i bits = _mm512_broadcast_i64x4(
-            _mm256_loadu_si256((const __m256i *)(const void *)(wb + 16 + 32 * (m >> 1))));
-        bits = _mm512_srlv_epi64(bits, (m & 1) ? shift_hi : shift_lo);
-        __m512i idx = _mm512_ternarylogic_epi64(bits, mask3, _mm512_load_si512((const void *)q2k_base_m[m]), 0xea);
-        isum = _mm512_dpbusd_epi32(isum, _mm512_permutexvar_epi8(idx, table), Q2K_X(m));
-    }
-    return isum;
-}
-#else
 /* isum of one block of one row: 16 exact int32 lanes (their sum is the scalar kernel's
  * isum). q8: the block's activation codes. */
 AVX512 static inline __attribute__((always_inline)) __m512i q2k_isum(const uint8_t *wb,
@@ -107,21 +80,14 @@ AVX512 static inline __attribute__((always_inline)) __m512i q2k_isum(const uint8
 #define Q2K_BITS(h) _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(wb + 16 + 32 * (h))))
     __m512i b0 = Q2K_BITS(0), b1 = Q2K_BITS(1);
 #undef Q2K_BITS
-    __m512i s0 = _mm512_dpbusd_epi32(
+    __m512i s = _mm512_dpbusd_epi32(
         _mm512_setzero_si512(),
         _mm512_shuffle_epi8(table, _mm512_gf2p8affine_epi64_epi8(b0, aff0, 0)), Q2K_X(0));
-    __m512i s1 = _mm512_dpbusd_epi32(
-        _mm512_setzero_si512(),
-        _mm512_shuffle_epi8(table, _mm512_gf2p8affine_epi64_epi8(b0, aff1, 4)), Q2K_X(1));
-    s0 = _mm512_dpbusd_epi32(s0, _mm512_shuffle_epi8(table, _mm512_gf2p8affine_epi64_epi8(b1, aff0, 8)),
-                             Q2K_X(2));
-    s1 = _mm512_dpbusd_epi32(s1, _mm512_shuffle_epi8(table, _mm512_gf2p8affine_epi64_epi8(b1, aff1, 12)),
-                             Q2K_X(3));
-    return _mm512_add_epi32(s0, s1);
+    s = _mm512_dpbusd_epi32(s, _mm512_shuffle_epi8(table, _mm512_gf2p8affine_epi64_epi8(b0, aff1, 4)), Q2K_X(1));
+    s = _mm512_dpbusd_epi32(s, _mm512_shuffle_epi8(table, _mm512_gf2p8affine_epi64_epi8(b1, aff0, 8)), Q2K_X(2));
+    s = _mm512_dpbusd_epi32(s, _mm512_shuffle_epi8(table, _mm512_gf2p8affine_epi64_epi8(b1, aff1, 12)), Q2K_X(3));
+    return s;
 }
-
-#endif
-
 
 /* The row kernel. Per block: isum in 16 int32 lanes and the mins term sum(min_k *
  * bsum_k) in 8, both exact; each scaled once into the row's f32 lanes by a fused
@@ -154,7 +120,8 @@ enum { Q2K_GROUP = 4 };
 AVX512 static void q2k_group(const uint8_t *w, size_t row_stride, const ds4_block_q8k *y,
                              size_t nb, float *out) {
     enum { R = Q2K_GROUP };
-    /* dd[2r] = d * dall, dd[2r + 1] = d * dmin of row r; broadcast to [r x 8 | r+1 x 8] */
+    /* ddv lane 2r = d * dall, 2r + 1 = d * dmin of row r; pair_min[p] broadcasts the
+     * dmin of rows 2p and 2p + 1 to [2p x 8 | 2p + 1 x 8] */
     const __m512i pair_min[2] = {
         _mm512_inserti64x4(_mm512_set1_epi32(1), _mm256_set1_epi32(3), 1),
         _mm512_inserti64x4(_mm512_set1_epi32(5), _mm256_set1_epi32(7), 1)};
@@ -168,13 +135,12 @@ AVX512 static void q2k_group(const uint8_t *w, size_t row_stride, const ds4_bloc
         __m128i h = _mm_setr_epi32((int)rd_u32(wb + 80), (int)rd_u32(wb + row_stride + 80),
                                    (int)rd_u32(wb + 2 * row_stride + 80),
                                    (int)rd_u32(wb + 3 * row_stride + 80));
-        float dd[2 * R] __attribute__((aligned(32)));
         __m256 ddv = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(y[b].d));
-        _mm256_store_ps(dd, ddv);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             __m512i isum = q2k_isum(wb + r * row_stride, y[b].q);
-            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(dd[2 * r]), _mm512_cvtepi32_ps(isum), acc[r]);
+            __m512 dall = _mm512_permutexvar_ps(_mm512_set1_epi32(2 * r), _mm512_castps256_ps512(ddv));
+            acc[r] = _mm512_fmadd_ps(dall, _mm512_cvtepi32_ps(isum), acc[r]);
         }
 #pragma GCC unroll 2
         for (int p = 0; p < R / 2; p++) {

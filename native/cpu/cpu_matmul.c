@@ -43,8 +43,9 @@ static int have_avx2(void) {
 #endif
 }
 
-/* Everything the AVX-512 kernels use: byte/word ops, the 64-byte permute (VBMI) and the
- * int8 dot (VNNI). A CPU with AVX-512 but without VBMI or VNNI keeps the AVX2 set. */
+/* Everything the AVX-512 kernels use: byte/word ops, the 64-byte permute (VBMI), the
+ * int8 dot (VNNI) and the GF(2) affine byte map (GFNI, Q2_K code extraction). A CPU with
+ * AVX-512 but without one of them keeps the AVX2 set. */
 static int have_avx512(void) {
 #if defined(__x86_64__) || defined(__i386__)
     return have_avx2() && __builtin_cpu_supports("avx512f") &&
@@ -80,7 +81,8 @@ int ds4_cpu_best_impl(void) {
 
 #if defined(__x86_64__) || defined(__i386__)
 /* The AVX-512 set: the AVX2 row kernels with Q2_K's replaced (Q8_0 keeps the AVX2 row
- * kernel, whose arithmetic the AVX-512 prefill tile reproduces bit for bit). */
+ * kernel, whose arithmetic the AVX-512 prefill tile and multi-row decode kernel
+ * reproduce bit for bit). */
 static ds4_dot_table dots_avx512;
 static pthread_once_t dots_avx512_once = PTHREAD_ONCE_INIT;
 
