@@ -67,9 +67,9 @@ static const uint8_t q2k_scale_pick[64] __attribute__((aligned(64))) = {
 /* Activation step m of a block: values 64m .. 64m + 63 */
 #define Q2K_X(m) _mm512_loadu_si512((const void *)(q8 + 64 * (m)))
 /* isum of one block of one row: 16 exact int32 lanes (their sum is the scalar kernel's
- * isum). q8: the block's activation codes. */
-AVX512 static inline __attribute__((always_inline)) __m512i q2k_isum(const uint8_t *wb,
-                                                                     const int8_t *q8) {
+ * isum). x0..x3: the block's four activation steps. */
+AVX512 static inline __attribute__((always_inline)) __m512i q2k_isum_x(
+    const uint8_t *wb, __m512i x0, __m512i x1, __m512i x2, __m512i x3) {
     const __m512i aff0 = _mm512_load_si512((const void *)q2k_affine[0]);
     const __m512i aff1 = _mm512_load_si512((const void *)q2k_affine[1]);
     __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)wb);
@@ -77,16 +77,25 @@ AVX512 static inline __attribute__((always_inline)) __m512i q2k_isum(const uint8
         _mm512_permutexvar_epi8(_mm512_load_si512((const void *)q2k_scale_pick),
                                 _mm512_castsi128_si512(sc)),
         _mm512_load_si512((const void *)q2k_times));
-#define Q2K_BITS(h) _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(wb + 16 + 32 * (h))))
+    /* the 32 code bytes of half h in both 256-bit halves */
+#define Q2K_BITS(h) \
+    _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(wb + 16 + 32 * (h))))
     __m512i b0 = Q2K_BITS(0), b1 = Q2K_BITS(1);
 #undef Q2K_BITS
-    __m512i s = _mm512_dpbusd_epi32(
-        _mm512_setzero_si512(),
-        _mm512_shuffle_epi8(table, _mm512_gf2p8affine_epi64_epi8(b0, aff0, 0)), Q2K_X(0));
-    s = _mm512_dpbusd_epi32(s, _mm512_shuffle_epi8(table, _mm512_gf2p8affine_epi64_epi8(b0, aff1, 4)), Q2K_X(1));
-    s = _mm512_dpbusd_epi32(s, _mm512_shuffle_epi8(table, _mm512_gf2p8affine_epi64_epi8(b1, aff0, 8)), Q2K_X(2));
-    s = _mm512_dpbusd_epi32(s, _mm512_shuffle_epi8(table, _mm512_gf2p8affine_epi64_epi8(b1, aff1, 12)), Q2K_X(3));
+    /* step m: index (code | 4m), scale * code, int8 dot with the activation step */
+#define Q2K_STEP(s, bits, aff, m, x) \
+    _mm512_dpbusd_epi32(s, _mm512_shuffle_epi8(table, _mm512_gf2p8affine_epi64_epi8(bits, aff, 4 * (m))), x)
+    __m512i s = Q2K_STEP(_mm512_setzero_si512(), b0, aff0, 0, x0);
+    s = Q2K_STEP(s, b0, aff1, 1, x1);
+    s = Q2K_STEP(s, b1, aff0, 2, x2);
+    s = Q2K_STEP(s, b1, aff1, 3, x3);
+#undef Q2K_STEP
     return s;
+}
+
+AVX512 static inline __attribute__((always_inline)) __m512i q2k_isum(const uint8_t *wb,
+                                                                     const int8_t *q8) {
+    return q2k_isum_x(wb, Q2K_X(0), Q2K_X(1), Q2K_X(2), Q2K_X(3));
 }
 
 /* The row kernel. Per block: isum in 16 int32 lanes and the mins term sum(min_k *
@@ -112,8 +121,8 @@ AVX512 static float dot_q2_k(const uint8_t *w, const void *act, size_t cols) {
     return hsum512(acc) - hsum256(macc);
 }
 
-/* Q2K_GROUP rows: the activation steps and bsums are loaded once per block for all
- * rows, the (dall, dmin) halves of all rows converted and scaled together, and two rows'
+/* Q2K_GROUP rows: the activation steps (in registers) and bsums are loaded once per
+ * block for all rows, the (dall, dmin) halves of all rows converted and scaled together, and two rows'
  * mins terms share one 16-lane vector ([row r | row r + 1], lanes as the row kernel's). */
 enum { Q2K_GROUP = 4 };
 
@@ -136,10 +145,13 @@ AVX512 static void q2k_group(const uint8_t *w, size_t row_stride, const ds4_bloc
                                    (int)rd_u32(wb + 2 * row_stride + 80),
                                    (int)rd_u32(wb + 3 * row_stride + 80));
         __m256 ddv = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(y[b].d));
+        const int8_t *q8 = y[b].q;
+        __m512i x0 = Q2K_X(0), x1 = Q2K_X(1), x2 = Q2K_X(2), x3 = Q2K_X(3);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            __m512i isum = q2k_isum(wb + r * row_stride, y[b].q);
-            __m512 dall = _mm512_permutexvar_ps(_mm512_set1_epi32(2 * r), _mm512_castps256_ps512(ddv));
+            __m512i isum = q2k_isum_x(wb + r * row_stride, x0, x1, x2, x3);
+            __m512 dall =
+                _mm512_permutexvar_ps(_mm512_set1_epi32(2 * r), _mm512_castps256_ps512(ddv));
             acc[r] = _mm512_fmadd_ps(dall, _mm512_cvtepi32_ps(isum), acc[r]);
         }
 #pragma GCC unroll 2
