@@ -10,10 +10,10 @@ static inline int round_clamp_i8(float v) {
     return (int)((v + 12582912.0f) - 12582912.0f);  /* not folded: no -ffast-math */
 }
 
+#if defined(__x86_64__) || defined(__i386__)
 /* Whether the bit-identical AVX-512 quantizers (cpu_actquant_avx512.c) can run here:
  * checked once, cached (0 no, 1 yes; -1 not yet known). */
 static int simd_quantizers(void) {
-#if defined(__x86_64__) || defined(__i386__)
     static int known = -1;
     int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
     if (v < 0) {
@@ -21,10 +21,8 @@ static int simd_quantizers(void) {
         __atomic_store_n(&known, v, __ATOMIC_RELAXED);
     }
     return v;
-#else
-    return 0;
-#endif
 }
+#endif
 
 void ds4_cpu_quantize_q8a(const float *x, size_t n, ds4_block_q8a *out) {
     size_t nb = (n + 31) / 32, b = 0;
