@@ -86,6 +86,9 @@ int ds4_cpu_quantize_q8k(const float *x, size_t n, ds4_block_q8k *out) {
 }
 
 int ds4_cpu_act_has_min_code(int act_kind, const void *act, size_t cols) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (simd_quantizers()) return ds4_cpu_act_has_min_code_avx512(act_kind, act, cols);
+#endif
     if (act_kind == ACT_Q8A) {
         const ds4_block_q8a *a = act;
         for (size_t b = 0; b < (cols + 31) / 32; b++)

@@ -3,7 +3,7 @@
  * maximum is exact in any order), so the codes, scales and bsums equal scalar's for
  * every input, NaN and infinities included. cpu_actquant.c calls them for whole blocks
  * where the CPU has the AVX-512 set; a decode product's quantization was a fixed cost
- * of about 10 us per 4096 values in scalar. */
+ * of about 10 us per 4096 values in scalar. The -128 code scan is here too. */
 #if defined(__x86_64__) || defined(__i386__)
 
 #include <immintrin.h>
@@ -86,6 +86,27 @@ AVX512 void ds4_cpu_quantize_q8k_avx512(const float *x, size_t nb, ds4_block_q8k
         }
         y->d = 1.0f / iscale;
     }
+}
+
+/* ds4_cpu_act_has_min_code on whole 32- or 256-code blocks, 32 codes per compare. */
+AVX512 int ds4_cpu_act_has_min_code_avx512(int act_kind, const void *act, size_t cols) {
+    const __m256i min = _mm256_set1_epi8(-128);
+    if (act_kind == ACT_Q8A) {
+        const ds4_block_q8a *a = act;
+        for (size_t b = 0; b < (cols + 31) / 32; b++)
+            if (_mm256_cmpeq_epi8_mask(_mm256_loadu_si256((const __m256i *)(const void *)a[b].q), min))
+                return 1;
+    } else if (act_kind == ACT_Q8K) {
+        const ds4_block_q8k *a = act;
+        for (size_t b = 0; b < cols / 256; b++) {
+            __mmask32 hit = 0;
+            for (int k = 0; k < 8; k++)
+                hit |= _mm256_cmpeq_epi8_mask(
+                    _mm256_loadu_si256((const __m256i *)(const void *)(a[b].q + 32 * k)), min);
+            if (hit) return 1;
+        }
+    }
+    return 0;
 }
 
 #endif

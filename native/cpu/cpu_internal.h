@@ -107,6 +107,7 @@ ds4_rows_fn ds4_rows_avx512_q8_0(void);
 /* Bit-identical AVX-512 activation quantizers for whole blocks (cpu_actquant_avx512.c). */
 void ds4_cpu_quantize_q8a_avx512(const float *x, size_t n_blocks, ds4_block_q8a *out);
 void ds4_cpu_quantize_q8k_avx512(const float *x, size_t n_blocks, ds4_block_q8k *out);
+int ds4_cpu_act_has_min_code_avx512(int act_kind, const void *act, size_t cols);
 #endif
 #if defined(__aarch64__)
 extern const ds4_dot_table ds4_dots_neon;       /* baseline ARMv8 NEON */
