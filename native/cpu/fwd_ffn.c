@@ -292,8 +292,8 @@ static int moe_generic(const ds4_fw_layer *L, const float *x, const int32_t *ids
 /* SSD streaming read-ahead: the next layer's router on this layer's FFN input (the
  * residual stream changes little from one layer to the next) predicts the experts it
  * will route to -- exactly, where the next layer is hash-routed -- and the cache loads
- * the missing ones on its thread while this layer computes. Over several tokens the
- * experts most tokens predict come first. Only what is cached changes, never a value;
+ * the missing ones on its thread while this layer computes, the likeliest first (the
+ * cache takes as many as its read-ahead count). Only what is cached changes, never a value;
  * a prediction that cannot be made is skipped. */
 static void read_ahead_next(const ds4_fw_layer *L, const float *g, const int32_t *tokens,
                             size_t n, const int32_t *cur_ids, int impl) {
@@ -316,12 +316,16 @@ static void read_ahead_next(const ds4_fw_layer *L, const float *g, const int32_t
         memset(logit, 0, n * E * sizeof *logit);  /* ids come from the token alone */
     else if (ds4_fw_matmul(&N->gate_inp, 0, E, g, D, n, logit, E, impl))
         goto done;
+    /* an expert's weight: over the tokens, K for a token's first pick down to 1 for its
+     * last (route_token picks in falling score; a hash row counts in its order) */
     memset(votes, 0, E * sizeof *votes);
     uint32_t most = 0;
     for (size_t t = 0; t < n; t++) {
         if (route_token(N, logit + t * E, tokens[t], prob, taken, ids, wts)) goto done;
-        for (size_t k = 0; k < K; k++)
-            if (++votes[ids[k]] > most) most = votes[ids[k]];
+        for (size_t k = 0; k < K; k++) {
+            votes[ids[k]] += (uint32_t)(K - k);
+            if (votes[ids[k]] > most) most = votes[ids[k]];
+        }
     }
     int m = 0;
     for (uint32_t v = most; v > 0; v--)
