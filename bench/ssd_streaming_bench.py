@@ -135,7 +135,7 @@ class Window:
     stall_s: float | None = None
 
 
-def measure(args: argparse.Namespace) -> dict[str, object]:
+def measure(args: argparse.Namespace) -> dict[str, Any]:
     """The child's job: open the file (streaming at --pct or plain mmap), prefill, then
     two decode windows (cold: right after start; warm: the next one)."""
     hp = flash_layers(args.layers)
@@ -191,7 +191,7 @@ def file_shape(path: Path, hp: DeepSeekV4HParams) -> Shape:
 
 def run_child(
     args: argparse.Namespace, path: Path, mode: str, pct: int, limit: int | None, tag: str
-) -> tuple[dict[str, object] | None, str, int | None]:
+) -> tuple[dict[str, Any] | None, str, int | None]:
     """(the child's windows or None, a note, the cgroup's peak usage) of one run."""
     argv = [
         sys.executable, "-m", "bench.ssd_streaming_bench", "--child", mode, "--file", str(path),

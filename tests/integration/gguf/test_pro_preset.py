@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.support.sparse_gguf import inspect, write_sparse
 
 from ds4.apps.release_shapes import release_config
-from tests.support.sparse_gguf import inspect, write_sparse
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from tests.support.sparse_gguf import inspect, write_sparse
 
 N_LAYER = 61
