@@ -87,6 +87,11 @@ enum { Q8_0_TILE_ROWS = 4, Q8_0_TILE_TOKS = 4 };
 typedef void (*ds4_tile_fn)(const uint8_t *w, size_t row_stride, const void *const *acts,
                             size_t cols, float *y, size_t y_stride);
 
+/* A decode kernel over several rows: rows 0 .. n_rows - 1 (row_stride apart) times one
+ * prepared activation; y[r] is bit-identical to the row kernel of the same table. */
+typedef void (*ds4_rows_fn)(const uint8_t *w, size_t row_stride, size_t n_rows,
+                            const void *act, size_t cols, float *y);
+
 typedef struct {
     ds4_dot_fn f32, f16, bf16, q8_0, q2_k, q4_k, iq2_xxs;
 } ds4_dot_table;
@@ -97,6 +102,12 @@ extern const ds4_dot_table ds4_dots_avx2;
 /* AVX-512 VNNI kernels (cpu_dot_avx512.c); call only where ds4_cpu_have_avx512(). */
 ds4_dot_fn ds4_dot_avx512_q2_k(void);
 ds4_tile_fn ds4_tile_avx512_q8_0(void);
+ds4_rows_fn ds4_rows_avx512_q2_k(void);
+ds4_rows_fn ds4_rows_avx512_q8_0(void);
+/* Bit-identical AVX-512 activation quantizers for whole blocks (cpu_actquant_avx512.c). */
+void ds4_cpu_quantize_q8a_avx512(const float *x, size_t n_blocks, ds4_block_q8a *out);
+void ds4_cpu_quantize_q8k_avx512(const float *x, size_t n_blocks, ds4_block_q8k *out);
+int ds4_cpu_act_has_min_code_avx512(int act_kind, const void *act, size_t cols);
 #endif
 #if defined(__aarch64__)
 extern const ds4_dot_table ds4_dots_neon;       /* baseline ARMv8 NEON */
@@ -113,6 +124,8 @@ int ds4_cpu_have_sdot(void);                    /* run-time check (Linux HWCAP) 
 /* Kernel table for an implementation id (AUTO resolved); NULL if unavailable. */
 const ds4_dot_table *ds4_cpu_dot_table(int impl);
 ds4_dot_fn ds4_cpu_pick_dot(const ds4_dot_table *table, int type);
+/* The table's multi-row decode kernel for a type, or NULL (then call the row kernel). */
+ds4_rows_fn ds4_cpu_pick_rows(const ds4_dot_table *table, int type);
 
 /* Activation kind, block geometry (values, bytes) of a supported weight type. */
 int ds4_cpu_type_info(int type, int *act_kind, size_t *block_values, size_t *block_bytes);
