@@ -41,6 +41,8 @@ ffibuilder.set_source(
         "native/cpu/cpu_moe.c",
         "native/cpu/cpu_pool.c",
         "native/cpu/cpu_probe.c",
+        "native/cpu/cpu_q2k_x8.c",
+        "native/cpu/cpu_q2k_x8_avx512.c",
         "native/cpu/cpu_scratch.c",
         "native/cpu/cpu_tables.c",
         "native/cpu/expert_cache.c",

@@ -104,6 +104,13 @@ ds4_dot_fn ds4_dot_avx512_q2_k(void);
 ds4_tile_fn ds4_tile_avx512_q8_0(void);
 ds4_rows_fn ds4_rows_avx512_q2_k(void);
 ds4_rows_fn ds4_rows_avx512_q8_0(void);
+/* Q2_K rows interleaved by 8 (cpu_q2k_x8.c, ADR 0067): the group kernel's activation
+ * (per block: 32 step vectors, 8 bsum vectors, the scale; 64-byte aligned) built once
+ * per product, and the kernel over `groups` consecutive groups of repacked blocks. */
+enum { DS4_Q2K_X8_ROWS = 8, DS4_Q2K_X8_ACT_BYTES = 41 * 64 };
+void ds4_q2k_x8_act_avx512(const ds4_block_q8k *xq, size_t nb, void *out);
+void ds4_q2k_x8_groups_avx512(const uint8_t *packed, size_t groups, const void *xs, size_t nb,
+                              float *y);
 /* Bit-identical AVX-512 activation quantizers for whole blocks (cpu_actquant_avx512.c). */
 void ds4_cpu_quantize_q8a_avx512(const float *x, size_t n_blocks, ds4_block_q8a *out);
 void ds4_cpu_quantize_q8k_avx512(const float *x, size_t n_blocks, ds4_block_q8k *out);

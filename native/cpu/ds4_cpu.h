@@ -65,6 +65,21 @@ size_t ds4_cpu_row_bytes(int type, size_t cols);
 int ds4_cpu_matmul(int type, const uint8_t *w, size_t row_stride, size_t rows, size_t cols,
                    const float *x, size_t n_tok, float *y, int impl);
 
+/* Q2_K rows interleaved eight at a time (docs/adr/0067-q2k-row-interleaved-repack.md):
+ * the same number of bytes as the GGUF rows; whole groups of 8 rows are interleaved
+ * per 256-value block, the rows % 8 tail rows follow in the GGUF layout. _bytes: the
+ * size (0 if cols is not a whole number of blocks). _unpack restores packed, contiguous
+ * GGUF rows. _matvec: y = W x for one token over the repacked rows, on the AVX-512 set
+ * only (impl AUTO or AVX512, else DS4_CPU_BAD_IMPL); each y[r] is the same bits for any
+ * thread count, within the stated bound of the scalar kernel but not bit-identical to
+ * the GGUF-layout row kernels. */
+size_t ds4_cpu_q2k_x8_bytes(size_t rows, size_t cols);
+int ds4_cpu_q2k_x8_repack(const uint8_t *w, size_t row_stride, size_t rows, size_t cols,
+                          uint8_t *out);
+int ds4_cpu_q2k_x8_unpack(const uint8_t *packed, size_t rows, size_t cols, uint8_t *out);
+int ds4_cpu_q2k_x8_matvec(const uint8_t *packed, size_t rows, size_t cols, const float *x,
+                          float *y, int impl);
+
 /* One expert matrix set of a 3-D expert tensor: base, bytes between experts, bytes
  * between rows, type. */
 typedef struct {

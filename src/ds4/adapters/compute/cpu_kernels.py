@@ -186,6 +186,62 @@ def moe_forward(
     return out
 
 
+def q2k_x8_repack(raw: U8) -> U8:
+    """Q2_K rows (rows, row_bytes) interleaved 8 at a time (docs/adr/0067-q2k-row-interleaved-repack.md):
+    a new (rows, row_bytes) array of the same size, for `q2k_x8_matvec`."""
+    cols = _q2k_cols(raw, "q2k_x8_repack")
+    out = np.empty(raw.shape, dtype=np.uint8)
+    rc = _lib.ds4_cpu_q2k_x8_repack(
+        _ptr("uint8_t *", raw), raw.strides[0], raw.shape[0], cols, _ptr("uint8_t *", out)
+    )
+    _raise_on(rc, f"q2k_x8_repack {raw.shape}")
+    return out
+
+
+def q2k_x8_unpack(packed: U8) -> U8:
+    """The GGUF rows back from `q2k_x8_repack`'s output."""
+    cols = _q2k_cols(packed, "q2k_x8_unpack")
+    out = np.empty(packed.shape, dtype=np.uint8)
+    rc = _lib.ds4_cpu_q2k_x8_unpack(
+        _ptr("uint8_t *", np.ascontiguousarray(packed)), packed.shape[0], cols,
+        _ptr("uint8_t *", out),
+    )  # fmt: skip
+    _raise_on(rc, f"q2k_x8_unpack {packed.shape}")
+    return out
+
+
+def q2k_x8_matvec(
+    packed: U8, x: npt.ArrayLike, *, threads: int | None = None, impl: str = "auto"
+) -> F32:
+    """y = W x for one token over repacked Q2_K rows (AVX-512 set only). Within the
+    scalar kernel's rounding bound, the same bits for any thread count, not bit-identical
+    to `matvec` on the GGUF rows."""
+    xv = np.ascontiguousarray(x, dtype=np.float32)
+    cols = _q2k_cols(packed, "q2k_x8_matvec")
+    if xv.shape != (cols,):
+        raise Ds4Error(f"q2k_x8_matvec: x of shape {xv.shape}, rows of {cols} values")
+    if not packed.flags.c_contiguous:
+        raise Ds4Error("q2k_x8_matvec: repacked rows must be one contiguous array")
+    y = np.empty(packed.shape[0], dtype=np.float32)
+    code = _impl_code(impl, threads)
+    rc = _lib.ds4_cpu_q2k_x8_matvec(
+        _ptr("uint8_t *", packed), packed.shape[0], cols, _ptr("float *", xv),
+        _ptr("float *", y), code,
+    )  # fmt: skip
+    _raise_on(rc, f"q2k_x8_matvec {packed.shape} (impl {impl!r})")
+    return y
+
+
+def _q2k_cols(raw: U8, what: str) -> int:
+    """Values per row of a 2-D uint8 array of whole Q2_K rows."""
+    if raw.dtype != np.uint8 or raw.ndim != 2 or raw.shape[1] % 84:
+        raise Ds4Error(f"{what}: expected 2-D uint8 Q2_K rows (84 bytes a block), got "
+                       f"{raw.dtype} {raw.shape}")  # fmt: skip
+    cols = raw.shape[1] // 84 * 256
+    _check_rows(raw, GGMLType.Q2_K, cols, what)
+    return cols
+
+
 def _f32_rows(x: npt.ArrayLike) -> F32:
     xs = np.asarray(x, dtype=np.float32)
     if xs.ndim == 0 or xs.shape[-1] == 0:
