@@ -9,7 +9,8 @@ trap 'rm -rf "$out"' EXIT
 flags=(-O2 -std=c11 -ffp-contract=off -fno-fast-math -pthread -D_GNU_SOURCE
        -I"$root/native/cpu" -I"$root/native/common")
 srcs=(cpu_dot_avx512.c cpu_dot_avx2.c cpu_dot_scalar.c cpu_tables.c cpu_actquant.c
-      cpu_actquant_avx512.c cpu_matmul.c cpu_pool.c cpu_scratch.c)
+      cpu_actquant_avx512.c cpu_matmul.c cpu_pool.c cpu_scratch.c cpu_q2k_x8.c
+      cpu_q2k_x8_avx512.c)
 objs=()
 for s in "${srcs[@]}"; do
     gcc "${flags[@]}" -c "$root/native/cpu/$s" -o "$out/${s%.c}.o"
