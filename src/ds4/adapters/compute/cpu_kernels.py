@@ -187,8 +187,8 @@ def moe_forward(
 
 
 def q2k_x8_repack(raw: U8) -> U8:
-    """Q2_K rows (rows, row_bytes) interleaved 8 at a time (docs/adr/0067-q2k-row-interleaved-repack.md):
-    a new (rows, row_bytes) array of the same size, for `q2k_x8_matvec`."""
+    """Q2_K rows (rows, row_bytes) interleaved 8 at a time, a new array of the same
+    shape for `q2k_x8_matvec` (docs/adr/0067-q2k-row-interleaved-repack.md)."""
     cols = _q2k_cols(raw, "q2k_x8_repack")
     out = np.empty(raw.shape, dtype=np.uint8)
     rc = _lib.ds4_cpu_q2k_x8_repack(
