@@ -14,7 +14,8 @@ rounds: the best ones ran with the core to themselves). Outputs are checked
 against each other (within the f32 order bound) before any timing.
 
 Run: PYTHONPATH=src:. .venv/bin/python bench/kernel_vs_previous_bench.py [--rev main]
-[--rounds 15] [--threads 2] [--only decode|prefill|fixed]
+[--rounds 15] [--threads 2] [--only decode|x8|prefill|fixed]
+(x8: Q2_K decode, the old row kernels against the rows interleaved by 8, ADR 0067)
 """
 
 from __future__ import annotations
@@ -175,6 +176,64 @@ def decode_rows(sides: list[Side], rounds: int) -> None:
         del big
 
 
+def rotating(run: Callable[[int], int], step: int, copies: int) -> Callable[[], int]:
+    """run(offset) over `copies` copies `step` bytes apart, the next copy every call."""
+    i = [0]
+
+    def call() -> int:
+        i[0] = (i[0] + 1) % copies
+        return run(i[0] * step)
+
+    return call
+
+
+def decode_x8_rows(sides: list[Side], rounds: int) -> None:
+    """Q2_K 2048x4096 decode: the old revision's matmul on the GGUF rows against this
+    tree's kernel over the same rows interleaved by 8 (ADR 0067), streaming and in cache."""
+    from ds4.adapters.compute import cpu_kernels as ck
+
+    if "avx512" not in ck.available_impls():
+        print("\nQ2_K x8: no AVX-512 set on this CPU, row skipped")
+        return
+    rng = np.random.default_rng(4)
+    cols, rows = 2048, 4096
+    w = random_blocks(Q2K, rows, cols, rng)
+    packed = ck.q2k_x8_repack(w)
+    x = rng.standard_normal(cols).astype(np.float32)
+    y = np.zeros(rows, np.float32)
+    y_old = np.zeros(rows, np.float32)
+    lib, ffi = sides[1].lib, sides[1].ffi
+    xp = ffi.cast("float *", x.ctypes.data)
+    assert sides[0].call(int(Q2K), w, rows, cols, x, y_old)() == 0
+    if float(np.abs(ck.q2k_x8_matvec(packed, x) - y_old).max()) > 1e-4 * float(np.abs(y_old).max()):
+        sys.exit("Q2_K x8: the interleaved kernel disagrees with the old row kernel")
+    copies = max(2, STREAM_BYTES // w.nbytes)
+    big_old, big_new = np.concatenate([w] * copies), np.concatenate([packed] * copies)
+    hot_rows = HOT_BYTES // w.shape[1] // 8 * 8
+    print(f"\nQ2_K {cols}x{rows} decode: old = matmul on GGUF rows, new = x8 interleaved "
+          f"(ADR 0067); load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    for case in ("stream", "cache"):
+        stream = case == "stream"
+        n = rows if stream else hot_rows
+        run_old = sides[0].call(int(Q2K), big_old if stream else w, n, cols, x, y)
+        base = ffi.cast("uint8_t *", (big_new if stream else packed).ctypes.data)
+        yp = ffi.cast("float *", y.ctypes.data)
+        step = w.nbytes if stream else 0  # rotate over the copies when streaming
+        old_fn = rotating(run_old, step, copies)
+
+        def run_new(off: int, n: int = n, b: Any = base, yp: Any = yp) -> int:
+            return int(lib.ds4_cpu_q2k_x8_matvec(b + off, n, cols, xp, yp, 0))
+
+        new_fn = rotating(run_new, step, copies)
+        reps = 8 if stream else 10
+        t_old, t_new, ratios = alternate(old_fn, new_fn, rounds * (3 if stream else 7), reps)
+        gb = n * w.shape[1] / 1e9
+        load = os.getloadavg()[0]
+        print(f"{'Q2_K x8':8s} {cols:5d}x{n:<5d} {case:7s} {gb / t_old:7.1f} {gb / t_new:7.1f}"
+              f"  {t_old / t_new:6.2f}x  {spread(ratios)}  (load {load:.1f})")  # fmt: skip
+    del big_old, big_new
+
+
 def prefill_rows(sides: list[Side], rounds: int, n_tok: int, int8_peak: float) -> None:
     rng = np.random.default_rng(2)
     print(f"\nprefill ({n_tok} tokens), GMAC/s; int8 SIMD peak probe {int8_peak / 1e9:.1f} GMAC/s")
@@ -226,7 +285,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15, help="alternating rounds per row")
     parser.add_argument("--threads", type=int, default=2, help="pool size of both sides")
     parser.add_argument("--prefill", type=int, default=512, help="tokens of the prefill rows")
-    parser.add_argument("--only", choices=("decode", "prefill", "fixed"), default=None)
+    parser.add_argument("--only", choices=("decode", "x8", "prefill", "fixed"), default=None)
     args = parser.parse_args()
     if not 1 <= args.rounds <= 1000 or not 1 <= args.threads <= 256 or args.prefill < 1:
         parser.error("--rounds 1..1000, --threads 1..256, --prefill >= 1")
@@ -240,6 +299,8 @@ def main() -> None:
               f"{args.threads} threads, {os.cpu_count()} CPUs")  # fmt: skip
         if args.only in (None, "decode"):
             decode_rows(sides, args.rounds)
+        if args.only in (None, "decode", "x8"):
+            decode_x8_rows(sides, args.rounds)
         if args.only in (None, "prefill"):
             iters = 1 << 22
             n = int(_native_cpu.lib.ds4_cpu_probe_macs(0, iters))

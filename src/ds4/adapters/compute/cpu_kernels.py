@@ -237,7 +237,7 @@ def _q2k_cols(raw: U8, what: str) -> int:
     if raw.dtype != np.uint8 or raw.ndim != 2 or raw.shape[1] % 84:
         raise Ds4Error(f"{what}: expected 2-D uint8 Q2_K rows (84 bytes a block), got "
                        f"{raw.dtype} {raw.shape}")  # fmt: skip
-    cols = raw.shape[1] // 84 * 256
+    cols: int = raw.shape[1] // 84 * 256
     _check_rows(raw, GGMLType.Q2_K, cols, what)
     return cols
 
