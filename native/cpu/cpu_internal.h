@@ -77,6 +77,10 @@ static inline void q4k_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
     }
 }
 
+/* Q2_K rows interleaved by 8 (cpu_q2k_x8.c): rows per group, bytes of the group
+ * kernel's prepared activation per 256-value block. */
+enum { DS4_Q2K_X8_ROWS = 8, DS4_Q2K_X8_ACT_BYTES = 41 * 64 };
+
 /* One dot kernel: weight row w (cols values) with a prepared activation. */
 typedef float (*ds4_dot_fn)(const uint8_t *w, const void *act, size_t cols);
 
@@ -107,7 +111,6 @@ ds4_rows_fn ds4_rows_avx512_q8_0(void);
 /* Q2_K rows interleaved by 8 (cpu_q2k_x8.c, ADR 0067): the group kernel's activation
  * (per block: 32 step vectors, 8 bsum vectors, the scale; 64-byte aligned) built once
  * per product, and the kernel over `groups` consecutive groups of repacked blocks. */
-enum { DS4_Q2K_X8_ROWS = 8, DS4_Q2K_X8_ACT_BYTES = 41 * 64 };
 void ds4_q2k_x8_act_avx512(const ds4_block_q8k *xq, size_t nb, void *out);
 void ds4_q2k_x8_groups_avx512(const uint8_t *packed, size_t groups, const void *xs, size_t nb,
                               float *y);
