@@ -87,6 +87,17 @@ enum { Q8_0_TILE_ROWS = 4, Q8_0_TILE_TOKS = 4 };
 typedef void (*ds4_tile_fn)(const uint8_t *w, size_t row_stride, const void *const *acts,
                             size_t cols, float *y, size_t y_stride);
 
+/* A group tile: `rows` weight rows (row_stride apart) times n_tok tokens, any counts;
+ * acts are the tokens' Q8_K blocks with codes offset by 128 (ds4_cpu_q8k_offset), and
+ * y[t * y_stride + r] receives row r . token t, bit-identical to the row kernel of the
+ * same table. */
+typedef void (*ds4_group_tile_fn)(const uint8_t *w, size_t row_stride, size_t rows,
+                                  const ds4_block_q8k *const *acts, size_t n_tok, size_t cols,
+                                  float *y, size_t y_stride);
+
+/* out = x with every code stored as u8 code + 128 (scale and bsums kept). */
+void ds4_cpu_q8k_offset(const ds4_block_q8k *x, size_t n_blocks, ds4_block_q8k *out);
+
 typedef struct {
     ds4_dot_fn f32, f16, bf16, q8_0, q2_k, q4_k, iq2_xxs;
 } ds4_dot_table;
@@ -97,6 +108,7 @@ extern const ds4_dot_table ds4_dots_avx2;
 /* AVX-512 VNNI kernels (cpu_dot_avx512.c); call only where ds4_cpu_have_avx512(). */
 ds4_dot_fn ds4_dot_avx512_q2_k(void);
 ds4_tile_fn ds4_tile_avx512_q8_0(void);
+ds4_group_tile_fn ds4_tile_avx512_iq2_xxs(void);  /* cpu_tile_iq2.c */
 #endif
 #if defined(__aarch64__)
 extern const ds4_dot_table ds4_dots_neon;       /* baseline ARMv8 NEON */
@@ -113,6 +125,8 @@ int ds4_cpu_have_sdot(void);                    /* run-time check (Linux HWCAP) 
 /* Kernel table for an implementation id (AUTO resolved); NULL if unavailable. */
 const ds4_dot_table *ds4_cpu_dot_table(int impl);
 ds4_dot_fn ds4_cpu_pick_dot(const ds4_dot_table *table, int type);
+/* The group tile of a table and weight type, or NULL where there is none. */
+ds4_group_tile_fn ds4_cpu_pick_group_tile(const ds4_dot_table *table, int type);
 
 /* Activation kind, block geometry (values, bytes) of a supported weight type. */
 int ds4_cpu_type_info(int type, int *act_kind, size_t *block_values, size_t *block_bytes);

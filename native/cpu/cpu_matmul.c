@@ -118,6 +118,15 @@ static ds4_tile_fn pick_tile(const ds4_dot_table *table, int type) {
     return NULL;
 }
 
+ds4_group_tile_fn ds4_cpu_pick_group_tile(const ds4_dot_table *table, int type) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (table == &dots_avx512 && type == T_IQ2_XXS) return ds4_tile_avx512_iq2_xxs();
+#endif
+    (void)table;
+    (void)type;
+    return NULL;
+}
+
 int ds4_cpu_set_threads(int n_threads) {
     return ds4_pool_set_threads(n_threads) == 0 ? DS4_CPU_OK : DS4_CPU_BAD_SHAPE;
 }
@@ -148,6 +157,8 @@ typedef struct {
     const ds4_dot_fn *dots;    /* per token: SIMD kernel, or scalar for -128 codes */
     ds4_tile_fn tile;          /* rows x tokens tile kernel, or NULL */
     float *y;
+    ds4_group_tile_fn group_tile;          /* rows x all tokens, or NULL */
+    const ds4_block_q8k *const *offset_acts; /* its activations (codes + 128) */
 } matmul_job;
 
 /* Tokens t .. t + TILE_TOKS of rows r0 .. r1 through the tile kernel (whole tiles) and
@@ -169,6 +180,11 @@ static void matmul_rows(void *ctx, size_t begin, size_t end) {
     const matmul_job *job = ctx;
     for (size_t r0 = begin; r0 < end; r0 += ROW_TILE) {
         size_t r1 = r0 + ROW_TILE < end ? r0 + ROW_TILE : end;
+        if (job->group_tile) {
+            job->group_tile(job->w + r0 * job->row_stride, job->row_stride, r1 - r0,
+                            job->offset_acts, job->n_tok, job->cols, job->y + r0, job->rows);
+            continue;
+        }
         size_t t0 = 0;
         if (job->tile)
             for (; t0 + Q8_0_TILE_TOKS <= job->n_tok; t0 += Q8_0_TILE_TOKS)
@@ -223,7 +239,25 @@ int ds4_cpu_matmul(int type, const uint8_t *w, size_t row_stride, size_t rows, s
     /* the tile serves batches whose tokens all take the table's row kernel */
     ds4_tile_fn tile = any_exact || n_tok < Q8_0_TILE_TOKS ? NULL : pick_tile(table, type);
     matmul_job job = {w, row_stride, rows, cols, n_tok, act_bytes,
-                      kind == ACT_F32 ? (const uint8_t *)x : acts, dots, tile, y};
+                      kind == ACT_F32 ? (const uint8_t *)x : acts, dots, tile, y, NULL, NULL};
+    /* a group tile shares each decoded weight block among the tokens: from 2 tokens */
+    ds4_group_tile_fn group_tile = any_exact || n_tok < 2 ? NULL : ds4_cpu_pick_group_tile(table, type);
+    if (group_tile) {
+        size_t nb = cols / 256;
+        ds4_block_q8k *off = ds4_scratch_alloc(n_tok * nb * sizeof *off);
+        const ds4_block_q8k **ptrs = ds4_scratch_alloc(n_tok * sizeof *ptrs);
+        if (!off || !ptrs) {
+            ds4_scratch_reset(mark);
+            return DS4_CPU_NO_MEMORY;
+        }
+        for (size_t t = 0; t < n_tok; t++) {
+            ds4_cpu_q8k_offset((const ds4_block_q8k *)(const void *)(acts + t * act_bytes), nb,
+                               off + t * nb);
+            ptrs[t] = off + t * nb;
+        }
+        job.group_tile = group_tile;
+        job.offset_acts = ptrs;
+    }
     /* Small chunks balance the load; a multiple of the tile keeps tiles whole. A small
      * product runs on the calling thread: waking the pool would cost more. */
     size_t grain = ROW_TILE * (n_tok > 1 ? 1 : 4);
