@@ -79,14 +79,16 @@ int ds4_cpu_best_impl(void) {
 }
 
 #if defined(__x86_64__) || defined(__i386__)
-/* The AVX-512 set: the AVX2 row kernels with Q2_K's replaced (Q8_0 keeps the AVX2 row
- * kernel, whose arithmetic the AVX-512 prefill tile reproduces bit for bit). */
+/* The AVX-512 set: the AVX2 row kernels with Q2_K's and IQ2_XXS's replaced (Q8_0 keeps
+ * the AVX2 row kernel, whose arithmetic the AVX-512 prefill tile reproduces bit for bit;
+ * the IQ2_XXS one reproduces the AVX2 kernel's, as its group tile does). */
 static ds4_dot_table dots_avx512;
 static pthread_once_t dots_avx512_once = PTHREAD_ONCE_INIT;
 
 static void build_avx512_table(void) {
     dots_avx512 = ds4_dots_avx2;
     dots_avx512.q2_k = ds4_dot_avx512_q2_k();
+    dots_avx512.iq2_xxs = ds4_dot_avx512_iq2_xxs();  /* same bits as AVX2's (cpu_tile_iq2.c) */
 }
 #endif
 
