@@ -75,8 +75,18 @@ AVX512 static INLINE void decode_block(const uint8_t *qs, iq2_block *blk) {
     __m512i csum = zero;
 #pragma GCC unroll 4
     for (int m = 0; m < 4; m++) {
+#ifdef IQ2_GATHER
         __m512i grid = _mm512_i64gather_epi64(_mm512_cvtepu8_epi64(gi[m]),
                                               (const void *)ds4_iq2_grid, 8);
+#else
+        const uint8_t *ib = qs + 16 * m;
+        __m512i grid = _mm512_set_epi64(
+            (long long)ds4_iq2_grid[ib[11]], (long long)ds4_iq2_grid[ib[10]],
+            (long long)ds4_iq2_grid[ib[9]], (long long)ds4_iq2_grid[ib[8]],
+            (long long)ds4_iq2_grid[ib[3]], (long long)ds4_iq2_grid[ib[2]],
+            (long long)ds4_iq2_grid[ib[1]], (long long)ds4_iq2_grid[ib[0]]);
+        (void)gi;
+#endif
         __mmask64 k = _cvtu64_mask64((uint64_t)_mm256_extract_epi64(neg, m));
         blk->w[m] = _mm512_mask_sub_epi8(grid, k, zero, grid);
         blk->ls[m] = _mm512_permutexvar_epi32(
@@ -102,6 +112,7 @@ AVX512 static INLINE void rows_times_tokens(const uint8_t *w, size_t row_stride,
         for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
         for (size_t b = 0; b < nb; b++) {
             const uint8_t *wb = wr + 66 * b;
+            _mm_prefetch((const char *)(wb + 1280), _MM_HINT_T0);
             iq2_block blk;
             decode_block(wb + 2, &blk);
             float dw = _cvtsh_ss(rd_u16(wb));
