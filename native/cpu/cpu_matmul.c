@@ -123,6 +123,7 @@ static ds4_tile_fn pick_tile(const ds4_dot_table *table, int type) {
 ds4_group_tile_fn ds4_cpu_pick_group_tile(const ds4_dot_table *table, int type) {
 #if defined(__x86_64__) || defined(__i386__)
     if (table == &dots_avx512 && type == T_IQ2_XXS) return ds4_tile_avx512_iq2_xxs();
+    if (table == &ds4_dots_avx2 && type == T_IQ2_XXS) return ds4_tile_avx2_iq2_xxs();
 #endif
     (void)table;
     (void)type;

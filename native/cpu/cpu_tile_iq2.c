@@ -175,4 +175,115 @@ ds4_group_tile_fn ds4_tile_avx512_iq2_xxs(void) {
     return tile_iq2_xxs;
 }
 
+/* ---- the AVX2 form: one group of 32 weights per ymm, the decoded block kept in L1 ---- */
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+typedef struct {
+    __m256i w[8], ls[8], corr;
+} iq2_block8;
+
+AVX2 static INLINE void decode_block8(const uint8_t *qs, iq2_block8 *blk) {
+    __m256 a = _mm256_loadu_ps((const float *)(const void *)qs);
+    __m256 b = _mm256_loadu_ps((const float *)(const void *)(qs + 32));
+    /* even dwords a0..a7 (grid indices), odd dwords s0..s7 (signs, scale) */
+    __m256i idx = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(a, b, 0x88)), 0xd8);
+    __m256i s = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8);
+    const __m256i m7 = _mm256_set1_epi32(0x7f);
+    __m256i t = _mm256_or_si256(
+        _mm256_or_si256(_mm256_and_si256(s, m7),
+                        _mm256_and_si256(_mm256_slli_epi32(s, 1), _mm256_slli_epi32(m7, 8))),
+        _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(s, 2), _mm256_slli_epi32(m7, 16)),
+                        _mm256_and_si256(_mm256_slli_epi32(s, 3), _mm256_slli_epi32(m7, 24))));
+    const __m256i par4 = _mm256_setr_epi8(
+        0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0,
+        0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+    __m256i nib = _mm256_and_si256(_mm256_xor_si256(t, _mm256_srli_epi16(t, 4)),
+                                   _mm256_set1_epi8(15));
+    __m256i neg = _mm256_or_si256(t, _mm256_shuffle_epi8(par4, nib));
+    __m256i l = _mm256_or_si256(_mm256_srli_epi32(s, 27), _mm256_set1_epi32(1));
+    l = _mm256_or_si256(l, _mm256_slli_epi32(l, 16));
+    uint32_t ia[8], sg[8], lg[8];
+    _mm256_storeu_si256((__m256i *)(void *)ia, idx);
+    _mm256_storeu_si256((__m256i *)(void *)sg, neg);
+    _mm256_storeu_si256((__m256i *)(void *)lg, l);
+    /* sign byte k of a group to bytes 8k..8k+7, then bit i of byte 8k + i, + 127:
+     * 127 keeps a weight, 128..255 (negative) negates it */
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+    const __m256i c127 = _mm256_set1_epi8(127), flip = _mm256_set1_epi8((char)0x80);
+    __m256i csum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        __m256i grid = _mm256_i64gather_epi64((const long long *)(const void *)ds4_iq2_grid,
+                                              _mm256_cvtepu8_epi64(_mm_cvtsi32_si128((int)ia[g])), 8);
+        __m256i sgn = _mm256_shuffle_epi8(_mm256_set1_epi32((int)sg[g]), spread);
+        sgn = _mm256_add_epi8(_mm256_and_si256(sgn, bit), c127);
+        blk->w[g] = _mm256_sign_epi8(grid, sgn);
+        blk->ls[g] = _mm256_set1_epi32((int)lg[g]);
+        csum = _mm256_add_epi32(csum, _mm256_madd_epi16(_mm256_maddubs_epi16(flip, blk->w[g]),
+                                                        blk->ls[g]));
+    }
+    blk->corr = _mm256_sub_epi32(_mm256_setzero_si256(), csum);
+}
+
+AVX2 static INLINE float hsum8_avx2(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+AVX2 static INLINE void rows_times_tokens8(const uint8_t *w, size_t row_stride, size_t rows,
+                                            const ds4_block_q8k *const *x, const int nt,
+                                            size_t nb, float *y, size_t y_stride) {
+    for (size_t r = 0; r < rows; r++) {
+        const uint8_t *wr = w + r * row_stride;
+        __m256 acc[IQ2_TILE_TOKS];
+        for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *wb = wr + 66 * b;
+            _mm_prefetch((const char *)(wb + 1280), _MM_HINT_T0);
+            iq2_block8 blk;
+            decode_block8(wb + 2, &blk);
+            float dw = _cvtsh_ss(rd_u16(wb));
+            for (int t = 0; t < nt; t++) {
+                const uint8_t *xq = (const uint8_t *)x[t][b].q;
+                __m256i s = blk.corr;
+#pragma GCC unroll 8
+                for (int g = 0; g < 8; g++) {
+                    __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 32 * g));
+                    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(xv, blk.w[g]),
+                                                              blk.ls[g]));
+                }
+                acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[t][b].d), _mm256_cvtepi32_ps(s),
+                                         acc[t]);
+            }
+        }
+        for (int t = 0; t < nt; t++) y[(size_t)t * y_stride + r] = 0.125f * hsum8_avx2(acc[t]);
+    }
+}
+
+#define NT_CASE8(n) \
+    case n: rows_times_tokens8(w, row_stride, rows, x + t0, n, nb, y + t0 * y_stride, y_stride); break;
+
+AVX2 static void tile_iq2_xxs_avx2(const uint8_t *w, size_t row_stride, size_t rows,
+                                   const ds4_block_q8k *const *x, size_t n_tok, size_t cols,
+                                   float *y, size_t y_stride) {
+    size_t nb = cols / 256;
+    for (size_t t0 = 0; t0 < n_tok; t0 += IQ2_TILE_TOKS) {
+        size_t left = n_tok - t0;
+        switch (left < IQ2_TILE_TOKS ? (int)left : IQ2_TILE_TOKS) {
+            NT_CASE8(1) NT_CASE8(2) NT_CASE8(3) NT_CASE8(4)
+            NT_CASE8(5) NT_CASE8(6) NT_CASE8(7) NT_CASE8(8)
+        }
+    }
+}
+#undef NT_CASE8
+
+ds4_group_tile_fn ds4_tile_avx2_iq2_xxs(void) {
+    ds4_cpu_tables_init();
+    return tile_iq2_xxs_avx2;
+}
+
 #endif

@@ -192,7 +192,7 @@ class PreparedProduct:
         rc = _lib.ds4_cpu_matmul(*self._args, _from_buffer("float[]", x), 1,
                                  _from_buffer("float[]", y), self._code)  # fmt: skip
         if rc:
-            _raise_on(rc, f"prepared matvec {self._what} x {x.shape}")
+            _raise_on(rc, f"prepared matvec {self._what}")
         return y
 
     def matmul(self, x: npt.ArrayLike, out: F32 | None = None) -> F32:
