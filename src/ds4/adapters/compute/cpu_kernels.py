@@ -163,7 +163,7 @@ class PreparedProduct:
     the same product many times (the fixed cost of cpu_kernels.matvec is mostly these
     checks and conversions)."""
 
-    __slots__ = ("_args", "_code", "_cols", "_kind", "_raw", "_rows", "_what")
+    __slots__ = ("_args", "_call", "_code", "_cols", "_kind", "_raw", "_rows", "_what", "_xshape")
 
     def __init__(
         self, raw: U8, ggml_type: GGMLType | int, cols: int, *, impl: str = "auto"
@@ -176,6 +176,7 @@ class PreparedProduct:
         self._raw = raw  # keeps the weight buffer alive for the pointer below
         self._kind, self._rows, self._cols = int(kind), rows, cols
         self._args = (int(kind), _ptr("uint8_t *", raw), row_stride, rows, cols)
+        self._call, self._xshape = _lib.ds4_cpu_matmul, (cols,)
         self._what = f"{kind.name} {raw.shape}"
 
     @property
@@ -185,12 +186,16 @@ class PreparedProduct:
 
     def matvec(self, x: npt.ArrayLike, out: F32 | None = None) -> F32:
         """W x for x (cols,) f32 -> (rows,); into `out` ((rows,) f32, contiguous) if given."""
-        if not (type(x) is np.ndarray and x.dtype is _F32 and x.shape == (self._cols,)
+        if not (type(x) is np.ndarray and x.dtype is _F32 and x.shape == self._xshape
                 and x.flags.c_contiguous):  # fmt: skip
-            x = self._activation(x, 1)[0]
-        y = self._output(out, (self._rows,))
-        rc = _lib.ds4_cpu_matmul(*self._args, _from_buffer("float[]", x), 1,
-                                 _from_buffer("float[]", y), self._code)  # fmt: skip
+            x = self._activation(x, 1)
+        y = (
+            np.empty(self._rows, dtype=np.float32)
+            if out is None
+            else self._output(out, (self._rows,))
+        )
+        rc = self._call(*self._args, _from_buffer("float[]", x), 1,
+                        _from_buffer("float[]", y), self._code)  # fmt: skip
         if rc:
             _raise_on(rc, f"prepared matvec {self._what}")
         return y
@@ -198,25 +203,29 @@ class PreparedProduct:
     def matmul(self, x: npt.ArrayLike, out: F32 | None = None) -> F32:
         """W x[t] for x (n_tok, cols) f32 -> (n_tok, rows); into `out` if given."""
         xs = self._activation(x, 2)
-        y = self._output(out, (xs.shape[0], self._rows))
-        rc = _lib.ds4_cpu_matmul(*self._args, _from_buffer("float[]", xs), xs.shape[0],
-                                 _from_buffer("float[]", y), self._code)  # fmt: skip
+        n_tok = xs.shape[0]
+        y = (
+            np.empty((n_tok, self._rows), np.float32)
+            if out is None
+            else self._output(out, (n_tok, self._rows))
+        )
+        rc = self._call(*self._args, _from_buffer("float[]", xs), n_tok,
+                        _from_buffer("float[]", y), self._code)  # fmt: skip
         if rc:
             _raise_on(rc, f"prepared matmul {self._what} x {xs.shape}")
         return y
 
     def _activation(self, x: npt.ArrayLike, ndim: int) -> F32:
-        """x as contiguous f32 rows (n_tok, cols); ndim: what the call takes (1 or 2)."""
+        """x as contiguous f32: (cols,) for matvec (ndim 1), (n_tok, cols) for matmul."""
         xs: F32 = np.ascontiguousarray(x, dtype=np.float32)
         if xs.ndim != ndim or xs.shape[-1] != self._cols or xs.size == 0:
             what = "one activation vector" if ndim == 1 else "(tokens, cols) activations"
             raise Ds4Error(f"prepared product {self._what} takes {what} of {self._cols} "
                            f"values, got shape {xs.shape}")  # fmt: skip
-        return xs.reshape(-1, self._cols)
+        return xs
 
-    def _output(self, out: F32 | None, shape: tuple[int, ...]) -> F32:
-        if out is None:
-            return np.empty(shape, dtype=np.float32)
+    def _output(self, out: F32, shape: tuple[int, ...]) -> F32:
+        """The caller's output buffer, checked against the product's output shape."""
         if not (type(out) is np.ndarray and out.dtype is _F32 and out.shape == shape
                 and out.flags.c_contiguous and out.flags.writeable):  # fmt: skip
             raise Ds4Error(f"prepared product {self._what}: out must be a writeable "
