@@ -27,6 +27,7 @@ import argparse
 import dataclasses
 import importlib
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -163,7 +164,8 @@ def main() -> None:
                     help="also run the layer with this git revision's native code (compiled "
                          "into a second module, same weights, same kernel set name), "
                          "alternating --rounds times (default: no comparison)")  # fmt: skip
-    ap.add_argument("--rounds", type=int, default=2, help="alternations for --compare / --rev")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="alternations for --compare / --rev (default: 2)")  # fmt: skip
     ap.add_argument(
         "--preset-config",
         metavar="CONFIG_JSON",
@@ -173,6 +175,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.compare and args.rev:
         ap.error("--compare and --rev: choose one")
+    if args.rev and not revision_exists(args.rev):
+        ap.error(f"--rev {args.rev}: not a git revision of this repository")
     if args.compare and args.compare not in cpu_kernels.available_impls():
         ap.error(f"--compare {args.compare}: not available (have {cpu_kernels.available_impls()})")
     if not 1 <= args.rounds <= 100:
@@ -241,6 +245,15 @@ def main() -> None:
             old_cls = forward_class_over(build_old(args.rev, Path(tmp)))
             other = old_cls(hp, model, weights, numerics, cpu_kernels.IMPLS[impl])
             compare(fwd, other, ids, args.prefill, args.rounds, f"tree/{args.rev}")
+
+
+def revision_exists(rev: str) -> bool:
+    root = Path(__file__).resolve().parent.parent
+    found = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    return found.returncode == 0
 
 
 _FORWARD_MODULES = (
