@@ -42,6 +42,7 @@ ffibuilder.set_source(
         "native/cpu/cpu_probe.c",
         "native/cpu/cpu_scratch.c",
         "native/cpu/cpu_tables.c",
+        "native/cpu/cpu_tile_f16.c",
         "native/cpu/cpu_tile_iq2.c",
         "native/cpu/expert_cache.c",
         "native/cpu/fwd_attn.c",

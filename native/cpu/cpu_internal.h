@@ -111,6 +111,7 @@ ds4_tile_fn ds4_tile_avx512_q8_0(void);
 ds4_group_tile_fn ds4_tile_avx512_iq2_xxs(void);  /* cpu_tile_iq2.c */
 ds4_dot_fn ds4_dot_avx512_iq2_xxs(void);          /* cpu_tile_iq2.c */
 ds4_group_tile_fn ds4_tile_avx2_iq2_xxs(void);    /* cpu_tile_iq2.c, AVX2 + FMA */
+ds4_tile_fn ds4_tile_avx512_f16(void);            /* cpu_tile_f16.c */
 #endif
 #if defined(__aarch64__)
 extern const ds4_dot_table ds4_dots_neon;       /* baseline ARMv8 NEON */

@@ -114,6 +114,7 @@ const ds4_dot_table *ds4_cpu_dot_table(int impl) {
 static ds4_tile_fn pick_tile(const ds4_dot_table *table, int type) {
 #if defined(__x86_64__) || defined(__i386__)
     if (table == &dots_avx512 && type == T_Q8_0) return ds4_tile_avx512_q8_0();
+    if (table == &dots_avx512 && type == T_F16) return ds4_tile_avx512_f16();
 #endif
     (void)table;
     (void)type;
