@@ -11,8 +11,10 @@ compressor emissions, indexer, routed + shared experts.
   fraction of this machine's copy bandwidth measured in the same run.
 
 Run (from the repository root): .venv/bin/python -m bench.flash_layer_bench [--prefill 512]
-[--decode 16] [--numerics ds4|exact] [--compare avx2 | --rev main] [--rounds N]
-About 3 GB of RAM.
+[--decode 16] [--numerics ds4|exact] [--preset flash|pro] [--compare avx2 | --rev main]
+[--rounds N]
+About 3 GB of RAM for Flash's layer, about 10 GB for PRO's (`--preset pro`: the shape of
+DeepSeek V4 PRO's release config.json shipped with ds4, docs/model-presets.md).
 
 --rev compares against a previous revision's native code in the same process: its
 native/ tree is compiled into a second cffi module (bench.kernel_vs_previous_bench's
@@ -42,6 +44,7 @@ from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu.native_forward import NativeForward
 from ds4.adapters.gguf.tensor_values import TensorValues
 from ds4.adapters.quant.native_dequant import NativeDequantizer
+from ds4.apps.release_shapes import PRESET_NAMES, preset_shape
 from ds4.domain.convert.hf_config import hparams_from_config
 from ds4.domain.convert.quant_presets import quant_plan
 from ds4.domain.engine_math.numerics import numerics_named
@@ -49,7 +52,6 @@ from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 from ds4.domain.gguf.records import MetaValue, TensorInfo
 from ds4.domain.model.catalog import TensorSpec, model_tensors
 from ds4.domain.model.hparams import DeepSeekV4HParams
-from ds4.domain.model.presets import FLASH
 
 U8 = npt.NDArray[np.uint8]
 
@@ -167,6 +169,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2,
                     help="alternations for --compare / --rev (default: 2)")  # fmt: skip
     ap.add_argument(
+        "--preset",
+        choices=PRESET_NAMES,
+        default="flash",
+        help="the layer's shape: flash, or pro (DeepSeek V4 PRO from its shipped config.json, "
+        "read by the converter's reader; one layer of it: check the RAM)",
+    )
+    ap.add_argument(
         "--preset-config",
         metavar="CONFIG_JSON",
         help="take the layer's shape from a release's config.json (converter's reader), "
@@ -183,7 +192,7 @@ def main() -> None:
         ap.error("--rounds must be 1..100")
     if args.threads:
         cpu_kernels.set_threads(args.threads)
-    base = FLASH
+    base = preset_shape(args.preset)
     if args.preset_config:
         with open(args.preset_config, encoding="utf-8") as f:  # noqa: PTH123 (bench script)
             base = hparams_from_config(json.load(f))
@@ -200,7 +209,7 @@ def main() -> None:
     impl = "scalar" if args.numerics == "exact" else "auto"
     weights = TensorValues(model, NativeDequantizer())
     fwd = NativeForward(hp, model, weights, numerics, cpu_kernels.IMPLS[impl])
-    kind = "config-shaped" if args.preset_config else "Flash"
+    kind = "config-shaped" if args.preset_config else f"{args.preset}-shaped"
     print(f"built one {kind} layer in memory ({model.file_size / 2**30:.1f} GiB incl. lazy "
           f"tables) in {time.perf_counter() - t0:.0f} s; {cpu_kernels.threads()} threads, "
           f"{cpu_kernels.best_impl() if impl == 'auto' else 'scalar'} kernels, "

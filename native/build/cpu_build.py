@@ -32,6 +32,7 @@ ffibuilder.set_source(
     "".join(f'#include "{Path(h).name}"\n' for h in HEADERS),
     sources=[
         "native/cpu/cpu_actquant.c",
+        "native/cpu/cpu_actquant_avx512.c",
         "native/cpu/cpu_dot_scalar.c",
         "native/cpu/cpu_dot_avx2.c",
         "native/cpu/cpu_dot_avx512.c",

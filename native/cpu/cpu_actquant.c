@@ -10,9 +10,29 @@ static inline int round_clamp_i8(float v) {
     return (int)((v + 12582912.0f) - 12582912.0f);  /* not folded: no -ffast-math */
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+/* Whether the bit-identical AVX-512 quantizers (cpu_actquant_avx512.c) can run here:
+ * checked once, cached (0 no, 1 yes; -1 not yet known). */
+static int simd_quantizers(void) {
+    static int known = -1;
+    int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = ds4_cpu_impl_available(DS4_CPU_IMPL_AVX512);
+        __atomic_store_n(&known, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+#endif
+
 void ds4_cpu_quantize_q8a(const float *x, size_t n, ds4_block_q8a *out) {
-    size_t nb = (n + 31) / 32;
-    for (size_t b = 0; b < nb; b++) {
+    size_t nb = (n + 31) / 32, b = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    if (simd_quantizers()) {
+        b = n / 32;  /* whole blocks; a partial last block takes the loop below */
+        ds4_cpu_quantize_q8a_avx512(x, b, out);
+    }
+#endif
+    for (; b < nb; b++) {
         const float *xb = x + 32 * b;
         size_t m = n - 32 * b < 32 ? n - 32 * b : 32;
         float amax = 0.0f;
@@ -31,6 +51,12 @@ void ds4_cpu_quantize_q8a(const float *x, size_t n, ds4_block_q8a *out) {
 
 int ds4_cpu_quantize_q8k(const float *x, size_t n, ds4_block_q8k *out) {
     if (n % 256) return DS4_CPU_BAD_SHAPE;
+#if defined(__x86_64__) || defined(__i386__)
+    if (simd_quantizers()) {
+        ds4_cpu_quantize_q8k_avx512(x, n / 256, out);
+        return DS4_CPU_OK;
+    }
+#endif
     for (size_t b = 0; b < n / 256; b++) {
         const float *xb = x + 256 * b;
         ds4_block_q8k *y = &out[b];
@@ -60,6 +86,9 @@ int ds4_cpu_quantize_q8k(const float *x, size_t n, ds4_block_q8k *out) {
 }
 
 int ds4_cpu_act_has_min_code(int act_kind, const void *act, size_t cols) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (simd_quantizers()) return ds4_cpu_act_has_min_code_avx512(act_kind, act, cols);
+#endif
     if (act_kind == ACT_Q8A) {
         const ds4_block_q8a *a = act;
         for (size_t b = 0; b < (cols + 31) / 32; b++)

@@ -98,6 +98,11 @@ typedef void (*ds4_group_tile_fn)(const uint8_t *w, size_t row_stride, size_t ro
 /* out = x with every code stored as u8 code + 128 (scale and bsums kept). */
 void ds4_cpu_q8k_offset(const ds4_block_q8k *x, size_t n_blocks, ds4_block_q8k *out);
 
+/* A decode kernel over several rows: rows 0 .. n_rows - 1 (row_stride apart) times one
+ * prepared activation; y[r] is bit-identical to the row kernel of the same table. */
+typedef void (*ds4_rows_fn)(const uint8_t *w, size_t row_stride, size_t n_rows,
+                            const void *act, size_t cols, float *y);
+
 typedef struct {
     ds4_dot_fn f32, f16, bf16, q8_0, q2_k, q4_k, iq2_xxs;
 } ds4_dot_table;
@@ -112,6 +117,12 @@ ds4_group_tile_fn ds4_tile_avx512_iq2_xxs(void);  /* cpu_tile_iq2.c */
 ds4_dot_fn ds4_dot_avx512_iq2_xxs(void);          /* cpu_tile_iq2.c */
 ds4_group_tile_fn ds4_tile_avx2_iq2_xxs(void);    /* cpu_tile_iq2.c, AVX2 + FMA */
 ds4_tile_fn ds4_tile_avx512_f16(void);            /* cpu_tile_f16.c */
+ds4_rows_fn ds4_rows_avx512_q2_k(void);
+ds4_rows_fn ds4_rows_avx512_q8_0(void);
+/* Bit-identical AVX-512 activation quantizers for whole blocks (cpu_actquant_avx512.c). */
+void ds4_cpu_quantize_q8a_avx512(const float *x, size_t n_blocks, ds4_block_q8a *out);
+void ds4_cpu_quantize_q8k_avx512(const float *x, size_t n_blocks, ds4_block_q8k *out);
+int ds4_cpu_act_has_min_code_avx512(int act_kind, const void *act, size_t cols);
 #endif
 #if defined(__aarch64__)
 extern const ds4_dot_table ds4_dots_neon;       /* baseline ARMv8 NEON */
@@ -130,6 +141,9 @@ const ds4_dot_table *ds4_cpu_dot_table(int impl);
 ds4_dot_fn ds4_cpu_pick_dot(const ds4_dot_table *table, int type);
 /* The group tile of a table and weight type, or NULL where there is none. */
 ds4_group_tile_fn ds4_cpu_pick_group_tile(const ds4_dot_table *table, int type);
+
+/* The table's multi-row decode kernel for a type, or NULL (then call the row kernel). */
+ds4_rows_fn ds4_cpu_pick_rows(const ds4_dot_table *table, int type);
 
 /* Activation kind, block geometry (values, bytes) of a supported weight type. */
 int ds4_cpu_type_info(int type, int *act_kind, size_t *block_values, size_t *block_bytes);

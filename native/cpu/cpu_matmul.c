@@ -43,14 +43,15 @@ static int have_avx2(void) {
 #endif
 }
 
-/* Everything the AVX-512 kernels use: byte/word ops, the 64-byte permute (VBMI) and the
- * int8 dot (VNNI). A CPU with AVX-512 but without VBMI or VNNI keeps the AVX2 set. */
+/* Everything the AVX-512 kernels use: byte/word ops, the 64-byte permute (VBMI), the
+ * int8 dot (VNNI) and the GF(2) affine byte map (GFNI, Q2_K code extraction). A CPU with
+ * AVX-512 but without one of them keeps the AVX2 set. */
 static int have_avx512(void) {
 #if defined(__x86_64__) || defined(__i386__)
     return have_avx2() && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vbmi") &&
-           __builtin_cpu_supports("avx512vnni");
+           __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("gfni");
 #else
     return 0;
 #endif
@@ -80,8 +81,9 @@ int ds4_cpu_best_impl(void) {
 
 #if defined(__x86_64__) || defined(__i386__)
 /* The AVX-512 set: the AVX2 row kernels with Q2_K's and IQ2_XXS's replaced (Q8_0 keeps
- * the AVX2 row kernel, whose arithmetic the AVX-512 prefill tile reproduces bit for bit;
- * the IQ2_XXS one reproduces the AVX2 kernel's, as its group tile does). */
+ * the AVX2 row kernel, whose arithmetic the AVX-512 prefill tile and multi-row decode
+ * kernel reproduce bit for bit; the IQ2_XXS one reproduces the AVX2 kernel's, as its
+ * group tile does). */
 static ds4_dot_table dots_avx512;
 static pthread_once_t dots_avx512_once = PTHREAD_ONCE_INIT;
 
@@ -108,6 +110,16 @@ const ds4_dot_table *ds4_cpu_dot_table(int impl) {
         return ds4_cpu_have_sdot() ? &ds4_dots_neon_sdot : &ds4_dots_neon;
 #endif
     return impl == DS4_CPU_IMPL_SCALAR ? &ds4_dots_scalar : NULL;
+}
+
+ds4_rows_fn ds4_cpu_pick_rows(const ds4_dot_table *table, int type) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (table == &dots_avx512 && type == T_Q8_0) return ds4_rows_avx512_q8_0();
+    if (table == &dots_avx512 && type == T_Q2_K) return ds4_rows_avx512_q2_k();
+#endif
+    (void)table;
+    (void)type;
+    return NULL;
 }
 
 /* The prefill tile kernel of a table and weight type, or NULL where there is none. */
@@ -160,6 +172,8 @@ typedef struct {
     const uint8_t *acts;       /* n_tok prepared activations, act_bytes apart */
     const ds4_dot_fn *dots;    /* per token: SIMD kernel, or scalar for -128 codes */
     ds4_tile_fn tile;          /* rows x tokens tile kernel, or NULL */
+    ds4_rows_fn rows_fn;       /* multi-row kernel for tokens whose kernel is rows_dot */
+    ds4_dot_fn rows_dot;
     float *y;
     ds4_group_tile_fn group_tile;          /* rows x all tokens, or NULL */
     const ds4_block_q8k *const *offset_acts; /* its activations (codes + 128) */
@@ -196,6 +210,11 @@ static void matmul_rows(void *ctx, size_t begin, size_t end) {
         for (size_t t = t0; t < job->n_tok; t++) {
             const void *act = job->acts + t * job->act_bytes;
             float *yt = job->y + t * job->rows;
+            if (job->rows_fn && job->dots[t] == job->rows_dot) {
+                job->rows_fn(job->w + r0 * job->row_stride, job->row_stride, r1 - r0, act,
+                             job->cols, yt + r0);
+                continue;
+            }
             for (size_t r = r0; r < r1; r++)
                 yt[r] = job->dots[t](job->w + r * job->row_stride, act, job->cols);
         }
@@ -243,7 +262,9 @@ int ds4_cpu_matmul(int type, const uint8_t *w, size_t row_stride, size_t rows, s
     /* the tile serves batches whose tokens all take the table's row kernel */
     ds4_tile_fn tile = any_exact || n_tok < Q8_0_TILE_TOKS ? NULL : pick_tile(table, type);
     matmul_job job = {w, row_stride, rows, cols, n_tok, act_bytes,
-                      kind == ACT_F32 ? (const uint8_t *)x : acts, dots, tile, y, NULL, NULL};
+                      kind == ACT_F32 ? (const uint8_t *)x : acts, dots, tile,
+                      ds4_cpu_pick_rows(table, type), ds4_cpu_pick_dot(table, type), y, NULL,
+                      NULL};
     /* a group tile shares each decoded weight block among the tokens: from 2 tokens */
     ds4_group_tile_fn group_tile = any_exact || n_tok < 2 ? NULL : ds4_cpu_pick_group_tile(table, type);
     if (group_tile) {

@@ -16,6 +16,8 @@ typedef struct {
     int libm_exp;
     ds4_dot_fn gate_dot, up_dot;
     const ds4_dot_fn *down_dots;   /* per used expert (scalar for -128 codes) */
+    ds4_rows_fn down_rows;         /* multi-row kernel for experts whose dot is down_row_dot */
+    ds4_dot_fn down_row_dot;
     const ds4_block_q8k *xq;
     float *mid;                    /* n_used x n_ff */
     const ds4_block_q8k *midq;     /* n_used x n_ff/256 blocks */
@@ -50,9 +52,32 @@ static void moe_gate_up(void *ctx, size_t begin, size_t end) {
     }
 }
 
+/* Rows taken per multi-row kernel call in moe_down. */
+#define DOWN_ROWS 16
+
 static void moe_down(void *ctx, size_t begin, size_t end) {
     const moe_job *job = ctx;
     size_t nb = job->n_ff / 256;
+    if (job->down_rows) {
+        /* the multi-row kernel's y[r] equals the row kernel's, and each row still sums
+         * its experts' products in selection order: the same result as below */
+        for (size_t r0 = begin; r0 < end; r0 += DOWN_ROWS) {
+            size_t n = end - r0 < DOWN_ROWS ? end - r0 : DOWN_ROWS;
+            float acc[DOWN_ROWS] = {0}, part[DOWN_ROWS];
+            for (size_t k = 0; k < job->n_used; k++) {
+                const uint8_t *w = expert_row(job->down, job->ids[k], r0);
+                const ds4_block_q8k *a = job->midq + k * nb;
+                if (job->down_dots[k] == job->down_row_dot)
+                    job->down_rows(w, job->down->row_stride, n, a, job->n_ff, part);
+                else
+                    for (size_t i = 0; i < n; i++)
+                        part[i] = job->down_dots[k](w + i * job->down->row_stride, a, job->n_ff);
+                for (size_t i = 0; i < n; i++) acc[i] += part[i];
+            }
+            for (size_t i = 0; i < n; i++) job->out[r0 + i] = acc[i];
+        }
+        return;
+    }
     for (size_t r = begin; r < end; r++) {
         float acc = 0.0f;
         for (size_t k = 0; k < job->n_used; k++)
@@ -109,7 +134,8 @@ int ds4_cpu_moe_strict(const float *x, size_t n_embd, size_t n_ff, size_t n_expe
         ds4_cpu_act_has_min_code(ACT_Q8K, xq, n_embd) ? &ds4_dots_scalar : table;
     moe_job job = {n_embd, n_ff, n_used, gate, up, down, expert_ids, route_weights, clamp,
                    libm_exp, ds4_cpu_pick_dot(in_table, gate->type), ds4_cpu_pick_dot(in_table, up->type),
-                   down_dots, xq, mid, midq, out};
+                   down_dots, ds4_cpu_pick_rows(table, down->type),
+                   ds4_cpu_pick_dot(table, down->type), xq, mid, midq, out};
     ds4_pool_run(moe_gate_up, &job, n_used * n_ff, 32);
     for (size_t k = 0; k < n_used; k++) {
         ds4_cpu_quantize_q8k(mid + k * n_ff, n_ff, midq + k * nb_ff);

@@ -24,7 +24,7 @@ enum {
     DS4_CPU_IMPL_SCALAR = 1,
     DS4_CPU_IMPL_AVX2 = 2,
     DS4_CPU_IMPL_NEON = 3,  /* aarch64; uses SDOT where the CPU reports it */
-    DS4_CPU_IMPL_AVX512 = 4 /* x86-64 with AVX-512 F/BW/VL/DQ/VBMI/VNNI; AVX2 for the rest */
+    DS4_CPU_IMPL_AVX512 = 4 /* x86-64 with AVX-512 F/BW/VL/DQ/VBMI/VNNI and GFNI; AVX2 for the rest */
 };
 
 /* Q8_K activation block (docs/reference/formats.md §4.7): 292 bytes, no padding. */

@@ -4,8 +4,8 @@
  * The forward acquires one expert at a time (ds4_xc_acquire .. ds4_xc_release), so one
  * slot is enough; the bytes are the file's, so results equal the mapped run's bit for bit.
  * Thread-safe: a mutex guards the bookkeeping, reads run outside it into a slot marked
- * loading (pinned), and a read-ahead thread loads predicted experts of the next layer
- * while the forward computes. */
+ * loading (pinned), and a read-ahead thread loads the experts the next layer's router
+ * predicts while the forward computes. */
 #ifndef DS4_EXPERT_CACHE_H
 #define DS4_EXPERT_CACHE_H
 
@@ -52,15 +52,26 @@ void ds4_xc_release(ds4_xc *c, int layer, int expert);
  * caller; a no-op when it is resident or every slot is pinned. */
 int ds4_xc_prefetch(ds4_xc *c, int layer, int expert);
 
-/* Read-ahead: how many of a layer's likeliest experts to load ahead (0: none, the
- * default). The forward calls ds4_xc_readahead(c, l + 1) once layer l is routed: it
- * queues that many of layer l+1's experts with the highest decayed use counts that are
- * not resident for a background thread, which loads each only where the slot it would
- * take holds an expert with a lower count. Returns at once. */
+/* Read-ahead: at most `count` predicted experts loaded ahead per request (0: none, the
+ * default). Once layer l is routed the forward predicts layer l+1's experts (its router
+ * on layer l's FFN input; exact for a hash-routed layer) and calls ds4_xc_readahead with
+ * them, most likely first, and with layer l's own routed experts as `keep`. A background
+ * thread loads each predicted expert that is not resident into the policy's victim slot,
+ * never taking a slot that is pinned, loading, holds one of `keep` or holds an expert
+ * this request loaded; until the next request, misses of the forward prefer other
+ * victims than what it loaded. A new request drops the unserved rest of the previous
+ * one. Returns at once. */
 void ds4_xc_set_readahead(ds4_xc *c, int count);
-void ds4_xc_readahead(ds4_xc *c, int layer);
+void ds4_xc_readahead(ds4_xc *c, int layer, const int32_t *experts, int n, int keep_layer,
+                      const int32_t *keep, int n_keep);
 /* Experts loaded ahead so far and how many of them were used before being evicted. */
 void ds4_xc_readahead_counts(const ds4_xc *c, uint64_t *loaded, uint64_t *used);
+/* How good the predictions were: experts predicted (distinct per request), distinct
+ * experts a predicted layer then used while its prediction was the latest, and how many
+ * of those had been predicted (precision = correct / predicted, recall = correct /
+ * actual). */
+void ds4_xc_prediction_counts(const ds4_xc *c, uint64_t *predicted, uint64_t *actual,
+                              uint64_t *correct);
 
 void ds4_xc_get_stats(const ds4_xc *c, ds4_xc_stats *out);
 void ds4_xc_reset_stats(ds4_xc *c);

@@ -34,7 +34,7 @@ typedef struct {
     int type;              /* ggml type id */
 } ds4_fw_mat;
 
-typedef struct {
+typedef struct ds4_fw_layer {
     /* shape */
     int n_embd, n_hc, n_head, head_dim, n_rot, q_rank, o_rank, n_groups;
     int n_swa, ratio, has_indexer, n_idx_head, idx_dim, idx_top_k;
@@ -59,6 +59,9 @@ typedef struct {
      * (layer_id, expert)) instead of gate/up/down_exps.data, with the same bytes. */
     ds4_xc *xc;
     int layer_id;
+    /* SSD streaming read-ahead: the next layer, whose router, applied to this layer's FFN
+     * input, predicts the experts it will use (NULL: no read-ahead from this layer). */
+    const struct ds4_fw_layer *next;
     /* The MTP block (docs/mtp.md): attend to the kept raw rows only, when its window
      * starts after a gap (positions whose main-model state is unknown). 0 elsewhere. */
     int window_from_kept;

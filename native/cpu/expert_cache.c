@@ -37,6 +37,7 @@ typedef struct {
     int32_t key;              /* layer * n_expert + expert, -1 when empty */
     uint32_t pins;            /* users now, plus one while loading */
     uint8_t loading, ahead;   /* bytes being read; loaded by read-ahead, not used yet */
+    uint32_t ahead_gen;       /* the read-ahead request that loaded it */
 } slot_meta;
 
 struct ds4_xc {
@@ -51,6 +52,11 @@ struct ds4_xc {
     entry_meta *entries;
     slot_meta *slots;
     uint64_t tick, ra_loaded, ra_used;
+    /* read-ahead requests are numbered (ra_gen); per key: the request that predicted it,
+     * that asked to keep it, and the last one its use was counted under; per layer: the
+     * latest request that predicted it (0: never) */
+    uint32_t ra_gen, *pred_gen, *keep_gen, *seen_gen, *layer_gen;
+    uint64_t ra_predicted, ra_actual, ra_correct;
     ds4_xc_stats st;
     int32_t *trace;
     size_t trace_cap, trace_len;
@@ -103,12 +109,17 @@ ds4_xc *ds4_xc_new(const char *path, int n_layer, int n_expert, size_t n_slots,
     c->layers = calloc((size_t)n_layer, sizeof *c->layers);
     c->entries = calloc(n_entries, sizeof *c->entries);
     c->slots = calloc(n_slots, sizeof *c->slots);
+    c->pred_gen = calloc(n_entries, sizeof *c->pred_gen);
+    c->keep_gen = calloc(n_entries, sizeof *c->keep_gen);
+    c->seen_gen = calloc(n_entries, sizeof *c->seen_gen);
+    c->layer_gen = calloc((size_t)n_layer, sizeof *c->layer_gen);
     if (c->slot_bytes > SIZE_MAX / n_slots ||
         posix_memalign((void **)&c->arena, DIRECT_ALIGN, c->slot_bytes * n_slots))
         c->arena = NULL;
     if (posix_memalign((void **)&c->bounce, DIRECT_ALIGN, BOUNCE_BYTES)) c->bounce = NULL;
     if (posix_memalign((void **)&c->bounce_ra, DIRECT_ALIGN, BOUNCE_BYTES)) c->bounce_ra = NULL;
-    if (!c->layers || !c->entries || !c->slots || !c->arena || !c->bounce || !c->bounce_ra) {
+    if (!c->layers || !c->entries || !c->slots || !c->arena || !c->bounce || !c->bounce_ra ||
+        !c->pred_gen || !c->keep_gen || !c->seen_gen || !c->layer_gen) {
         ds4_xc_free(c);
         errno = ENOMEM;
         return NULL;
@@ -139,6 +150,10 @@ void ds4_xc_free(ds4_xc *c) {
     free(c->layers);
     free(c->entries);
     free(c->slots);
+    free(c->pred_gen);
+    free(c->keep_gen);
+    free(c->seen_gen);
+    free(c->layer_gen);
     free(c);
 }
 
@@ -198,16 +213,24 @@ static double decayed(const ds4_xc *c, const entry_meta *e) {
     return e->score * exp2(-(double)(c->tick - e->last) / c->half_life);
 }
 
-/* The slot to fill: an empty one, else the policy's victim among unpinned ones
- * (-1: all pinned). Lock held. */
-static int64_t victim(const ds4_xc *c) {
+enum {
+    SPARE_AHEAD = 1,  /* leave what the latest read-ahead request loaded */
+    SPARE_KEPT = 2    /* leave the experts that request asked to keep */
+};
+
+/* The slot to fill: an empty one, else the policy's victim among unpinned ones not
+ * spared (-1: none). Lock held. */
+static int64_t victim(const ds4_xc *c, int spare) {
     int64_t best = -1;
     double best_score = 0.0;
     uint64_t best_last = 0;
     for (size_t s = 0; s < c->n_slots; s++) {
-        if (c->slots[s].key < 0) return (int64_t)s;
-        if (c->slots[s].pins) continue;
-        const entry_meta *e = &c->entries[c->slots[s].key];
+        const slot_meta *slot = &c->slots[s];
+        if (slot->key < 0) return (int64_t)s;
+        if (slot->pins) continue;
+        if ((spare & SPARE_AHEAD) && slot->ahead && slot->ahead_gen == c->ra_gen) continue;
+        if ((spare & SPARE_KEPT) && c->keep_gen[slot->key] == c->ra_gen) continue;
+        const entry_meta *e = &c->entries[slot->key];
         double score = c->policy == DS4_XC_DECAYED ? decayed(c, e) : 0.0;
         if (best < 0 || score < best_score || (score == best_score && e->last < best_last)) {
             best = (int64_t)s;
@@ -281,6 +304,12 @@ int ds4_xc_acquire(ds4_xc *c, int layer, int expert, const uint8_t **parts) {
     c->tick++;
     c->st.accesses++;
     if (c->trace && c->trace_len < c->trace_cap) c->trace[c->trace_len++] = key;
+    uint32_t g = c->layer_gen[layer];
+    if (g && c->seen_gen[key] != g) {  /* first use under this layer's latest prediction */
+        c->seen_gen[key] = g;
+        c->ra_actual++;
+        if (c->pred_gen[key] == g) c->ra_correct++;
+    }
     uint64_t t0 = now_ns();
     int hit = e->slot >= 0;
     if (hit && c->slots[e->slot].ahead) {
@@ -291,7 +320,9 @@ int ds4_xc_acquire(ds4_xc *c, int layer, int expert, const uint8_t **parts) {
         pthread_cond_wait(&c->loaded, &c->lock);
     while (e->slot < 0) {  /* a miss, or a read-ahead of it that failed */
         hit = 0;
-        int64_t s = victim(c);
+        /* spare what was just read ahead and what this layer uses next, if it can */
+        int64_t s = victim(c, SPARE_AHEAD | SPARE_KEPT);
+        if (s < 0) s = victim(c, 0);
         if (s < 0 && any_loading(c)) {  /* the read-ahead holds the free slot: wait */
             pthread_cond_wait(&c->loaded, &c->lock);
             continue;
@@ -333,7 +364,7 @@ int ds4_xc_prefetch(ds4_xc *c, int layer, int expert) {
     int32_t key = layer * c->n_expert + expert;
     pthread_mutex_lock(&c->lock);
     if (c->entries[key].slot < 0) {
-        int64_t s = victim(c);
+        int64_t s = victim(c, 0);
         if (s >= 0) rc = load_into(c, key, s, c->bounce, 1);
     }
     pthread_mutex_unlock(&c->lock);
@@ -353,13 +384,14 @@ static void *readahead_main(void *arg) {
         c->q_len--;
         entry_meta *e = &c->entries[key];
         if (e->slot >= 0) continue;
-        int64_t s = victim(c);
+        /* a predicted expert replaces the policy's victim, but never what this layer
+         * is about to use nor another prediction of the same request */
+        int64_t s = victim(c, SPARE_AHEAD | SPARE_KEPT);
         if (s < 0) continue;
-        /* admit only over a colder expert: read-ahead must not push out hotter ones */
-        int32_t old = c->slots[s].key;
-        if (old >= 0 && !(decayed(c, &c->entries[old]) < decayed(c, e))) continue;
+        uint32_t gen = c->ra_gen;
         if (load_into(c, key, s, c->bounce_ra, 0) == DS4_CPU_OK && e->slot >= 0) {
             c->slots[e->slot].ahead = 1;
+            c->slots[e->slot].ahead_gen = gen;
             c->ra_loaded++;
         }
     }
@@ -377,33 +409,40 @@ void ds4_xc_set_readahead(ds4_xc *c, int count) {
     pthread_mutex_unlock(&c->lock);
 }
 
-void ds4_xc_readahead(ds4_xc *c, int layer) {
-    if (!c->readahead) return;
-    if (layer >= c->n_layer) layer = 0;  /* after the last layer: the next token's first */
-    if (layer < 0 || !c->layers[layer].set) return;
+void ds4_xc_readahead(ds4_xc *c, int layer, const int32_t *experts, int n, int keep_layer,
+                      const int32_t *keep, int n_keep) {
+    if (!c->readahead || layer < 0 || layer >= c->n_layer || !c->layers[layer].set) return;
     pthread_mutex_lock(&c->lock);
-    c->q_len = 0;  /* new predictions replace any not yet served */
+    if (++c->ra_gen == 0) c->ra_gen = 1;  /* 0 means "never" */
+    uint32_t g = c->ra_gen;
+    c->layer_gen[layer] = g;
+    c->q_len = 0;  /* the previous request's unserved rest is stale now */
+    if (keep_layer >= 0 && keep_layer < c->n_layer)
+        for (int i = 0; i < n_keep; i++)
+            if (keep[i] >= 0 && keep[i] < c->n_expert)
+                c->keep_gen[keep_layer * c->n_expert + keep[i]] = g;
     int32_t base = layer * c->n_expert;
-    for (int k = 0; k < c->readahead && k < c->n_expert; k++) {
-        int32_t best = -1;
-        double best_score = 0.0;
-        for (int32_t x = 0; x < c->n_expert; x++) {
-            const entry_meta *e = &c->entries[base + x];
-            if (e->slot >= 0 || e->score <= 0.0) continue;
-            int queued = 0;
-            for (size_t q = 0; q < c->q_len; q++)
-                if (c->queue[(c->q_head + q) % QUEUE_CAP] == base + x) queued = 1;
-            double s = decayed(c, e);
-            if (!queued && (best < 0 || s > best_score)) {
-                best = base + x;
-                best_score = s;
-            }
-        }
-        if (best < 0 || c->q_len >= QUEUE_CAP) break;
-        c->queue[(c->q_head + c->q_len++) % QUEUE_CAP] = best;
+    for (int k = 0, taken = 0; k < n && taken < c->readahead; k++) {
+        if (experts[k] < 0 || experts[k] >= c->n_expert) continue;
+        int32_t key = base + experts[k];
+        if (c->pred_gen[key] == g) continue;  /* listed twice */
+        c->pred_gen[key] = g;
+        c->ra_predicted++;
+        taken++;
+        if (c->entries[key].slot < 0 && c->q_len < QUEUE_CAP)
+            c->queue[(c->q_head + c->q_len++) % QUEUE_CAP] = key;
     }
     if (c->q_len) pthread_cond_signal(&c->work);
     pthread_mutex_unlock(&c->lock);
+}
+
+void ds4_xc_prediction_counts(const ds4_xc *c, uint64_t *predicted, uint64_t *actual,
+                              uint64_t *correct) {
+    pthread_mutex_lock((pthread_mutex_t *)&c->lock);
+    *predicted = c->ra_predicted;
+    *actual = c->ra_actual;
+    *correct = c->ra_correct;
+    pthread_mutex_unlock((pthread_mutex_t *)&c->lock);
 }
 
 void ds4_xc_readahead_counts(const ds4_xc *c, uint64_t *loaded, uint64_t *used) {
@@ -427,6 +466,7 @@ void ds4_xc_reset_stats(ds4_xc *c) {
     memset(&c->st, 0, sizeof c->st);
     c->st.resident = resident;
     c->ra_loaded = c->ra_used = 0;
+    c->ra_predicted = c->ra_actual = c->ra_correct = 0;
     pthread_mutex_unlock(&c->lock);
 }
 

@@ -342,6 +342,60 @@ static int moe_generic(const ds4_fw_layer *L, const float *x, const int32_t *ids
     return rc;
 }
 
+/* SSD streaming read-ahead: the next layer's router on this layer's FFN input (the
+ * residual stream changes little from one layer to the next) predicts the experts it
+ * will route to -- exactly, where the next layer is hash-routed -- and the cache loads
+ * the missing ones on its thread while this layer computes, the likeliest first (the
+ * cache takes as many as its read-ahead count). Only what is cached changes, never a value;
+ * a prediction that cannot be made is skipped. */
+static void read_ahead_next(const ds4_fw_layer *L, const float *g, const int32_t *tokens,
+                            size_t n, const int32_t *cur_ids, int impl) {
+    const ds4_fw_layer *N = L->next;
+    size_t D = (size_t)L->n_embd, E = (size_t)N->n_expert, K = (size_t)N->n_used;
+    if (N->n_embd != L->n_embd || N->gate_inp.rows != E || K > E || (N->hash_layer && !N->tid2eid))
+        return;
+    size_t mark = ds4_scratch_mark();
+    float *logit = ds4_scratch_alloc(n * E * sizeof *logit);
+    float *prob = ds4_scratch_alloc(E * sizeof *prob);
+    unsigned char *taken = ds4_scratch_alloc(E);
+    int32_t *ids = ds4_scratch_alloc(K * sizeof *ids);
+    float *wts = ds4_scratch_alloc(K * sizeof *wts);
+    uint32_t *votes = ds4_scratch_alloc(E * sizeof *votes);
+    int32_t *order = ds4_scratch_alloc(E * sizeof *order);
+    int32_t *keep = ds4_scratch_alloc((size_t)L->n_expert * sizeof *keep);
+    unsigned char *kept = ds4_scratch_alloc((size_t)L->n_expert);
+    if (!logit || !prob || !taken || !ids || !wts || !votes || !order || !keep || !kept) goto done;
+    if (N->hash_layer)
+        memset(logit, 0, n * E * sizeof *logit);  /* ids come from the token alone */
+    else if (ds4_fw_matmul(&N->gate_inp, 0, E, g, D, n, logit, E, impl))
+        goto done;
+    /* an expert's weight: over the tokens, K for a token's first pick down to 1 for its
+     * last (route_token picks in falling score; a hash row counts in its order) */
+    memset(votes, 0, E * sizeof *votes);
+    uint32_t most = 0;
+    for (size_t t = 0; t < n; t++) {
+        if (route_token(N, logit + t * E, tokens[t], prob, taken, ids, wts)) goto done;
+        for (size_t k = 0; k < K; k++) {
+            votes[ids[k]] += (uint32_t)(K - k);
+            if (votes[ids[k]] > most) most = votes[ids[k]];
+        }
+    }
+    int m = 0;
+    for (uint32_t v = most; v > 0; v--)
+        for (size_t e = 0; e < E; e++)
+            if (votes[e] == v) order[m++] = (int32_t)e;
+    int n_keep = 0;
+    memset(kept, 0, (size_t)L->n_expert);
+    for (size_t i = 0; i < n * (size_t)L->n_used; i++)
+        if (!kept[cur_ids[i]]) {
+            kept[cur_ids[i]] = 1;
+            keep[n_keep++] = cur_ids[i];
+        }
+    ds4_xc_readahead(L->xc, L->layer_id + 1, order, m, L->layer_id, keep, n_keep);
+done:
+    ds4_scratch_reset(mark);
+}
+
 int ds4_fw_ffn(const ds4_fw_layer *L, const float *g, const int32_t *tokens, size_t n,
                float *out, int impl) {
     size_t D = (size_t)L->n_embd, E = (size_t)L->n_expert, K = (size_t)L->n_used;
@@ -364,8 +418,6 @@ int ds4_fw_ffn(const ds4_fw_layer *L, const float *g, const int32_t *tokens, siz
     ds4_cpu_experts gate = experts_of(&L->gate_exps), up = experts_of(&L->up_exps);
     ds4_cpu_experts down = experts_of(&L->down_exps);
     int fused = q8k_type(gate.type) && q8k_type(up.type) && q8k_type(down.type);
-    /* SSD streaming: the next layer's likely experts load while this one computes */
-    if (L->xc) ds4_xc_readahead(L->xc, L->layer_id + 1);
     for (size_t t = 0; t < n; t++) {
         int32_t *ids = all_ids + t * K;
         float *wts = all_wts + t * K;
@@ -378,6 +430,8 @@ int ds4_fw_ffn(const ds4_fw_layer *L, const float *g, const int32_t *tokens, siz
             rc = moe_generic(L, g + t * D, ids, wts, out + t * D, impl);
         if (rc) goto done;
     }
+    /* SSD streaming: the next layer's predicted experts load while this one computes */
+    if (L->xc && L->next) read_ahead_next(L, g, tokens, n, all_ids, impl);
     if (fused && (n > 1 || L->xc) && (rc = moe_grouped(L, g, n, all_ids, all_wts, out, impl)))
         goto done;
 

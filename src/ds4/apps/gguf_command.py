@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -12,11 +13,12 @@ import numpy as np
 from ds4.apps import flag_types, gguf_convert, gguf_score, gguf_tiny, wiring
 from ds4.apps.gguf_report import build_report, render_text
 from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.apps.release_shapes import PRESET_NAMES, preset_shape
 from ds4.domain.convert.hf_config import hparams_from_config
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import DEQUANTIZABLE, GGMLType
 from ds4.domain.model.hparams import DeepSeekV4HParams, check_architecture
-from ds4.domain.model.presets import PRESETS
+from ds4.domain.model.presets import preset_differences
 from ds4.domain.model.validation import validate_model_file
 
 EXIT_INVALID = 1
@@ -47,9 +49,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     inspect.add_argument(
         "--preset",
-        choices=sorted(PRESETS),
+        choices=PRESET_NAMES,
         default=None,
-        help="also require the shape of this named preset (default: any valid shape passes)",
+        help="also require the shape of this named preset: flash (ds4's Flash shape) or "
+        "pro (DeepSeek V4 PRO, from its release's config.json shipped with ds4) "
+        "(default: any valid shape passes)",
     )
     inspect.add_argument(
         "--preset-config",
@@ -108,11 +112,25 @@ def config_shape(path: str) -> tuple[str, DeepSeekV4HParams]:
     return f"config {Path(path).name}", hp
 
 
+def required_shape(args: argparse.Namespace) -> tuple[str, DeepSeekV4HParams] | None:
+    """The shape --preset or --preset-config asks the file to have (at most one)."""
+    if args.preset is not None and args.preset_config is not None:
+        raise Ds4Error("--preset and --preset-config each name a shape to require: give one")
+    if args.preset_config is not None:
+        return config_shape(args.preset_config)
+    if args.preset is not None:
+        return f"preset {args.preset}", preset_shape(args.preset)
+    return None
+
+
 def run_inspect(args: argparse.Namespace) -> int:
-    shape = config_shape(args.preset_config) if args.preset_config is not None else None
+    shape = required_shape(args)
     model = wiring.open_model_file(args.file)
     try:
-        report = validate_model_file(model, require_preset=args.preset, require_shape=shape)
+        report = validate_model_file(model, require_shape=shape)
+        hp = report.hparams
+        if args.preset and shape and hp and not preset_differences(hp, shape[1]):
+            report = dataclasses.replace(report, preset=args.preset)  # e.g. "pro"
         data = build_report(model, report)
     finally:
         model.close()

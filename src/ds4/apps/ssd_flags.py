@@ -99,9 +99,9 @@ def add_ssd_streaming_flags(parser: argparse.ArgumentParser) -> None:
         type=flag_types.int_in(0, 1024),
         default=0,
         metavar="N",
-        help="while a layer computes, a background thread loads the next layer's N "
-        "likeliest experts (highest decayed use counts), each only over a colder one "
-        "(0..1024; 0: off)",
+        help="while a layer computes, a background thread loads up to N of the experts "
+        "the next layer's router predicts from this layer's input (exact for a "
+        "hash-routed layer); costs disk reads for wrong guesses (0..1024; 0: off)",
     )
     g.add_argument(
         "--ssd-streaming-mlock",

@@ -55,7 +55,15 @@ ALL = 1 << 20  # more than any tiny model has: every expert fits
         (
             "tiny_all_kinds",
             "ds4",
-            [(1, "decayed", 0), (3, "lru", 0), (5, "decayed", 2), (ALL, "lru", 0)],
+            [
+                (1, "decayed", 0),
+                (3, "lru", 0),
+                (5, "decayed", 2),
+                (ALL, "lru", 0),
+                (1, "decayed", 6),
+                (3, "decayed", 6),
+                (ALL, "decayed", 6),
+            ],
         ),
         ("tiny_all_kinds", "exact", [(1, "lru", 1)]),
         # F32 experts: the generic per-slot matmul path
@@ -84,6 +92,39 @@ def test_streaming_is_bit_identical_to_the_mapped_run(
         assert stats.bytes_read > 0 and stats.resident <= stats.slots
         if experts == 1:
             assert stats.hits < stats.accesses  # a budget of one must evict
+
+
+def test_read_ahead_predicts_from_the_next_router_and_loads_ahead(
+    tiny_all_kinds: Path, prompt: list[int]
+) -> None:
+    """Read-ahead on: every layer after the first gets a prediction per token, the
+    predictions are counted against what the layer then used, and predicted experts
+    that were missing get loaded by the background thread (bytes stay the file's: the
+    bit-identity test above covers that)."""
+    options = StreamingOptions(cache=CacheSpec(experts=4), readahead=6)
+    runner = open_cpu_runner(str(tiny_all_kinds), threads=2, streaming=options)
+    assert runner.streaming is not None
+    session = runner.new_session(len(prompt) + 12)
+    logits = session.prefill(prompt)
+    before = runner.streaming.stats()
+    steps = 8
+    for _ in range(steps):
+        logits = session.eval(int(logits.argmax()))
+    st = runner.streaming.stats().since(before)
+    hp = runner.hparams
+    # one token per step: each later layer predicts n_used experts and then uses n_used
+    assert st.predicted == steps * (hp.n_layer - 1) * hp.n_expert_used
+    assert st.predicted_layer_used == st.predicted
+    assert 0 < st.predicted_correct <= st.predicted
+    # how many get loaded depends on thread timing; none is used that was not loaded
+    assert st.readahead_used <= st.readahead_loaded
+    off = open_cpu_runner(str(tiny_all_kinds), threads=2,
+                          streaming=StreamingOptions(cache=CacheSpec(experts=4)))  # fmt: skip
+    assert off.streaming is not None
+    session = off.new_session(len(prompt) + 12)
+    logits = session.prefill(prompt)
+    logits = session.eval(int(logits.argmax()))
+    assert off.streaming.stats().predicted == 0  # read-ahead off: no predictions made
 
 
 @pytest.mark.parametrize("policy", ["lru", "decayed"])

@@ -1,27 +1,18 @@
 """`ds4 gguf inspect --preset-config config.json` on a PRO-shaped sparse file.
 
-TEST FIXTURE, NOT FACTS: the real DeepSeek V4 PRO config.json is not available here.
-The config below is written for this test: 61 layers, hidden 7168, 384 routed experts,
-6 used, expert hidden 3072 are third-party orientation values; every other field is a
-Flash value kept so the shape is a valid DeepSeek V4 architecture. Nothing in ds4 is
-derived from these numbers; the command reads whatever config.json the user supplies.
+TEST FIXTURE: a config.json written for this test (61 layers, hidden 7168, 384 routed
+experts, 6 used, expert hidden 3072, every other field Flash's), so the command is
+tested on a config that is not the shipped one. The release's own PRO config ships with
+ds4 and is tested through `--preset pro` (test_pro_preset.py).
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-from ds4.adapters.gguf.writer import GGUFWriter
-from ds4.apps import wiring
-from ds4.domain.convert.hf_config import hparams_from_config
-from ds4.domain.convert.quant_presets import quant_plan
-from ds4.domain.model.catalog import model_tensors
-from ds4.domain.model.hparams import hparams_metadata
+from tests.support.sparse_gguf import inspect, write_sparse
 
 N_LAYER = 61
 
@@ -43,32 +34,6 @@ def pro_shaped_config() -> dict[str, object]:
         "norm_topk_prob": True, "swiglu_limit": 10.0, "compress_ratios": ratios,
         "num_nextn_predict_layers": 1,
     }  # fmt: skip
-
-
-def write_sparse(path: Path, config: dict[str, object], *, wrong: str | None = None) -> Path:
-    """The catalog's tensors for the config's shape, data a hole; `wrong` names one
-    tensor written with its first dimension halved."""
-    hp = hparams_from_config(config)
-    plan = quant_plan("q2", hp)
-    with GGUFWriter(path) as w:
-        for key, value in {**hparams_metadata(hp), **wiring.tokenizer_records(None)}.items():
-            w.add_metadata(key, value)
-        for spec in model_tensors(hp):
-            if spec.optional and spec.layer is not None and hp.is_hash_layer(spec.layer):
-                continue
-            dims = spec.dims
-            if spec.name == wrong:
-                dims = (dims[0] // 2, *dims[1:])
-            w.add_tensor(spec.name, dims, plan.tensor_type(spec, hp))
-        w.finish(sparse=True)
-    return path
-
-
-def inspect(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ds4", "gguf", "inspect", *args],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")

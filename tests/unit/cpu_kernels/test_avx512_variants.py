@@ -1,7 +1,10 @@
-"""The AVX-512 kernel set (docs/adr/0060-avx512-kernels-and-pool-spin.md): the Q2_K row
-kernel within the stated rounding bound of scalar at block-boundary lengths, the Q8_0
-prefill tile bit-identical to the AVX2 row kernel for every rows / tokens / blocks
-remainder, -128 codes routed to scalar inside a batch, and the pool's spin setting."""
+"""The AVX-512 kernel set (docs/adr/0060-avx512-kernels-and-pool-spin.md,
+docs/adr/0062-multi-row-decode-kernels.md): the Q2_K row kernel within the stated
+rounding bound of scalar at block-boundary lengths, the multi-row decode kernels
+bit-identical to the row kernels (Q2_K: its own; Q8_0: the AVX2 one) for every group
+remainder and thread count, the Q8_0 prefill tile bit-identical to the AVX2 row kernel
+for every rows / tokens / blocks remainder, -128 codes routed to scalar inside a batch,
+and the pool's spin setting."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 
 pytestmark = pytest.mark.skipif(
-    "avx512" not in ck.available_impls(), reason="no AVX-512 VBMI/VNNI on this CPU"
+    "avx512" not in ck.available_impls(), reason="no AVX-512 VBMI/VNNI/GFNI on this CPU"
 )
 Q8, Q2K = GGMLType.Q8_0, GGMLType.Q2_K
 
@@ -40,6 +43,46 @@ def test_q2k_row_kernel_within_bound_of_scalar(cols: int, rows: int) -> None:
         edge, Q2K, x, impl="scalar"
     )
     assert np.all(np.abs(diff) <= bound)
+
+
+@pytest.mark.parametrize("cols", [256, 512, 768])
+@pytest.mark.parametrize("rows", [4, 5, 7, 8, 13])
+def test_q2k_multi_row_kernel_equals_the_row_kernel(cols: int, rows: int) -> None:
+    """A matvec runs rows in groups of 4 (the rest through the row kernel); a one-row
+    matvec runs the row kernel. Every row's result is the same bits either way, for any
+    thread count, and within the bound of scalar (1..3 blocks, group remainders 0..3)."""
+    raw = quant_rows(Q2K, rows, cols, seed=7 * cols + rows)
+    x = np.random.default_rng(cols + rows).standard_normal(cols).astype(np.float32)
+    grouped = [ck.matvec(raw, Q2K, x, threads=n, impl="avx512") for n in (1, 2, 3)]
+    assert same_bits(grouped[0], grouped[1]) and same_bits(grouped[0], grouped[2])
+    one_by_one = np.concatenate(
+        [ck.matvec(raw[r : r + 1], Q2K, x, impl="avx512") for r in range(rows)]
+    )
+    assert same_bits(grouped[0], one_by_one)
+    scalar = ck.matvec(raw, Q2K, x, impl="scalar")
+    bound = RTOL * magnitude_sum(raw, Q2K, x)
+    assert np.all(np.abs(grouped[0].astype(np.float64) - scalar) <= bound)
+    edge = quant_rows(Q2K, rows, cols, seed=2, edge=True)  # all-max codes and scales
+    diff = ck.matvec(edge, Q2K, x, impl="avx512").astype(np.float64) - ck.matvec(
+        edge, Q2K, x, impl="scalar"
+    )
+    assert np.all(np.abs(diff) <= RTOL * magnitude_sum(edge, Q2K, x))
+
+
+@pytest.mark.parametrize("cols", [32, 64, 96, 160, 1024])
+@pytest.mark.parametrize("rows", [1, 3, 4, 6, 9])
+def test_q8_0_multi_row_decode_is_bit_identical_to_avx2(cols: int, rows: int) -> None:
+    """Decode takes 4 rows at a time; each output equals the AVX2 row kernel's bits (so
+    a token decoded alone equals the same token in a prefill tile), any thread count."""
+    raw = quant_rows(Q8, rows, cols, seed=cols * 3 + rows)
+    x = np.random.default_rng(rows).standard_normal(cols).astype(np.float32)
+    avx2 = ck.matvec(raw, Q8, x, impl="avx2")
+    for n in (1, 2, 3):
+        assert same_bits(ck.matvec(raw, Q8, x, threads=n, impl="avx512"), avx2)
+    # fewer than 4 tokens: no tile, every token through the multi-row kernel
+    xs = np.random.default_rng(rows + 1).standard_normal((3, cols)).astype(np.float32)
+    batch = ck.matmul(raw, Q8, xs, impl="avx512")
+    assert all(same_bits(batch[t], ck.matvec(raw, Q8, xs[t], impl="avx2")) for t in range(3))
 
 
 @pytest.mark.parametrize("cols", [32, 64, 96, 160, 1024])

@@ -30,6 +30,20 @@ def test_expert_cache_gauges_read_the_counters_at_scrape() -> None:
     assert "ds4_expert_cache_hit_rate 0.75" in text
     assert "ds4_expert_cache_bytes_read 5e+06" in text
     assert "ds4_expert_cache_stall_seconds 0.25" in text
+    assert "ds4_expert_cache_prediction_precision 0.0" in text  # read-ahead off
+
+
+def test_read_ahead_counters_and_prediction_quality() -> None:
+    stats = ExpertCacheStats(slots=12, resident=12, accesses=40, hits=30, misses=10,
+                             evictions=2, bytes_read=5_000_000, read_seconds=0.5,
+                             stall_seconds=0.25, readahead_loaded=8, readahead_used=6,
+                             predicted=20, predicted_layer_used=16,
+                             predicted_correct=12)  # fmt: skip
+    text = _metrics(stats)
+    assert "ds4_expert_cache_readahead_loaded 8.0" in text
+    assert "ds4_expert_cache_readahead_used 6.0" in text
+    assert "ds4_expert_cache_prediction_precision 0.6" in text
+    assert "ds4_expert_cache_prediction_recall 0.75" in text
 
 
 def test_no_expert_cache_no_gauges() -> None:

@@ -128,6 +128,10 @@ _EXPERT_CACHE_GAUGES = (
     ("bytes_read", "expert bytes read from the model file"),
     ("read_seconds", "time spent reading experts from the model file"),
     ("stall_seconds", "time the forward waited for missing experts"),
+    ("readahead_loaded", "experts the read-ahead thread loaded"),
+    ("readahead_used", "experts loaded ahead that were used before eviction"),
+    ("prediction_precision", "read-ahead: predicted experts the layer then used / predicted"),
+    ("prediction_recall", "read-ahead: experts a layer used that had been predicted / used"),
 )
 
 

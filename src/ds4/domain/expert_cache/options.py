@@ -16,7 +16,9 @@ class StreamingOptions:
     simulate_used_bytes: int = 0  # taken off available memory (budget experiments)
     profile: str | None = None  # read at start when it exists, written at close
     policy: str = "decayed"
-    readahead: int = 0  # next-layer experts loaded ahead per layer (0: off)
+    readahead: int = (
+        0  # at most this many of the next layer's predicted experts loaded ahead (0: off)
+    )
     direct: bool = True  # try O_DIRECT (False: pread + FADV_DONTNEED always)
     lock: bool = False  # mlock the non-routed weights and the expert cache
     half_life: float | None = None  # in expert uses; None: HALF_LIFE_TOKENS of decode
@@ -47,10 +49,22 @@ class ExpertCacheStats:
     stall_seconds: float
     readahead_loaded: int = 0  # experts the read-ahead thread loaded
     readahead_used: int = 0  # ... and that were used before being evicted
+    predicted: int = 0  # experts the next layer's router predicted (distinct per layer)
+    predicted_layer_used: int = 0  # distinct experts those layers then used
+    predicted_correct: int = 0  # ... that had been predicted
 
     @property
     def hit_rate(self) -> float:
         return self.hits / self.accesses if self.accesses else 0.0
+
+    @property
+    def prediction_precision(self) -> float:
+        return self.predicted_correct / self.predicted if self.predicted else 0.0
+
+    @property
+    def prediction_recall(self) -> float:
+        used = self.predicted_layer_used
+        return self.predicted_correct / used if used else 0.0
 
     @property
     def read_bytes_per_second(self) -> float:
@@ -64,5 +78,7 @@ class ExpertCacheStats:
             self.evictions - before.evictions, self.bytes_read - before.bytes_read,
             self.read_seconds - before.read_seconds, self.stall_seconds - before.stall_seconds,
             self.readahead_loaded - before.readahead_loaded,
-            self.readahead_used - before.readahead_used,
+            self.readahead_used - before.readahead_used, self.predicted - before.predicted,
+            self.predicted_layer_used - before.predicted_layer_used,
+            self.predicted_correct - before.predicted_correct,
         )  # fmt: skip

@@ -105,6 +105,8 @@ class ExpertStreaming:
                 raise Ds4Error(f"layer {il}: its experts do not fit a cache slot")
             layout.layers[il].xc = self._c
             layout.layers[il].layer_id = il
+            if options.readahead and il + 1 < hp.n_layer:  # its router predicts for us
+                layout.layers[il].next = layout.layers + (il + 1)
         self._prefault(resident)
         locked = self._lock(resident, slots * slot_bytes) if options.lock else 0
         _lib.ds4_xc_set_readahead(self._c, min(options.readahead, hp.n_expert))
@@ -185,12 +187,14 @@ class ExpertStreaming:
     def stats(self) -> ExpertCacheStats:
         s = _ffi.new("ds4_xc_stats *")
         loaded, used = _ffi.new("uint64_t *"), _ffi.new("uint64_t *")
+        predicted, actual, correct = (_ffi.new("uint64_t *") for _ in range(3))
         _lib.ds4_xc_get_stats(self._c, s)
         _lib.ds4_xc_readahead_counts(self._c, loaded, used)
+        _lib.ds4_xc_prediction_counts(self._c, predicted, actual, correct)
         return ExpertCacheStats(
             self.budget.slots, int(s.resident), int(s.accesses), int(s.hits), int(s.misses),
             int(s.evictions), int(s.bytes_read), s.read_ns / 1e9, s.stall_ns / 1e9,
-            int(loaded[0]), int(used[0]),
+            int(loaded[0]), int(used[0]), int(predicted[0]), int(actual[0]), int(correct[0]),
         )  # fmt: skip
 
     def counts(self) -> list[int]:
