@@ -92,6 +92,10 @@ typedef struct {
      * kernels (a -128 code) and so the row path */
     ds4_group_tile_fn tile;
     const ds4_block_q8k *const *offset_acts;
+    /* phase 2: the table's multi-row kernel (bit-identical per row to row_dot), used for
+     * the pairs whose down kernel is row_dot; NULL where the table has none */
+    ds4_rows_fn rows_fn;
+    ds4_dot_fn row_dot;
 } grouped_job;
 
 #define GROUP_ROW_TILE 16
@@ -157,6 +161,11 @@ static void grouped_rows(void *ctx, size_t begin, size_t end) {
             size_t a = j->w2 ? pair / K : pair;  /* phase 1 reads the token's activation */
             const ds4_block_q8k *act = j->act + a * j->act_blocks;
             float *o = j->out + pair * j->rows;
+            if (j->rows_fn && j->dots1[a] == j->row_dot) {
+                j->rows_fn(b1 + r0 * j->w1->row_stride, j->w1->row_stride, r1 - r0, act, j->cols,
+                           o + r0);
+                continue;
+            }
             for (size_t r = r0; r < r1; r++) {
                 float v = j->dots1[a](b1 + r * j->w1->row_stride, act, j->cols);
                 if (b2) v = swiglu_routed(j, v, j->dots2[a](b2 + r * j->w2->row_stride, act, j->cols), pair);
@@ -189,7 +198,7 @@ static int groups_streamed(const ds4_fw_layer *L, size_t n, const expert_group *
         ds4_cpu_experts down = {part[2], 0, L->down_exps.row_stride, L->down_exps.type};
         expert_group one = {0, groups[g].first, groups[g].count};
         grouped_job job1 = {L, &one, pairs, F, D, tiles_f, &gate, &up, xq, nb_d, gdots, udots,
-                            wts, L->clamp, mid, tile, offset_acts};
+                            wts, L->clamp, mid, tile, offset_acts, NULL, NULL};
         ds4_pool_run(grouped_rows, &job1, tiles_f, 1);
         for (size_t i = one.first; i < one.first + one.count; i++) {
             size_t p = pairs[i];
@@ -199,7 +208,8 @@ static int groups_streamed(const ds4_fw_layer *L, size_t n, const expert_group *
             ddots[p] = ds4_cpu_pick_dot(tt, down.type);
         }
         grouped_job job2 = {L, &one, pairs, D, F, tiles_d, &down, NULL, mq, nb_f, ddots, NULL,
-                            wts, 0.0f, contrib, NULL, NULL};
+                            wts, 0.0f, contrib, NULL, NULL, ds4_cpu_pick_rows(table, down.type),
+                            ds4_cpu_pick_dot(table, down.type)};
         ds4_pool_run(grouped_rows, &job2, tiles_d, 1);
         ds4_xc_release(L->xc, L->layer_id, groups[g].expert);
     }
@@ -269,7 +279,7 @@ static int moe_grouped(const ds4_fw_layer *L, const float *x, size_t n, const in
         goto sum;
     }
     grouped_job job1 = {L, groups, pairs, F, D, tiles_f, &gate, &up, xq, nb_d, gdots, udots,
-                        wts, L->clamp, mid, tile, offset_acts};
+                        wts, L->clamp, mid, tile, offset_acts, NULL, NULL};
     ds4_pool_run(grouped_rows, &job1, n_groups * tiles_f, 1);
 
     for (size_t p = 0; p < P; p++) {
@@ -279,7 +289,8 @@ static int moe_grouped(const ds4_fw_layer *L, const float *x, size_t n, const in
         ddots[p] = ds4_cpu_pick_dot(tt, down.type);
     }
     grouped_job job2 = {L, groups, pairs, D, F, tiles_d, &down, NULL, mq, nb_f, ddots, NULL,
-                        wts, 0.0f, contrib, NULL, NULL};
+                        wts, 0.0f, contrib, NULL, NULL, ds4_cpu_pick_rows(table, down.type),
+                        ds4_cpu_pick_dot(table, down.type)};
     ds4_pool_run(grouped_rows, &job2, n_groups * tiles_d, 1);
 
 sum:
