@@ -1,9 +1,10 @@
 """Compiles native/vulkan/*.comp to SPIR-V with glslc; run by the package build (setup.py).
 
 Each shader is built twice (NAME.sg.spv with subgroup reductions, NAME.spv without) for
-Vulkan 1.1; the matvec shaders also as NAME_decode (one token per workgroup). Without
-glslc the build still succeeds: it writes MISSING saying why, and the Vulkan backend
-reports itself unavailable with that reason (docs/vulkan.md).
+Vulkan 1.1; the matvec shaders also as NAME_decode (one token per workgroup), all
+matvec shaders as NAME_moe (expert-indexed) and the _q8 ones as NAME_moe_grouped (by
+expert). Without glslc the build still succeeds: it writes MISSING saying why, and the
+Vulkan backend reports itself unavailable with that reason (docs/vulkan.md).
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ def compile_shaders(out_dir: Path) -> str | None:
         shapes: list[tuple[str, list[str]]] = [("", [])]
         if source.stem.startswith("matvec_") and not source.stem.endswith("_q8"):
             shapes.append(("_decode", ["-DNT=1"]))
+        if source.stem.startswith("matvec_"):  # expert-indexed (MoE) build
+            shapes.append(("_moe", ["-DMOE=1"]))
+        if source.stem.startswith("matvec_") and source.stem.endswith("_q8"):
+            shapes.append(("_moe_grouped", ["-DMOE=1", "-DGROUPED=1"]))
         for name, defines in shapes:
             for variant, suffix in ((1, ".sg.spv"), (0, ".spv")):
                 target = out_dir / (source.stem + name + suffix)

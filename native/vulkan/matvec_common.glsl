@@ -24,7 +24,20 @@ layout(push_constant) uniform Params {
     uint n_tok;      // tokens in x and y
     uint row_bytes;  // bytes of one weight row
     uint w_offset;   // byte offset of row 0 in the weight buffer (expert slices)
+#ifdef MOE
+    uint x_div;      // activation row of pair q: q / x_div (k: shared per token; 1: own)
+#endif
 } p;
+
+#ifdef MOE
+// The expert-grouped variant (built as NAME_moe, docs/vulkan.md#kernels): workgroup z is
+// a chunk of moe_group.comp's table, up to NT (token, slot) pairs routed to one expert;
+// rows is rows per expert, expert e's matrix starts e * rows rows into the tensor.
+// Binding 3 is the IQ2_XXS grid (any buffer for other types).
+layout(std430, binding = 4) readonly buffer Perm { uint perm[]; };
+layout(std430, binding = 5) readonly buffer Chunks { uint chunks[]; };
+uint x_row[NT];
+#endif
 
 #include "reduce.glsl"
 
@@ -33,10 +46,37 @@ int sbyte_at(uint off) { return int(byte_at(off) << 24) >> 24; }
 // 16-bit fields are 2-byte aligned in every block format used, so never straddle words.
 uint u16_at(uint off) { return (wdata[off >> 2] >> ((off & 2u) * 8u)) & 0xFFFFu; }
 float f16_at(uint off) { return unpackHalf2x16(u16_at(off)).x; }
+#ifdef MOE
+float xval(uint t, uint k) { return xdata[x_row[t] * p.cols + k]; }
+#else
 float xval(uint t, uint k) { return xdata[t * p.cols + k]; }
+#endif
 
 void row_partial(uint rb, uint tok0, uint nt, inout float acc[NT]);
 
+#ifdef MOE
+void main() {
+    uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    uint c = gl_WorkGroupID.z;
+    if (row >= p.rows || c >= chunks[0]) return;  // uniform across the workgroup
+    uint e = chunks[1u + 3u * c];
+    uint first = chunks[2u + 3u * c];
+    uint nt = chunks[3u + 3u * c];
+    uint pair[NT];
+    for (uint t = 0; t < NT; ++t) {
+        pair[t] = perm[first + min(t, nt - 1u)];
+        x_row[t] = pair[t] / p.x_div;
+    }
+    float acc[NT];
+    for (uint t = 0; t < NT; ++t) acc[t] = 0.0;
+    row_partial(p.w_offset + (e * p.rows + row) * p.row_bytes, 0u, nt, acc);
+    reduce_all(acc);
+    if (gl_LocalInvocationID.x < nt) {
+        uint t = gl_LocalInvocationID.x;
+        ydata[pair[t] * p.rows + row] = acc[t];
+    }
+}
+#else
 void main() {
     uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
     if (row >= p.rows) return;  // uniform across the workgroup
@@ -51,3 +91,4 @@ void main() {
         ydata[(tok0 + t) * p.rows + row] = acc[t];
     }
 }
+#endif

@@ -7,7 +7,11 @@
 #include "subgroup.glsl"
 
 #define WG 64
+#ifdef GROUPED
+#define NT 8  // pairs of one expert per workgroup (a moe_group chunk)
+#else
 #define NT 1
+#endif
 layout(local_size_x = WG) in;
 
 layout(std430, binding = 0) readonly buffer Weights { uint wdata[]; };
@@ -22,7 +26,25 @@ layout(push_constant) uniform Params {
     uint n_tok;
     uint row_bytes;
     uint w_offset;
+#ifdef MOE
+    uint x_div;  // activation row of pair q: q / x_div (k: shared per token; 1: its own)
+#endif
 } p;
+
+#ifdef GROUPED
+// The expert-grouped variant (NAME_moe_grouped): workgroup z is a chunk of moe_group's
+// table, up to NT pairs of one expert; the invocation's blocks of a row are dotted with
+// each pair's codes in turn, so the row's bytes are fetched once per chunk (the later
+// pairs hit the cache). Per pair the same terms in the same order as NAME_moe: the
+// same bits. Binding 5 is the IQ2_XXS grid (any buffer for other types).
+layout(std430, binding = 6) readonly buffer Perm { uint perm[]; };
+layout(std430, binding = 7) readonly buffer Chunks { uint chunks[]; };
+#elif defined(MOE)
+// The expert-indexed variant (built as NAME_moe, docs/vulkan.md#kernels): workgroup z is
+// a (token, slot) pair q routed to expert ids[q]; rows is rows per expert. Binding 5 is
+// the IQ2_XXS grid (any buffer for other types).
+layout(std430, binding = 6) readonly buffer Ids { int ids[]; };
+#endif
 
 #include "reduce.glsl"
 
@@ -39,14 +61,49 @@ int code(uint t, uint k) {
 float block_term(uint rb, uint t, uint b);  // this block's f32 term, as the reference forms it
 uint n_blocks();
 
+#ifdef GROUPED
+void main() {
+    uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    uint c = gl_WorkGroupID.z;
+    if (row >= p.rows || c >= chunks[0]) return;  // uniform across the workgroup
+    uint e = chunks[1u + 3u * c];
+    uint first = chunks[2u + 3u * c];
+    uint nt = chunks[3u + 3u * c];
+    uint pair[NT];
+    uint xr[NT];
+    for (uint t = 0; t < NT; ++t) {
+        pair[t] = perm[first + min(t, nt - 1u)];
+        xr[t] = pair[t] / p.x_div;
+    }
+    float acc[NT];
+    for (uint t = 0; t < NT; ++t) acc[t] = 0.0;
+    uint rb = p.w_offset + (e * p.rows + row) * p.row_bytes;
+    for (uint b = gl_LocalInvocationID.x; b < n_blocks(); b += WG) {
+        for (uint t = 0; t < NT; ++t) if (t < nt) acc[t] += block_term(rb, xr[t], b);
+    }
+    reduce_all(acc);
+    if (gl_LocalInvocationID.x < nt) {
+        uint t = gl_LocalInvocationID.x;
+        ydata[pair[t] * p.rows + row] = acc[t];
+    }
+}
+#else
 void main() {
     uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
     if (row >= p.rows) return;
-    uint t = gl_WorkGroupID.z;
+#ifdef MOE
+    uint q = gl_WorkGroupID.z;
+    uint t = q / p.x_div;
+    uint rb = p.w_offset + (uint(ids[q]) * p.rows + row) * p.row_bytes;
+#else
+    uint q = gl_WorkGroupID.z;
+    uint t = q;
+    uint rb = p.w_offset + row * p.row_bytes;
+#endif
     float acc[NT];
     acc[0] = 0.0;
-    uint rb = p.w_offset + row * p.row_bytes;
     for (uint b = gl_LocalInvocationID.x; b < n_blocks(); b += WG) acc[0] += block_term(rb, t, b);
     reduce_all(acc);
-    if (gl_LocalInvocationID.x == 0u) ydata[t * p.rows + row] = acc[0];
+    if (gl_LocalInvocationID.x == 0u) ydata[q * p.rows + row] = acc[0];
 }
+#endif

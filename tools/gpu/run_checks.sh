@@ -55,5 +55,10 @@ echo "== Flash-shaped weight products of whole layers (43 layers, ~7.6 GB reside
 # shellcheck disable=SC2086
 timeout 300 "$PY" bench/vulkan_flash_decode_bench.py ${FLASH_ARGS:---layers 43 --steps 3} \
     || status=1
+if "$PY" -c 'import ds4.apps.cli' 2>/dev/null && [ -f models/demo.gguf ]; then
+    echo "== the device-resident forward vs the earlier host forward (demo model, greedy)"
+    timeout 300 "$PY" bench/vulkan_device_forward_bench.py --steps 32 --prompt-tokens 64 \
+        || status=1
+fi
 echo "== done (status $status); log in $LOG"
 exit $status

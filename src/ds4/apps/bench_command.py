@@ -326,6 +326,9 @@ def run(args: argparse.Namespace) -> int:
             out.close()
     if speculative is not None and rows:
         print(mtp_summary(rows, args.mtp_draft), file=sys.stderr)
+    device = wiring.device_step_report(engine.runner)
+    if device is not None:
+        print(device, file=sys.stderr)
     if args.plot is not None:
         from ds4.apps.bench_plot import plot_rows
 

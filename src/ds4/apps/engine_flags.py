@@ -37,8 +37,8 @@ def add_backend_flags(parser: argparse.ArgumentParser, *, scripted: bool = False
         choices=choices,
         default=wiring.default_backend(),
         help="compute backend: cpu (native kernels on the mapped weights), reference (the "
-        "numpy engine checked against HF transformers), vulkan (the reference engine with its "
-        f"weight products on a Vulkan GPU; docs/vulkan.md){scripted_help}",
+        "numpy engine checked against HF transformers), vulkan (the whole forward and the KV "
+        f"state on a Vulkan GPU; docs/vulkan.md){scripted_help}",
     )
     parser.add_argument(
         "-t",

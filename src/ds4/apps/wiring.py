@@ -8,6 +8,7 @@ command pays only for what it uses.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -176,7 +177,7 @@ def model_runner(
     log: Callable[[str], None] | None = None,
 ) -> ModelRunner:
     """The compute backend (`--backend`) over an opened model: native cpu, reference
-    numpy, vulkan (the reference forward with its weight products on the GPU), or the
+    numpy, vulkan (the device-resident forward, docs/vulkan.md), or the
     scripted test double (no model). threads sizes the cpu backend's kernel pool
     (default: every core). distributed: the cpu backend's layers split by range across
     Ray workers (docs/distributed.md); log gets one line per range."""
@@ -236,6 +237,18 @@ def expert_cache_stats(runner: ModelRunner) -> Callable[[], ExpertCacheStats] | 
     if not isinstance(runner, CpuRunner) or runner.streaming is None:
         return None
     return runner.streaming.stats
+
+
+def device_step_report(runner: ModelRunner) -> str | None:
+    """What the vulkan backend's last step cost (submissions, host fallbacks), else None
+    (ds4 bench prints it)."""
+    module = sys.modules.get("ds4.adapters.compute.vulkan.runner")
+    if module is None or not isinstance(runner, module.VulkanRunner):
+        return None  # not imported: no vulkan runner exists
+    last = runner.device_forward.last
+    detours = ", ".join(f"{k} x{v}" for k, v in last.fallbacks.items()) or "none"
+    return (f"vulkan: last step ({last.tokens} tokens): {last.submissions} submission(s), "
+            f"host fallbacks: {detours}")  # fmt: skip
 
 
 def draft_model(path: str, runner: ModelRunner, main: DeepSeekV4HParams) -> DraftModel:

@@ -39,7 +39,7 @@ def open_model(
     path: the model file; None takes the rule of `ds4 cli` and `ds4 server`
     ($DS4_MODEL, else ./ds4flash.gguf, else the demo model of a source checkout).
     backend: "cpu" (native kernels; the default where they are built), "reference"
-    (numpy) or "vulkan" (the reference engine with its weight products on a Vulkan GPU,
+    (numpy) or "vulkan" (the whole forward and the KV state on a Vulkan GPU,
     docs/vulkan.md). numerics: "ds4", "exact" (cpu only) or "fp32". threads: the cpu
     backend's kernel threads (default: every core).
     """

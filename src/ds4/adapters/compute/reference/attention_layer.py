@@ -72,7 +72,7 @@ class LayerSetup:
         return self.weights.small(self.prefix + suffix)
 
 
-def _store_row(setup: LayerSetup, row: F32) -> F32:
+def store_row(setup: LayerSetup, row: F32) -> F32:
     """Rounding of a KV row entering a cache: FP8 on the non-RoPE dims, then f16."""
     if not setup.numerics.kv_rounding:
         return row
@@ -82,21 +82,32 @@ def _store_row(setup: LayerSetup, row: F32) -> F32:
 def _emit(setup: LayerSetup, comp: CompressorHistory, norm: str, last: int) -> None:
     """Pool the window ending at token `last` into one compressed row
     (docs/reference/model.md §3.4)."""
-    d = comp.row_width
-    lo = max(0, last + 1 - comp.ratio - (4 if comp.ratio == 4 else 0))  # the overlap window
+    lo = window_start(comp.ratio, last)
     kv, sc = comp.kv.span(lo, last + 1), comp.score.span(lo, last + 1)
-    cand_kv, cand_sc = window_candidates(kv, sc, last - lo, comp.ratio, d)
+    comp.rows.append(compressed_row(setup, kv, sc, comp.ratio, comp.row_width, norm, last))
+
+
+def window_start(ratio: int, last: int) -> int:
+    """First token of the window a compressor pools at token `last` (with the overlap)."""
+    return max(0, last + 1 - ratio - (4 if ratio == 4 else 0))
+
+
+def compressed_row(
+    setup: LayerSetup, kv: F32, sc: F32, ratio: int, d: int, norm: str, last: int
+) -> F32:
+    """The row pooled from the inputs kv, sc of tokens window_start(ratio, last)..last."""
+    lo = window_start(ratio, last)
+    cand_kv, cand_sc = window_candidates(kv, sc, last - lo, ratio, d)
     row = rmsnorm(pool(cand_kv, cand_sc), setup.vec(norm), setup.hp.rms_eps)
-    first = np.array([last + 1 - comp.ratio], dtype=np.int64)
+    first = np.array([last + 1 - ratio], dtype=np.int64)
     row = apply_rope(row[None], setup.angles(first), setup.hp.n_rot)[0]
     if norm.startswith("attn_"):  # not by width: tiny shapes give both caches 128 dims
-        row = _store_row(setup, row)
-    else:
-        if setup.numerics.indexer_qat:
-            row = indexer_qat(row)
-        if setup.numerics.kv_rounding:
-            row = f16round(row)
-    comp.rows.append(row)
+        return store_row(setup, row)
+    if setup.numerics.indexer_qat:
+        row = indexer_qat(row)
+    if setup.numerics.kv_rounding:
+        row = f16round(row)
+    return row
 
 
 def _compressor_inputs(
@@ -117,7 +128,7 @@ def attention_sublayer(setup: LayerSetup, h: F32, positions: I64, state: LayerSt
     q = rmsnorm(setup.mm("attn_q_b.weight", qrn).reshape(n, hp.n_head, hp.head_dim), None, eps)
     q = apply_rope(q, ang[:, None, :], hp.n_rot)
     kv = rmsnorm(setup.mm("attn_kv.weight", h), setup.vec("attn_kv_a_norm.weight"), eps)
-    kv = _store_row(setup, apply_rope(kv, ang, hp.n_rot))
+    kv = store_row(setup, apply_rope(kv, ang, hp.n_rot))
 
     attn_in = index_in = None
     if state.attn is not None:

@@ -22,9 +22,13 @@ def ffn_sublayer(setup: LayerSetup, g: F32, tokens: I64) -> F32:
 
 def route_tokens(setup: LayerSetup, g: F32, tokens: I64) -> tuple[I64, F32]:
     """Chosen expert ids and weights, (n, k) each, for the ffn-normed input g."""
+    return route_logits(setup, setup.mm("ffn_gate_inp.weight", g), tokens)
+
+
+def route_logits(setup: LayerSetup, logits: F32, tokens: I64) -> tuple[I64, F32]:
+    """Expert ids and weights (n, k) from the router logits (n, n_expert)."""
     hp, pre, w = setup.hp, setup.prefix, setup.weights
-    n = g.shape[0]
-    logits = setup.mm("ffn_gate_inp.weight", g)
+    n = logits.shape[0]
     bias = w.small(pre + "exp_probs_b.bias") if w.has(pre + "exp_probs_b.bias") else None
     hashed = w.int_rows(pre + "ffn_gate_tid2eid.weight", tokens) if setup.is_hash else None
     ids = np.empty((n, hp.n_expert_used), dtype=np.int64)

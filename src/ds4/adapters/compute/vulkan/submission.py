@@ -16,7 +16,7 @@ from ds4.adapters.compute.vulkan.pipelines import PUSH_BYTES, PipelineCache
 from ds4.adapters.compute.vulkan.vk_api import check, ffi
 from ds4.domain.errors import Ds4Error
 
-MAX_SETS = 4096
+MAX_SETS = 16384  # a Flash step (43 layers, ~75 dispatches each) fits in one
 MAX_BUFFERS_PER_SET = 8
 MAX_GROUPS = 65535  # the per-dimension dispatch size every device supports
 

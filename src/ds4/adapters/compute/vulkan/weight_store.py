@@ -1,7 +1,9 @@
-"""The reference forward's weight products on the GPU (`--backend vulkan`, docs/vulkan.md).
+"""Weights resident on the GPU (`--backend vulkan`, docs/vulkan.md).
 
 Each weight tensor goes to the device once, as its raw GGUF blocks (a 3-D expert tensor
-as one buffer, experts addressed by offset); every matmul then runs there. fp32
+as one buffer, experts addressed by offset): the device forward records its products
+over them (`device`), and `matmul` serves the reference forward's host path (steering,
+activation capture) with one submission per product. fp32
 numerics: f32 dots on the decoded weights. ds4 numerics: quantized weights take the
 integer dots against activations quantized on the host by the engine's quantizers
 (matvec_q8.py); F32/F16 weights take the f32 dots (the reference sums F32 in f64 and
@@ -40,10 +42,34 @@ class VulkanWeightStore(WeightStore):
     def resident_bytes(self) -> int:
         return sum(w.buffer.size for w in self._resident.values())
 
+    @property
+    def rt(self) -> VulkanRuntime:
+        return self._rt
+
+    @property
+    def activation_quant(self) -> bool:
+        return self._numerics.activation_quant
+
+    def raw_tensor(self, name: str) -> npt.NDArray[np.uint8]:
+        """The tensor's raw GGUF bytes (e.g. the hash-routing table, uploaded as is)."""
+        raw: npt.NDArray[np.uint8] = self._model.raw(name)
+        return raw
+
     def matmul(
         self, name: str, x: F32, *, rows: slice | None = None, expert: int | None = None
     ) -> F32:
         """y[t] = W x[t] on the device; the same contract as WeightStore.matmul."""
+        w = self.device(name, rows=rows, expert=expert)
+        xs = np.asarray(x, dtype=np.float32).reshape(-1, w.cols)
+        if self._numerics.activation_quant and w.ggml_type in SHADERS_Q8:
+            return matmul_q8(w, xs)
+        return matmul(w, xs)
+
+    def device(
+        self, name: str, *, rows: slice | None = None, expert: int | None = None
+    ) -> VulkanWeights:
+        """The resident tensor `name` (uploaded on first use), or one expert's matrix or a
+        plain range of its rows, as a view of the same buffer."""
         w = self._tensor(name)
         if expert is not None:
             per_expert = self._model.tensors[name].dims[1]
@@ -55,10 +81,7 @@ class VulkanWeightStore(WeightStore):
             if step != 1 or stop <= start:
                 raise Ds4Error(f"{name}: row range {rows} is not a plain non-empty slice")
             w = w.view(start, stop - start)
-        xs = np.asarray(x, dtype=np.float32).reshape(-1, w.cols)
-        if self._numerics.activation_quant and w.ggml_type in SHADERS_Q8:
-            return matmul_q8(w, xs)
-        return matmul(w, xs)
+        return w
 
     def _tensor(self, name: str) -> VulkanWeights:
         have = self._resident.get(name)
