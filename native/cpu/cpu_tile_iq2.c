@@ -27,6 +27,8 @@ void ds4_cpu_q8k_offset(const ds4_block_q8k *x, size_t n_blocks, ds4_block_q8k *
 
 #include <immintrin.h>
 
+#include "cpu_iq2_fields_avx2.h"
+
 #define AVX512 \
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,avx2,fma,f16c")))
 #define INLINE inline __attribute__((always_inline))
@@ -188,20 +190,8 @@ AVX2 static INLINE void decode_block8(const uint8_t *qs, iq2_block8 *blk) {
     /* even dwords a0..a7 (grid indices), odd dwords s0..s7 (signs, scale) */
     __m256i idx = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(a, b, 0x88)), 0xd8);
     __m256i s = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8);
-    const __m256i m7 = _mm256_set1_epi32(0x7f);
-    __m256i t = _mm256_or_si256(
-        _mm256_or_si256(_mm256_and_si256(s, m7),
-                        _mm256_and_si256(_mm256_slli_epi32(s, 1), _mm256_slli_epi32(m7, 8))),
-        _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(s, 2), _mm256_slli_epi32(m7, 16)),
-                        _mm256_and_si256(_mm256_slli_epi32(s, 3), _mm256_slli_epi32(m7, 24))));
-    const __m256i par4 = _mm256_setr_epi8(
-        0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0,
-        0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
-    __m256i nib = _mm256_and_si256(_mm256_xor_si256(t, _mm256_srli_epi16(t, 4)),
-                                   _mm256_set1_epi8(15));
-    __m256i neg = _mm256_or_si256(t, _mm256_shuffle_epi8(par4, nib));
-    __m256i l = _mm256_or_si256(_mm256_srli_epi32(s, 27), _mm256_set1_epi32(1));
-    l = _mm256_or_si256(l, _mm256_slli_epi32(l, 16));
+    __m256i neg, l;
+    ds4_iq2_fields_avx2(s, &neg, &l);
     uint32_t ia[8], sg[8], lg[8];
     _mm256_storeu_si256((__m256i *)(void *)ia, idx);
     _mm256_storeu_si256((__m256i *)(void *)sg, neg);

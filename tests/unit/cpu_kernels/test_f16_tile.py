@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from tests.unit.cpu_kernels.kernel_blocks import float_rows, same_bits
-from tests.unit.cpu_kernels.test_simd_agreement import RTOL, magnitude_sum
+from tests.unit.cpu_kernels.tile_checks import assert_tile_equals_row_kernel
 
 from ds4.adapters.compute import cpu_kernels as ck
 from ds4.domain.gguf.ggml_types import GGMLType
@@ -25,13 +25,7 @@ F16 = GGMLType.F16
 def test_f16_tile_is_bit_identical_to_the_row_kernel(cols: int, rows: int, n_tok: int) -> None:
     raw = float_rows(F16, rows, cols, seed=cols * rows + n_tok)
     x = np.random.default_rng(n_tok).standard_normal((n_tok, cols)).astype(np.float32)
-    tiled = ck.matmul(raw, F16, x, impl="avx512")
-    alone = np.stack([ck.matvec(raw, F16, x[t], impl="avx2") for t in range(n_tok)])
-    assert same_bits(tiled, alone)
-    scalar = ck.matmul(raw, F16, x, impl="scalar")
-    for t in range(n_tok):
-        bound = RTOL * magnitude_sum(raw, F16, x[t])
-        assert np.all(np.abs(tiled[t].astype(np.float64) - scalar[t]) <= bound)
+    assert_tile_equals_row_kernel(raw, F16, x)
 
 
 def test_f16_tile_threads_do_not_change_results() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from tests.unit.cpu_kernels.kernel_blocks import quant_rows, same_bits
-from tests.unit.cpu_kernels.test_simd_agreement import RTOL, magnitude_sum
+from tests.unit.cpu_kernels.tile_checks import assert_tile_equals_row_kernel
 
 from ds4.adapters.compute import cpu_kernels as ck
 from ds4.domain.gguf.ggml_types import GGMLType
@@ -32,13 +32,7 @@ def test_tile_is_bit_identical_to_the_row_kernel(impl: str, n_tok: int, cols: in
     rows = 3 + 2 * n_tok  # 5..21: whole 8-row tiles and left-over rows
     raw = quant_rows(IQ2, rows, cols, seed=cols + n_tok)
     x = tokens(n_tok, cols, seed=n_tok)
-    tiled = ck.matmul(raw, IQ2, x, impl=impl, threads=1)
-    alone = np.stack([ck.matvec(raw, IQ2, x[t], impl="avx2") for t in range(n_tok)])
-    assert same_bits(tiled, alone)
-    scalar = ck.matmul(raw, IQ2, x, impl="scalar")
-    for t in range(n_tok):
-        bound = RTOL * magnitude_sum(raw, IQ2, x[t])
-        assert np.all(np.abs(tiled[t].astype(np.float64) - scalar[t]) <= bound)
+    assert_tile_equals_row_kernel(raw, IQ2, x, impl=impl, threads=1)
 
 
 @pytest.mark.parametrize("impl", TILED)
