@@ -11,17 +11,30 @@ compressor emissions, indexer, routed + shared experts.
   fraction of this machine's copy bandwidth measured in the same run.
 
 Run (from the repository root): .venv/bin/python -m bench.flash_layer_bench [--prefill 512]
-[--decode 16] [--numerics ds4|exact] [--preset flash|pro]
+[--decode 16] [--numerics ds4|exact] [--preset flash|pro] [--compare avx2 | --rev main]
+[--rounds N]
 About 3 GB of RAM for Flash's layer, about 10 GB for PRO's (`--preset pro`: the shape of
 DeepSeek V4 PRO's release config.json shipped with ds4, docs/model-presets.md).
+
+--rev compares against a previous revision's native code in the same process: its
+native/ tree is compiled into a second cffi module (bench.kernel_vs_previous_bench's
+build_old) and a second copy of the forward's Python wrapper is bound to it, over the
+same weights and tokens; the rounds alternate which side goes first and print the
+median [quartiles] of the per-round ratios next to the best rounds.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import numpy.typing as npt
@@ -149,7 +162,12 @@ def main() -> None:
                     help="also run the layer on this kernel set over the same weights, "
                          "alternating with the chosen set (--rounds times), and print the "
                          "ratios (default: no comparison)")  # fmt: skip
-    ap.add_argument("--rounds", type=int, default=2, help="alternations for --compare")
+    ap.add_argument("--rev", default=None,
+                    help="also run the layer with this git revision's native code (compiled "
+                         "into a second module, same weights, same kernel set name), "
+                         "alternating --rounds times (default: no comparison)")  # fmt: skip
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="alternations for --compare / --rev (default: 2)")  # fmt: skip
     ap.add_argument(
         "--preset",
         choices=PRESET_NAMES,
@@ -164,6 +182,10 @@ def main() -> None:
         "e.g. DeepSeek V4 PRO's, instead of Flash's (one layer of it: check the RAM)",
     )
     args = ap.parse_args()
+    if args.compare and args.rev:
+        ap.error("--compare and --rev: choose one")
+    if args.rev and not revision_exists(args.rev):
+        ap.error(f"--rev {args.rev}: not a git revision of this repository")
     if args.compare and args.compare not in cpu_kernels.available_impls():
         ap.error(f"--compare {args.compare}: not available (have {cpu_kernels.available_impls()})")
     if not 1 <= args.rounds <= 100:
@@ -224,6 +246,52 @@ def main() -> None:
     if args.compare:
         other = NativeForward(hp, model, weights, numerics, cpu_kernels.IMPLS[args.compare])
         compare(fwd, other, ids, args.prefill, args.rounds, f"{impl}/{args.compare}")
+    if args.rev:
+        from bench.kernel_vs_previous_bench import build_old
+
+        with tempfile.TemporaryDirectory() as tmp:
+            print(f"compiling {args.rev}:native/ ...", flush=True)
+            old_cls = forward_class_over(build_old(args.rev, Path(tmp)))
+            other = old_cls(hp, model, weights, numerics, cpu_kernels.IMPLS[impl])
+            compare(fwd, other, ids, args.prefill, args.rounds, f"tree/{args.rev}")
+
+
+def revision_exists(rev: str) -> bool:
+    root = Path(__file__).resolve().parent.parent
+    found = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    return found.returncode == 0
+
+
+_FORWARD_MODULES = (
+    "ds4.adapters.compute.cpu_kernels",
+    "ds4.adapters.compute.cpu.native_layout",
+    "ds4.adapters.compute.cpu.native_forward",
+)
+
+
+def forward_class_over(native: ModuleType) -> type[NativeForward]:
+    """A second NativeForward class whose wrapper modules are bound to `native` (another
+    build of ds4._native_cpu); the working tree's modules are put back afterwards."""
+    import ds4
+
+    saved = {name: sys.modules.pop(name) for name in _FORWARD_MODULES}
+    saved_native = sys.modules["ds4._native_cpu"]
+    sys.modules["ds4._native_cpu"] = native
+    ds4._native_cpu = native  # type: ignore[attr-defined]  # what `from ds4 import` reads
+    try:
+        kernels = importlib.import_module(_FORWARD_MODULES[0])
+        cls: type[NativeForward] = importlib.import_module(_FORWARD_MODULES[2]).NativeForward
+    finally:
+        for name in _FORWARD_MODULES:
+            sys.modules.pop(name, None)
+        sys.modules.update(saved)
+        sys.modules["ds4._native_cpu"] = saved_native
+        ds4._native_cpu = saved_native  # type: ignore[attr-defined]
+    kernels.set_threads(cpu_kernels.threads())  # the second module has its own pool
+    return cls
 
 
 def compare(
@@ -234,25 +302,47 @@ def compare(
     rounds: int,
     label: str,
 ) -> None:
-    """Prefill and decode of two kernel sets over the same weights, alternating which
-    goes first; best times, and a/b speed ratios (>1: a is faster)."""  # fmt: skip
+    """Prefill and decode of two forwards over the same weights, alternating which goes
+    first; best times, a/b speed ratios (>1: a is faster) of the best rounds, and the
+    median [quartiles] of the per-round ratios (decode: of each round's median step)."""
     best_pre = [float("inf")] * 2
     best_dec = [float("inf")] * 2
+    pre_ratio: list[float] = []
+    dec_ratio: list[float] = []
     for r in range(rounds):
+        pre, dec = [0.0, 0.0], [0.0, 0.0]
         for k in (0, 1) if r % 2 == 0 else (1, 0):
             fwd = (a, b)[k]
             seq = fwd.new_seq()
             t0 = time.perf_counter()
             fwd.run(seq, ids[:n_pre])
-            best_pre[k] = min(best_pre[k], time.perf_counter() - t0)
+            pre[k] = time.perf_counter() - t0
+            best_pre[k] = min(best_pre[k], pre[k])
+            steps = []
             for i in range(n_pre, ids.shape[0]):
                 before = fwd.native_seconds
                 fwd.run(seq, ids[i : i + 1])
-                best_dec[k] = min(best_dec[k], fwd.native_seconds - before)
+                steps.append(fwd.native_seconds - before)
+            best_dec[k] = min(best_dec[k], *steps) if steps else 0.0
+            dec[k] = float(np.median(steps)) if steps else 0.0
+        pre_ratio.append(pre[1] / pre[0])
+        if dec[0] > 0:
+            dec_ratio.append(dec[1] / dec[0])
+        print(f"  round {r + 1}: prefill {n_pre / pre[0]:.1f} / {n_pre / pre[1]:.1f} tok/s, "
+              f"decode median {dec[0] * 1e3:.2f} / {dec[1] * 1e3:.2f} ms", flush=True)  # fmt: skip
     print(f"{label} side by side, best of {rounds} rounds: prefill "
           f"{n_pre / best_pre[0]:.1f} / {n_pre / best_pre[1]:.1f} tok/s = "
           f"{best_pre[1] / best_pre[0]:.2f}x; decode {best_dec[0] * 1e3:.2f} / "
           f"{best_dec[1] * 1e3:.2f} ms/token = {best_dec[1] / best_dec[0]:.2f}x")  # fmt: skip
+    print(
+        f"per-round ratios, median [quartiles]: prefill {spread(pre_ratio)}"
+        + (f", decode {spread(dec_ratio)}" if dec_ratio else "")
+    )
+
+
+def spread(ratios: list[float]) -> str:
+    q1, med, q3 = np.percentile(ratios, [25, 50, 75])
+    return f"{med:.2f}x [{q1:.2f}..{q3:.2f}]"
 
 
 if __name__ == "__main__":

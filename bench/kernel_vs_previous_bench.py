@@ -253,14 +253,16 @@ def prefill_rows(sides: list[Side], rounds: int, n_tok: int, int8_peak: float) -
 def fixed_cost_rows(sides: list[Side], rounds: int) -> None:
     """Microseconds per call of products too small to be bandwidth- or compute-bound:
     the C entry through cffi (old, new, new with the pool spinning 30 us between jobs)
-    and new through the Python wrapper (cpu_kernels.matvec)."""
+    and new through the Python wrapper: cpu_kernels.matvec, and a prepared product's
+    matvec (weights checked once, output buffer passed in)."""
     from ds4.adapters.compute import cpu_kernels as ck
 
     rng = np.random.default_rng(3)
     print("\nfixed cost per call, microseconds, best round (spin: workers spin 30 us)")
     print(f"{'type':8s} {'k x m':>11s} {'old':>7s} {'new':>7s} {'spin':>7s} {'python':>7s}"
-          "  new/old  per-round")  # fmt: skip
-    for t, cols, rows in ((Q8, 256, 64), (Q8, 512, 256), (Q8, 1024, 512)):
+          f" {'prep.':>7s}  new/old  per-round")  # fmt: skip
+    # 32x1: one block, one row, so nearly all of its time is the fixed cost itself
+    for t, cols, rows in ((Q8, 32, 1), (Q8, 256, 64), (Q8, 512, 256), (Q8, 1024, 512)):
         w = random_blocks(t, rows, cols, rng)
         x = rng.standard_normal(cols).astype(np.float32)
         y = np.zeros(rows, np.float32)
@@ -274,8 +276,14 @@ def fixed_cost_rows(sides: list[Side], rounds: int) -> None:
             return ck.matvec(w, t, x)
 
         _, t_py, _ = alternate(fns[0], wrapped, max(3, rounds // 3), 2000)
+        product, out = ck.prepare(w, t, cols), np.empty(rows, np.float32)
+
+        def prepared(p: ck.PreparedProduct = product, x: F32 = x, out: F32 = out) -> object:
+            return p.matvec(x, out)
+
+        _, t_prep, _ = alternate(fns[0], prepared, max(3, rounds // 3), 2000)
         print(f"{t.name:8s} {cols:5d}x{rows:<5d} {t_old * 1e6:7.2f} {t_new * 1e6:7.2f}"
-              f" {t_spin * 1e6:7.2f} {t_py * 1e6:7.2f}"
+              f" {t_spin * 1e6:7.2f} {t_py * 1e6:7.2f} {t_prep * 1e6:7.2f}"
               f"  {t_old / t_new:6.2f}x  {spread(ratios)}")  # fmt: skip
 
 

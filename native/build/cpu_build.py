@@ -45,6 +45,8 @@ ffibuilder.set_source(
         "native/cpu/cpu_q2k_x8_avx512.c",
         "native/cpu/cpu_scratch.c",
         "native/cpu/cpu_tables.c",
+        "native/cpu/cpu_tile_f16.c",
+        "native/cpu/cpu_tile_iq2.c",
         "native/cpu/expert_cache.c",
         "native/cpu/fwd_attn.c",
         "native/cpu/fwd_ffn.c",

@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include "cpu_internal.h"
+#include "cpu_iq2_fields_avx2.h"
 #include "ds4_iq2xxs_levels.h"
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -210,21 +211,8 @@ AVX2 static inline void iq2_side(const uint8_t *qs, uint32_t side[16]) {
     /* odd dwords: s0 s1 s4 s5 | s2 s3 s6 s7, then qword order 0 2 1 3 -> s0..s7 */
     __m256i s = _mm256_castps_si256(_mm256_shuffle_ps(a, b, 0xdd));
     s = _mm256_permute4x64_epi64(s, 0xd8);
-    const __m256i m7 = _mm256_set1_epi32(0x7f);
-    __m256i t = _mm256_or_si256(
-        _mm256_or_si256(_mm256_and_si256(s, m7),
-                        _mm256_and_si256(_mm256_slli_epi32(s, 1), _mm256_slli_epi32(m7, 8))),
-        _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(s, 2), _mm256_slli_epi32(m7, 16)),
-                        _mm256_and_si256(_mm256_slli_epi32(s, 3), _mm256_slli_epi32(m7, 24))));
-    /* parity of each 7-bit field: fold the nibbles, then a 16-entry table (0 or 0x80) */
-    const __m256i par4 = _mm256_setr_epi8(
-        0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0,
-        0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
-    __m256i nib = _mm256_and_si256(_mm256_xor_si256(t, _mm256_srli_epi16(t, 4)),
-                                   _mm256_set1_epi8(15));
-    __m256i k = _mm256_or_si256(t, _mm256_shuffle_epi8(par4, nib));
-    __m256i l = _mm256_or_si256(_mm256_srli_epi32(s, 27), _mm256_set1_epi32(1));
-    l = _mm256_or_si256(l, _mm256_slli_epi32(l, 16));
+    __m256i k, l;
+    ds4_iq2_fields_avx2(s, &k, &l);
     _mm256_store_si256((__m256i *)(void *)side, k);
     _mm256_store_si256((__m256i *)(void *)(side + 8), l);
 }

@@ -91,6 +91,17 @@ enum { Q8_0_TILE_ROWS = 4, Q8_0_TILE_TOKS = 4 };
 typedef void (*ds4_tile_fn)(const uint8_t *w, size_t row_stride, const void *const *acts,
                             size_t cols, float *y, size_t y_stride);
 
+/* A group tile: `rows` weight rows (row_stride apart) times n_tok tokens, any counts;
+ * acts are the tokens' Q8_K blocks with codes offset by 128 (ds4_cpu_q8k_offset), and
+ * y[t * y_stride + r] receives row r . token t, bit-identical to the row kernel of the
+ * same table. */
+typedef void (*ds4_group_tile_fn)(const uint8_t *w, size_t row_stride, size_t rows,
+                                  const ds4_block_q8k *const *acts, size_t n_tok, size_t cols,
+                                  float *y, size_t y_stride);
+
+/* out = x with every code stored as u8 code + 128 (scale and bsums kept). */
+void ds4_cpu_q8k_offset(const ds4_block_q8k *x, size_t n_blocks, ds4_block_q8k *out);
+
 /* A decode kernel over several rows: rows 0 .. n_rows - 1 (row_stride apart) times one
  * prepared activation; y[r] is bit-identical to the row kernel of the same table. */
 typedef void (*ds4_rows_fn)(const uint8_t *w, size_t row_stride, size_t n_rows,
@@ -106,6 +117,10 @@ extern const ds4_dot_table ds4_dots_avx2;
 /* AVX-512 VNNI kernels (cpu_dot_avx512.c); call only where ds4_cpu_have_avx512(). */
 ds4_dot_fn ds4_dot_avx512_q2_k(void);
 ds4_tile_fn ds4_tile_avx512_q8_0(void);
+ds4_group_tile_fn ds4_tile_avx512_iq2_xxs(void);  /* cpu_tile_iq2.c */
+ds4_dot_fn ds4_dot_avx512_iq2_xxs(void);          /* cpu_tile_iq2.c */
+ds4_group_tile_fn ds4_tile_avx2_iq2_xxs(void);    /* cpu_tile_iq2.c, AVX2 + FMA */
+ds4_tile_fn ds4_tile_avx512_f16(void);            /* cpu_tile_f16.c */
 ds4_rows_fn ds4_rows_avx512_q2_k(void);
 ds4_rows_fn ds4_rows_avx512_q8_0(void);
 /* Q2_K rows interleaved by 8 (cpu_q2k_x8.c, ADR 0067): the group kernel's activation
@@ -134,6 +149,9 @@ int ds4_cpu_have_sdot(void);                    /* run-time check (Linux HWCAP) 
 /* Kernel table for an implementation id (AUTO resolved); NULL if unavailable. */
 const ds4_dot_table *ds4_cpu_dot_table(int impl);
 ds4_dot_fn ds4_cpu_pick_dot(const ds4_dot_table *table, int type);
+/* The group tile of a table and weight type, or NULL where there is none. */
+ds4_group_tile_fn ds4_cpu_pick_group_tile(const ds4_dot_table *table, int type);
+
 /* The table's multi-row decode kernel for a type, or NULL (then call the row kernel). */
 ds4_rows_fn ds4_cpu_pick_rows(const ds4_dot_table *table, int type);
 

@@ -80,15 +80,17 @@ int ds4_cpu_best_impl(void) {
 }
 
 #if defined(__x86_64__) || defined(__i386__)
-/* The AVX-512 set: the AVX2 row kernels with Q2_K's replaced (Q8_0 keeps the AVX2 row
- * kernel, whose arithmetic the AVX-512 prefill tile and multi-row decode kernel
- * reproduce bit for bit). */
+/* The AVX-512 set: the AVX2 row kernels with Q2_K's and IQ2_XXS's replaced (Q8_0 keeps
+ * the AVX2 row kernel, whose arithmetic the AVX-512 prefill tile and multi-row decode
+ * kernel reproduce bit for bit; the IQ2_XXS one reproduces the AVX2 kernel's, as its
+ * group tile does). */
 static ds4_dot_table dots_avx512;
 static pthread_once_t dots_avx512_once = PTHREAD_ONCE_INIT;
 
 static void build_avx512_table(void) {
     dots_avx512 = ds4_dots_avx2;
     dots_avx512.q2_k = ds4_dot_avx512_q2_k();
+    dots_avx512.iq2_xxs = ds4_dot_avx512_iq2_xxs();  /* same bits as AVX2's (cpu_tile_iq2.c) */
 }
 #endif
 
@@ -124,6 +126,17 @@ ds4_rows_fn ds4_cpu_pick_rows(const ds4_dot_table *table, int type) {
 static ds4_tile_fn pick_tile(const ds4_dot_table *table, int type) {
 #if defined(__x86_64__) || defined(__i386__)
     if (table == &dots_avx512 && type == T_Q8_0) return ds4_tile_avx512_q8_0();
+    if (table == &dots_avx512 && type == T_F16) return ds4_tile_avx512_f16();
+#endif
+    (void)table;
+    (void)type;
+    return NULL;
+}
+
+ds4_group_tile_fn ds4_cpu_pick_group_tile(const ds4_dot_table *table, int type) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (table == &dots_avx512 && type == T_IQ2_XXS) return ds4_tile_avx512_iq2_xxs();
+    if (table == &ds4_dots_avx2 && type == T_IQ2_XXS) return ds4_tile_avx2_iq2_xxs();
 #endif
     (void)table;
     (void)type;
@@ -162,6 +175,8 @@ typedef struct {
     ds4_rows_fn rows_fn;       /* multi-row kernel for tokens whose kernel is rows_dot */
     ds4_dot_fn rows_dot;
     float *y;
+    ds4_group_tile_fn group_tile;          /* rows x all tokens, or NULL */
+    const ds4_block_q8k *const *offset_acts; /* its activations (codes + 128) */
 } matmul_job;
 
 /* Tokens t .. t + TILE_TOKS of rows r0 .. r1 through the tile kernel (whole tiles) and
@@ -183,6 +198,11 @@ static void matmul_rows(void *ctx, size_t begin, size_t end) {
     const matmul_job *job = ctx;
     for (size_t r0 = begin; r0 < end; r0 += ROW_TILE) {
         size_t r1 = r0 + ROW_TILE < end ? r0 + ROW_TILE : end;
+        if (job->group_tile) {
+            job->group_tile(job->w + r0 * job->row_stride, job->row_stride, r1 - r0,
+                            job->offset_acts, job->n_tok, job->cols, job->y + r0, job->rows);
+            continue;
+        }
         size_t t0 = 0;
         if (job->tile)
             for (; t0 + Q8_0_TILE_TOKS <= job->n_tok; t0 += Q8_0_TILE_TOKS)
@@ -243,7 +263,26 @@ int ds4_cpu_matmul(int type, const uint8_t *w, size_t row_stride, size_t rows, s
     ds4_tile_fn tile = any_exact || n_tok < Q8_0_TILE_TOKS ? NULL : pick_tile(table, type);
     matmul_job job = {w, row_stride, rows, cols, n_tok, act_bytes,
                       kind == ACT_F32 ? (const uint8_t *)x : acts, dots, tile,
-                      ds4_cpu_pick_rows(table, type), ds4_cpu_pick_dot(table, type), y};
+                      ds4_cpu_pick_rows(table, type), ds4_cpu_pick_dot(table, type), y, NULL,
+                      NULL};
+    /* a group tile shares each decoded weight block among the tokens: from 2 tokens */
+    ds4_group_tile_fn group_tile = any_exact || n_tok < 2 ? NULL : ds4_cpu_pick_group_tile(table, type);
+    if (group_tile) {
+        size_t nb = cols / 256;
+        ds4_block_q8k *off = ds4_scratch_alloc(n_tok * nb * sizeof *off);
+        const ds4_block_q8k **ptrs = ds4_scratch_alloc(n_tok * sizeof *ptrs);
+        if (!off || !ptrs) {
+            ds4_scratch_reset(mark);
+            return DS4_CPU_NO_MEMORY;
+        }
+        for (size_t t = 0; t < n_tok; t++) {
+            ds4_cpu_q8k_offset((const ds4_block_q8k *)(const void *)(acts + t * act_bytes), nb,
+                               off + t * nb);
+            ptrs[t] = off + t * nb;
+        }
+        job.group_tile = group_tile;
+        job.offset_acts = ptrs;
+    }
     /* Small chunks balance the load; a multiple of the tile keeps tiles whole. A small
      * product runs on the calling thread: waking the pool would cost more. */
     size_t grain = ROW_TILE * (n_tok > 1 ? 1 : 4);

@@ -87,6 +87,15 @@ typedef struct {
     const float *route_w;          /* per pair */
     float clamp;
     float *out;                    /* phase 1: mid per pair (n_ff); phase 2: per pair (n_embd) */
+    /* phase 1 with IQ2_XXS gate and up on a set with a group tile: the tile, and per
+     * token its activation with codes + 128, or NULL where the token takes the scalar
+     * kernels (a -128 code) and so the row path */
+    ds4_group_tile_fn tile;
+    const ds4_block_q8k *const *offset_acts;
+    /* phase 2: the table's multi-row kernel (bit-identical per row to row_dot), used for
+     * the pairs whose down kernel is row_dot; NULL where the table has none */
+    ds4_rows_fn rows_fn;
+    ds4_dot_fn row_dot;
 } grouped_job;
 
 #define GROUP_ROW_TILE 16
@@ -95,6 +104,36 @@ static float silu_libm(float x) {
     float e = expf(-fabsf(x));
     float s = x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
     return x * s;
+}
+
+/* Phase 1's output for one (row, pair): clamped SwiGLU of gate v and up u, times the
+ * pair's route weight. */
+static inline float swiglu_routed(const grouped_job *j, float v, float u, size_t pair) {
+    if (j->clamp > 1e-6f) {
+        v = fminf(v, j->clamp);
+        u = fminf(fmaxf(u, -j->clamp), j->clamp);
+    }
+    return (silu_libm(v) * u) * j->route_w[pair];
+}
+
+enum { GROUP_TILE_TOKS = 8 };
+
+/* Phase 1 rows r0..r1 of one expert for up to GROUP_TILE_TOKS pairs through the tile:
+ * gate and up products equal the row kernel's bit for bit, the rest as grouped_rows. */
+static void tile_pairs(const grouped_job *j, const uint8_t *b1, const uint8_t *b2, size_t r0,
+                       size_t r1, const size_t *pairs, const ds4_block_q8k *const *acts,
+                       size_t n) {
+    float gv[GROUP_TILE_TOKS * GROUP_ROW_TILE], uv[GROUP_TILE_TOKS * GROUP_ROW_TILE];
+    j->tile(b1 + r0 * j->w1->row_stride, j->w1->row_stride, r1 - r0, acts, n, j->cols, gv,
+            GROUP_ROW_TILE);
+    j->tile(b2 + r0 * j->w2->row_stride, j->w2->row_stride, r1 - r0, acts, n, j->cols, uv,
+            GROUP_ROW_TILE);
+    for (size_t t = 0; t < n; t++) {
+        float *o = j->out + pairs[t] * j->rows;
+        for (size_t r = r0; r < r1; r++)
+            o[r] = swiglu_routed(j, gv[t * GROUP_ROW_TILE + r - r0], uv[t * GROUP_ROW_TILE + r - r0],
+                                 pairs[t]);
+    }
 }
 
 static void grouped_rows(void *ctx, size_t begin, size_t end) {
@@ -106,24 +145,34 @@ static void grouped_rows(void *ctx, size_t begin, size_t end) {
         size_t r1 = r0 + GROUP_ROW_TILE < j->rows ? r0 + GROUP_ROW_TILE : j->rows;
         const uint8_t *b1 = j->w1->base + (size_t)g->expert * j->w1->expert_stride;
         const uint8_t *b2 = j->w2 ? j->w2->base + (size_t)g->expert * j->w2->expert_stride : NULL;
+        size_t n_tiled = 0, tiled[GROUP_TILE_TOKS];
+        const ds4_block_q8k *tiled_acts[GROUP_TILE_TOKS];
         for (size_t i = g->first; i < g->first + g->count; i++) {
             size_t pair = j->pairs[i];
+            if (j->tile && j->offset_acts[pair / K]) {
+                tiled[n_tiled] = pair;
+                tiled_acts[n_tiled++] = j->offset_acts[pair / K];
+                if (n_tiled == GROUP_TILE_TOKS) {
+                    tile_pairs(j, b1, b2, r0, r1, tiled, tiled_acts, n_tiled);
+                    n_tiled = 0;
+                }
+                continue;
+            }
             size_t a = j->w2 ? pair / K : pair;  /* phase 1 reads the token's activation */
             const ds4_block_q8k *act = j->act + a * j->act_blocks;
             float *o = j->out + pair * j->rows;
+            if (j->rows_fn && j->dots1[a] == j->row_dot) {
+                j->rows_fn(b1 + r0 * j->w1->row_stride, j->w1->row_stride, r1 - r0, act, j->cols,
+                           o + r0);
+                continue;
+            }
             for (size_t r = r0; r < r1; r++) {
                 float v = j->dots1[a](b1 + r * j->w1->row_stride, act, j->cols);
-                if (b2) {
-                    float u = j->dots2[a](b2 + r * j->w2->row_stride, act, j->cols);
-                    if (j->clamp > 1e-6f) {
-                        v = fminf(v, j->clamp);
-                        u = fminf(fmaxf(u, -j->clamp), j->clamp);
-                    }
-                    v = (silu_libm(v) * u) * j->route_w[pair];
-                }
+                if (b2) v = swiglu_routed(j, v, j->dots2[a](b2 + r * j->w2->row_stride, act, j->cols), pair);
                 o[r] = v;
             }
         }
+        if (n_tiled) tile_pairs(j, b1, b2, r0, r1, tiled, tiled_acts, n_tiled);
     }
 }
 
@@ -134,7 +183,8 @@ static void grouped_rows(void *ctx, size_t begin, size_t end) {
 static int groups_streamed(const ds4_fw_layer *L, size_t n, const expert_group *groups,
                            size_t n_groups, const size_t *pairs, const ds4_block_q8k *xq, ds4_block_q8k *mq,
                            ds4_dot_fn *dots, const float *wts, float *mid, float *contrib,
-                           const ds4_dot_table *table) {
+                           const ds4_dot_table *table, ds4_group_tile_fn tile,
+                           const ds4_block_q8k *const *offset_acts) {
     size_t D = (size_t)L->n_embd, F = (size_t)L->n_ff, nb_d = D / 256, nb_f = F / 256;
     size_t tiles_f = (F + GROUP_ROW_TILE - 1) / GROUP_ROW_TILE;
     size_t tiles_d = (D + GROUP_ROW_TILE - 1) / GROUP_ROW_TILE;
@@ -148,7 +198,7 @@ static int groups_streamed(const ds4_fw_layer *L, size_t n, const expert_group *
         ds4_cpu_experts down = {part[2], 0, L->down_exps.row_stride, L->down_exps.type};
         expert_group one = {0, groups[g].first, groups[g].count};
         grouped_job job1 = {L, &one, pairs, F, D, tiles_f, &gate, &up, xq, nb_d, gdots, udots,
-                            wts, L->clamp, mid};
+                            wts, L->clamp, mid, tile, offset_acts, NULL, NULL};
         ds4_pool_run(grouped_rows, &job1, tiles_f, 1);
         for (size_t i = one.first; i < one.first + one.count; i++) {
             size_t p = pairs[i];
@@ -158,7 +208,8 @@ static int groups_streamed(const ds4_fw_layer *L, size_t n, const expert_group *
             ddots[p] = ds4_cpu_pick_dot(tt, down.type);
         }
         grouped_job job2 = {L, &one, pairs, D, F, tiles_d, &down, NULL, mq, nb_f, ddots, NULL,
-                            wts, 0.0f, contrib};
+                            wts, 0.0f, contrib, NULL, NULL, ds4_cpu_pick_rows(table, down.type),
+                            ds4_cpu_pick_dot(table, down.type)};
         ds4_pool_run(grouped_rows, &job2, tiles_d, 1);
         ds4_xc_release(L->xc, L->layer_id, groups[g].expert);
     }
@@ -200,23 +251,35 @@ static int moe_grouped(const ds4_fw_layer *L, const float *x, size_t n, const in
         if (count[e + 1] > count[e]) groups[n_groups++] = (expert_group){(int32_t)e, count[e], count[e + 1] - count[e]};
     for (size_t p = 0; p < P; p++) pairs[count[ids[p]]++] = p;
 
+    /* gate and up through the group tile where the set has one for their type: each token's
+     * Q8_K codes offset by 128 once here, shared by every expert it chose */
+    ds4_group_tile_fn tile =
+        gate.type == up.type ? ds4_cpu_pick_group_tile(table, gate.type) : NULL;
+    ds4_block_q8k *xoff = tile ? ds4_scratch_alloc(n * nb_d * sizeof *xoff) : NULL;
+    const ds4_block_q8k **offset_acts = tile ? ds4_scratch_alloc(n * sizeof *offset_acts) : NULL;
+    if (tile && (!xoff || !offset_acts)) goto done;
     ds4_dot_fn *gdots = dots, *udots = dots + n, *ddots = dots + 2 * n;
     for (size_t t = 0; t < n; t++) {
         ds4_cpu_quantize_q8k(x + t * D, D, xq + t * nb_d);
-        const ds4_dot_table *tt =
-            ds4_cpu_act_has_min_code(ACT_Q8K, xq + t * nb_d, D) ? &ds4_dots_scalar : table;
+        int exact = ds4_cpu_act_has_min_code(ACT_Q8K, xq + t * nb_d, D);
+        const ds4_dot_table *tt = exact ? &ds4_dots_scalar : table;
         gdots[t] = ds4_cpu_pick_dot(tt, gate.type);
         udots[t] = ds4_cpu_pick_dot(tt, up.type);
+        if (tile) {
+            ds4_cpu_q8k_offset(xq + t * nb_d, nb_d, xoff + t * nb_d);
+            offset_acts[t] = exact ? NULL : xoff + t * nb_d;
+        }
     }
     size_t tiles_f = (F + GROUP_ROW_TILE - 1) / GROUP_ROW_TILE;
     size_t tiles_d = (D + GROUP_ROW_TILE - 1) / GROUP_ROW_TILE;
     if (L->xc) {  /* SSD streaming: one expert at a time out of the cache */
-        rc = groups_streamed(L, n, groups, n_groups, pairs, xq, mq, dots, wts, mid, contrib, table);
+        rc = groups_streamed(L, n, groups, n_groups, pairs, xq, mq, dots, wts, mid, contrib, table,
+                             tile, offset_acts);
         if (rc) goto done;
         goto sum;
     }
     grouped_job job1 = {L, groups, pairs, F, D, tiles_f, &gate, &up, xq, nb_d, gdots, udots,
-                        wts, L->clamp, mid};
+                        wts, L->clamp, mid, tile, offset_acts, NULL, NULL};
     ds4_pool_run(grouped_rows, &job1, n_groups * tiles_f, 1);
 
     for (size_t p = 0; p < P; p++) {
@@ -226,7 +289,8 @@ static int moe_grouped(const ds4_fw_layer *L, const float *x, size_t n, const in
         ddots[p] = ds4_cpu_pick_dot(tt, down.type);
     }
     grouped_job job2 = {L, groups, pairs, D, F, tiles_d, &down, NULL, mq, nb_f, ddots, NULL,
-                        wts, 0.0f, contrib};
+                        wts, 0.0f, contrib, NULL, NULL, ds4_cpu_pick_rows(table, down.type),
+                        ds4_cpu_pick_dot(table, down.type)};
     ds4_pool_run(grouped_rows, &job2, n_groups * tiles_d, 1);
 
 sum:

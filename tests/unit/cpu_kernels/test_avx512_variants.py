@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from tests.unit.cpu_kernels.kernel_blocks import quant_rows, same_bits
 from tests.unit.cpu_kernels.test_simd_agreement import RTOL, magnitude_sum
+from tests.unit.cpu_kernels.tile_checks import assert_tile_equals_row_kernel
 
 from ds4.adapters.compute import cpu_kernels as ck
 from ds4.domain.errors import Ds4Error
@@ -94,13 +95,7 @@ def test_q8_0_tile_is_bit_identical_to_the_row_kernel(cols: int, rows: int, n_to
     not depend on its batch."""
     raw = quant_rows(Q8, rows, cols, seed=cols * rows + n_tok)
     x = np.random.default_rng(n_tok).standard_normal((n_tok, cols)).astype(np.float32)
-    tiled = ck.matmul(raw, Q8, x, impl="avx512")
-    rows_only = np.stack([ck.matvec(raw, Q8, x[t], impl="avx2") for t in range(n_tok)])
-    assert same_bits(tiled, rows_only)
-    scalar = ck.matmul(raw, Q8, x, impl="scalar")
-    for t in range(n_tok):
-        bound = RTOL * magnitude_sum(raw, Q8, x[t])
-        assert np.all(np.abs(tiled[t].astype(np.float64) - scalar[t]) <= bound)
+    assert_tile_equals_row_kernel(raw, Q8, x)
 
 
 def test_q8_0_tile_threads_do_not_change_results() -> None:

@@ -42,6 +42,8 @@ _ERRORS = {
     4: "out of memory",
     5: "expert id out of range",
 }
+_F32 = np.dtype(np.float32)
+_from_buffer = _ffi.from_buffer
 _Q8K_DTYPE = np.dtype([("d", "<f4"), ("q", "i1", (256,)), ("bsums", "<i2", (16,))])
 _Q8A_DTYPE = np.dtype([("d", "<f4"), ("q", "i1", (32,))])
 
@@ -118,10 +120,18 @@ def matvec(
     impl: str = "auto",
 ) -> F32:  # fmt: skip
     """y = W x for raw weight rows (rows, row_bytes) and x (cols,) -> (rows,)."""
-    xv = np.asarray(x, dtype=np.float32)
+    kind = _matmul_type(ggml_type)
+    xv = np.ascontiguousarray(x, dtype=np.float32)
     if xv.ndim != 1:
         raise Ds4Error(f"matvec takes one activation vector, got shape {xv.shape}")
-    y: F32 = matmul(raw, ggml_type, xv[None, :], threads=threads, impl=impl)[0]
+    rows, row_stride = _check_rows(raw, kind, xv.shape[0], "weight")
+    y = np.empty(rows, dtype=np.float32)
+    code = _impl_code(impl, threads)
+    rc = _lib.ds4_cpu_matmul(
+        int(kind), _ptr("uint8_t *", raw), row_stride, rows, xv.shape[0],
+        _ptr("float *", xv), 1, _ptr("float *", y), code,
+    )  # fmt: skip
+    _raise_on(rc, f"matvec {kind.name} {raw.shape} x {xv.shape}")
     return y
 
 
@@ -143,6 +153,91 @@ def matmul(
     )  # fmt: skip
     _raise_on(rc, f"matmul {kind.name} {raw.shape} x {xs.shape}")
     return y
+
+
+class PreparedProduct:
+    """y = W x for one fixed weight matrix, checked once: the weight type, the raw
+    blocks' shape and strides and the kernel set are validated here, and the weight
+    pointer, the row geometry and the implementation code are kept, so a call checks
+    only its activation (type, length, layout) before entering C. For callers that run
+    the same product many times (the fixed cost of cpu_kernels.matvec is mostly these
+    checks and conversions)."""
+
+    __slots__ = ("_args", "_call", "_code", "_cols", "_kind", "_raw", "_rows", "_what", "_xshape")
+
+    def __init__(
+        self, raw: U8, ggml_type: GGMLType | int, cols: int, *, impl: str = "auto"
+    ) -> None:
+        kind = _matmul_type(ggml_type)
+        if not isinstance(cols, int) or cols <= 0:
+            raise Ds4Error(f"prepared product: cols must be a positive int, got {cols!r}")
+        rows, row_stride = _check_rows(raw, kind, cols, "weight")
+        self._code = _impl_code(impl, None)
+        self._raw = raw  # keeps the weight buffer alive for the pointer below
+        self._kind, self._rows, self._cols = int(kind), rows, cols
+        self._args = (int(kind), _ptr("uint8_t *", raw), row_stride, rows, cols)
+        self._call, self._xshape = _lib.ds4_cpu_matmul, (cols,)
+        self._what = f"{kind.name} {raw.shape}"
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(rows, cols): outputs and inputs of one product."""
+        return self._rows, self._cols
+
+    def matvec(self, x: npt.ArrayLike, out: F32 | None = None) -> F32:
+        """W x for x (cols,) f32 -> (rows,); into `out` ((rows,) f32, contiguous) if given."""
+        if not (type(x) is np.ndarray and x.dtype is _F32 and x.shape == self._xshape
+                and x.flags.c_contiguous):  # fmt: skip
+            x = self._activation(x, 1)
+        y = (
+            np.empty(self._rows, dtype=np.float32)
+            if out is None
+            else self._output(out, (self._rows,))
+        )
+        rc = self._call(*self._args, _from_buffer("float[]", x), 1,
+                        _from_buffer("float[]", y), self._code)  # fmt: skip
+        if rc:
+            _raise_on(rc, f"prepared matvec {self._what}")
+        return y
+
+    def matmul(self, x: npt.ArrayLike, out: F32 | None = None) -> F32:
+        """W x[t] for x (n_tok, cols) f32 -> (n_tok, rows); into `out` if given."""
+        xs = self._activation(x, 2)
+        n_tok = xs.shape[0]
+        y = (
+            np.empty((n_tok, self._rows), np.float32)
+            if out is None
+            else self._output(out, (n_tok, self._rows))
+        )
+        rc = self._call(*self._args, _from_buffer("float[]", xs), n_tok,
+                        _from_buffer("float[]", y), self._code)  # fmt: skip
+        if rc:
+            _raise_on(rc, f"prepared matmul {self._what} x {xs.shape}")
+        return y
+
+    def _activation(self, x: npt.ArrayLike, ndim: int) -> F32:
+        """x as contiguous f32: (cols,) for matvec (ndim 1), (n_tok, cols) for matmul."""
+        xs: F32 = np.ascontiguousarray(x, dtype=np.float32)
+        if xs.ndim != ndim or xs.shape[-1] != self._cols or xs.size == 0:
+            what = "one activation vector" if ndim == 1 else "(tokens, cols) activations"
+            raise Ds4Error(f"prepared product {self._what} takes {what} of {self._cols} "
+                           f"values, got shape {xs.shape}")  # fmt: skip
+        return xs
+
+    def _output(self, out: F32, shape: tuple[int, ...]) -> F32:
+        """The caller's output buffer, checked against the product's output shape."""
+        if not (type(out) is np.ndarray and out.dtype is _F32 and out.shape == shape
+                and out.flags.c_contiguous and out.flags.writeable):  # fmt: skip
+            raise Ds4Error(f"prepared product {self._what}: out must be a writeable "
+                           f"contiguous float32 array of shape {shape}")  # fmt: skip
+        return out
+
+
+def prepare(
+    raw: U8, ggml_type: GGMLType | int, cols: int, *, impl: str = "auto"
+) -> PreparedProduct:
+    """A PreparedProduct for raw weight rows (rows, row_bytes) holding `cols` values."""
+    return PreparedProduct(raw, ggml_type, cols, impl=impl)
 
 
 def moe_forward(
@@ -291,9 +386,13 @@ def _experts(part: ExpertWeights) -> Any:
     return s
 
 
+# The CPU does not change under a running process: availability is asked once.
+_AVAILABLE = {name: bool(_lib.ds4_cpu_impl_available(code)) for name, code in IMPLS.items()}
+
+
 def _impl_code(impl: str, n_threads: int | None) -> int:
     code = IMPLS.get(impl)
-    if code is None or not _lib.ds4_cpu_impl_available(code):
+    if code is None or not _AVAILABLE.get(impl, False):
         raise Ds4Error(f"CPU kernel set {impl!r} is not available (have {available_impls()})")
     if n_threads is not None and n_threads != threads():
         set_threads(n_threads)
@@ -305,8 +404,13 @@ def _ptr(ctype: str, arr: npt.NDArray[Any]) -> Any:
     for contiguous arrays: a few times cheaper than arr.ctypes, which dominated the fixed
     cost of a small product."""
     if arr.flags.c_contiguous and arr.size:
-        return _ffi.from_buffer(ctype.replace(" *", "[]"), arr)
+        return _from_buffer(_ARRAY_OF[ctype], arr)
     return _ffi.cast(ctype, arr.ctypes.data)
+
+
+_ARRAY_OF = {c: c.replace(" *", "[]") for c in (
+    "uint8_t *", "float *", "int32_t *", "ds4_block_q8a *", "ds4_block_q8k *"
+)}  # fmt: skip
 
 
 def _raise_on(rc: int, what: str) -> None:

@@ -1,0 +1,27 @@
+"""The routed experts of a prefill chunk run grouped by expert, through the IQ2_XXS group
+tile on the AVX2 and AVX-512 sets (docs/adr/0063-iq2-group-tile.md); a token's logits
+must not depend on that: a chunk's prefill equals feeding the same tokens one at a
+time (each token's experts then run alone, through the row kernels), bit for bit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ds4.adapters.compute import cpu_kernels
+from ds4.adapters.compute.cpu import open_cpu_runner
+
+SIMD = [impl for impl in ("avx2", "avx512") if impl in cpu_kernels.available_impls()]
+
+
+@pytest.mark.skipif(not SIMD, reason="no AVX2 on this CPU")
+@pytest.mark.parametrize("impl", SIMD)
+def test_chunk_prefill_equals_token_by_token(tiny_q2: Path, prompt: list[int], impl: str) -> None:
+    runner = open_cpu_runner(str(tiny_q2), impl=impl)
+    chunk = runner.new_session(256).prefill(prompt)
+    one = runner.new_session(256)
+    for token in prompt:
+        last = one.eval(token)
+    assert np.array_equal(chunk, last)
