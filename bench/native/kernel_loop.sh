@@ -10,7 +10,7 @@ flags=(-O2 -std=c11 -ffp-contract=off -fno-fast-math -pthread -D_GNU_SOURCE
        -I"$root/native/cpu" -I"$root/native/common")
 srcs=(cpu_dot_avx512.c cpu_dot_avx2.c cpu_dot_scalar.c cpu_tables.c cpu_actquant.c
       cpu_actquant_avx512.c cpu_matmul.c cpu_pool.c cpu_scratch.c cpu_q2k_x8.c
-      cpu_q2k_x8_avx512.c)
+      cpu_q2k_x8_avx512.c cpu_tile_f16.c cpu_tile_iq2.c)
 objs=()
 for s in "${srcs[@]}"; do
     gcc "${flags[@]}" -c "$root/native/cpu/$s" -o "$out/${s%.c}.o"
