@@ -73,6 +73,8 @@ AVX512 static void group(const uint8_t *g, const x8_act *a, size_t nb, float *y)
     __m512 acc = _mm512_setzero_ps(), macc = _mm512_setzero_ps();
     for (size_t b = 0; b < nb; b++, g += 8 * 84) {
         const x8_act *x = a + b;
+        /* streaming: the block 4 ahead (672 bytes, contiguous; a prefetch never faults) */
+        for (int l = 0; l < 8 * 84; l += 64) _mm_prefetch((const char *)(g + 4 * 8 * 84 + l), _MM_HINT_T0);
         __m512i isum = _mm512_setzero_si512(), msum = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int p = 0; p < 8; p++) {
