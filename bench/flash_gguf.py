@@ -37,11 +37,15 @@ def flash_layers(n: int) -> DeepSeekV4HParams:
     )
 
 
-def flash_prefix(n: int, n_vocab: int = FLASH.n_vocab) -> DeepSeekV4HParams:
+def flash_prefix(
+    n: int, n_vocab: int = FLASH.n_vocab, n_expert: int = FLASH.n_expert
+) -> DeepSeekV4HParams:
     """Flash's first n layers with their real kinds (layers 0-1 dense, then ratio 4 on
-    even and 128 on odd layers; the first 3 hash-routed), vocabulary cut to n_vocab."""
+    even and 128 on odd layers; the first 3 hash-routed), vocabulary cut to n_vocab and
+    routed experts to n_expert (Flash: 256; each expert keeps its dims)."""
     return dataclasses.replace(
-        FLASH, n_layer=n, n_vocab=n_vocab, compress_ratios=flash_compress_ratios(n),
+        FLASH, n_layer=n, n_vocab=n_vocab, n_expert=n_expert,
+        compress_ratios=flash_compress_ratios(n),
         n_hash_layer=min(n, FLASH.n_hash_layer), swiglu_clamp=FLASH.swiglu_clamp[:n],
     )  # fmt: skip
 
@@ -58,8 +62,9 @@ def stand_in_vocabulary() -> Vocabulary:
 
 
 def tensor_parts(
-    spec: TensorSpec, kind: GGMLType, rng: np.random.Generator, distinct_experts: int | None
-) -> list[bytes]:
+    spec: TensorSpec, kind: GGMLType, rng: np.random.Generator, distinct_experts: int | None,
+    n_expert: int = FLASH.n_expert,
+) -> list[bytes]:  # fmt: skip
     """The tensor's random bytes in pieces; a 3-D expert tensor one expert a piece, each
     its own random bytes, or (distinct_experts=k) k random experts repeated."""
     shape = tuple(reversed(spec.dims))
@@ -75,7 +80,7 @@ def tensor_parts(
             parts.append((base + rng.standard_normal(sub) * scale).astype(dtype).tobytes())
         return parts
     if kind is GGMLType.I32:
-        return [rng.integers(0, FLASH.n_expert, shape, dtype=np.int32).tobytes()]
+        return [rng.integers(0, n_expert, shape, dtype=np.int32).tobytes()]
     if len(shape) == 3:
         if distinct_experts is None:
             return [random_blocks(kind, shape[1], shape[2], rng).tobytes() for _ in range(shape[0])]
@@ -116,7 +121,9 @@ def write_model(
         w.begin_data()
         t0 = time.perf_counter()
         for i, s in enumerate(specs):
-            w.write_tensor_parts(s.name, tensor_parts(s, kinds[s.name], rng, distinct_experts))
+            w.write_tensor_parts(
+                s.name, tensor_parts(s, kinds[s.name], rng, distinct_experts, hp.n_expert)
+            )
             took = time.perf_counter() - t0
             print(f"\rwriting {path.name}: tensor {i + 1}/{len(specs)}, {took:.0f} s",
                   end="", file=sys.stderr, flush=True)  # fmt: skip
