@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -139,6 +140,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # a timeout's SIGTERM unwinds like an error, so the (large) model file is removed
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
     try:
         rt = runtime()
     except Ds4Error as exc:

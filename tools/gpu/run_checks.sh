@@ -41,32 +41,35 @@ from ds4.adapters.compute.vulkan.runtime import runtime
 print("vulkan device:", runtime().dev.describe())
 PYEOF
 status=0
+# Each step's timeout is its own cap or what is left of 570 s since the start, whichever
+# is less, so the whole script ends within 10 minutes however slow a step is.
+budget() { local left=$((570 - SECONDS)); echo $(( left < $1 ? (left > 1 ? left : 1) : $1 )); }
 echo "== agreement tests (kernels; every quant type, both reductions, edge shapes)"
-timeout 300 "$PY" -m pytest -q -p no:cacheprovider -o addopts="" tests/unit/vulkan || status=1
+timeout "$(budget 300)" "$PY" -m pytest -q -p no:cacheprovider -o addopts="" tests/unit/vulkan || status=1
 if "$PY" -c 'import ds4.apps.cli, ds4._native_cpu' 2>/dev/null; then
     echo "== whole-model agreement (tiny model, --backend vulkan vs reference)"
-    timeout 300 "$PY" -m pytest -q -p no:cacheprovider -o addopts="" \
+    timeout "$(budget 300)" "$PY" -m pytest -q -p no:cacheprovider -o addopts="" \
         tests/integration/engine_vulkan || status=1
 else
     echo "== whole-model tests skipped: this Python lacks ds4's full dependencies"
 fi
-echo "== matvec bandwidth (Flash shapes, random weights, 2 GiB per shape cycled)"
-# shellcheck disable=SC2086  # BENCH_ARGS is a word list on purpose
-timeout 300 "$PY" bench/vulkan_matvec_bench.py ${BENCH_ARGS:---total-mb 2048 --reps 512 --copy-mb 1024} \
-    || status=1
-echo "== Flash-shaped weight products of whole layers (43 layers, ~7.6 GB resident)"
-# shellcheck disable=SC2086
-timeout 300 "$PY" bench/vulkan_flash_decode_bench.py ${FLASH_ARGS:---layers 43 --steps 3} \
-    || status=1
-echo "== the whole device-resident forward, Flash-shaped (8 layers, ~17 GB file, random weights)"
+echo "== the whole device-resident forward, Flash-shaped (8 layers, 17.4 GB file, 2.2 GB read per decode token)"
 # Writes Flash's first 8 layers (real dims, 256 experts, q2 quant mixture, real layer
 # kinds, full vocabulary) to a temporary file, prefills 64 tokens, decodes 16.
 # shellcheck disable=SC2086
-timeout 240 "$PY" bench/vulkan_flash_forward_bench.py \
+timeout "$(budget 240)" "$PY" bench/vulkan_flash_forward_bench.py \
     ${FORWARD_ARGS:---layers 8 --prompt-tokens 64 --decode-tokens 16 --copy-mb 1024} || status=1
+echo "== matvec bandwidth (Flash shapes, random weights, 2 GiB per shape cycled)"
+# shellcheck disable=SC2086  # BENCH_ARGS is a word list on purpose
+timeout "$(budget 300)" "$PY" bench/vulkan_matvec_bench.py ${BENCH_ARGS:---total-mb 2048 --reps 512 --copy-mb 1024} \
+    || status=1
+echo "== Flash-shaped weight products of whole layers (43 layers, ~7.6 GB resident)"
+# shellcheck disable=SC2086
+timeout "$(budget 300)" "$PY" bench/vulkan_flash_decode_bench.py ${FLASH_ARGS:---layers 43 --steps 3} \
+    || status=1
 if "$PY" -c 'import ds4.apps.cli' 2>/dev/null && [ -f models/demo.gguf ]; then
     echo "== the device-resident forward vs the earlier host forward (demo model, greedy)"
-    timeout 300 "$PY" bench/vulkan_device_forward_bench.py --steps 32 --prompt-tokens 64 \
+    timeout "$(budget 300)" "$PY" bench/vulkan_device_forward_bench.py --steps 32 --prompt-tokens 64 \
         || status=1
 fi
 echo "== done (status $status); log in $LOG"
