@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench.cpu_kernels_bench import random_blocks
+from bench.random_blocks import random_blocks
 
 from ds4.adapters.gguf.writer import GGUFWriter
 from ds4.adapters.tokenizer.byte_level import BYTE_TO_CHAR
