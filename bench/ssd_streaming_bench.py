@@ -38,68 +38,13 @@ from typing import Any
 
 import numpy as np
 from bench import memory_cgroup
-from bench.cpu_kernels_bench import random_blocks
-from tqdm import tqdm
+from bench.flash_gguf import flash_layers, write_model
 
 from ds4.adapters.compute.cpu import open_cpu_runner
-from ds4.adapters.gguf.writer import GGUFWriter
 from ds4.apps import wiring
-from ds4.domain.convert.quant_presets import quant_plan
 from ds4.domain.expert_cache.budget import CacheSpec
 from ds4.domain.expert_cache.options import StreamingOptions
-from ds4.domain.gguf.ggml_types import GGMLType
-from ds4.domain.gguf.records import meta_str
-from ds4.domain.model.catalog import TensorSpec, model_tensors
-from ds4.domain.model.hparams import DeepSeekV4HParams, hparams_metadata
-from ds4.domain.model.presets import FLASH
-
-
-def flash_layers(n: int) -> DeepSeekV4HParams:
-    return dataclasses.replace(
-        FLASH, n_layer=n, compress_ratios=(4,) * n, n_hash_layer=0, swiglu_clamp=(10.0,) * n
-    )
-
-
-def tensor_parts(spec: TensorSpec, kind: GGMLType, rng: np.random.Generator) -> list[bytes]:
-    shape = tuple(reversed(spec.dims))
-    if kind in (GGMLType.F32, GGMLType.F16):
-        base = 1.0 if spec.name.endswith("norm.weight") else 0.0
-        dtype = np.float32 if kind is GGMLType.F32 else np.float16
-        scale = 0.5 if spec.name == "token_embd.weight" else 0.02
-        rows = shape[0] if len(shape) > 1 else 1
-        step = max(1, (1 << 24) // max(1, int(np.prod(shape[1:]))))
-        parts = []
-        for r in range(0, rows, step):
-            sub = (min(step, rows - r), *shape[1:]) if len(shape) > 1 else shape
-            parts.append((base + rng.standard_normal(sub) * scale).astype(dtype).tobytes())
-        return parts
-    if kind is GGMLType.I32:
-        return [rng.integers(0, FLASH.n_expert, shape, dtype=np.int32).tobytes()]
-    if len(shape) == 3:  # one expert at a time, each its own random bytes
-        return [random_blocks(kind, shape[1], shape[2], rng).tobytes() for _ in range(shape[0])]
-    step = 8192
-    return [
-        random_blocks(kind, min(step, shape[0] - r), shape[1], rng).tobytes()
-        for r in range(0, shape[0], step)
-    ]
-
-
-def write_model(path: Path, hp: DeepSeekV4HParams, seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    plan = quant_plan("q2", hp)
-    specs = [s for s in model_tensors(hp) if not (s.optional and s.layer is not None
-                                                   and hp.is_hash_layer(s.layer))]  # fmt: skip
-    with GGUFWriter(path) as w:
-        w.add_metadata("general.name", meta_str("Flash-shaped SSD-streaming bench"))
-        for key, value in {**hparams_metadata(hp), **wiring.tokenizer_records(None)}.items():
-            w.add_metadata(key, value)
-        kinds = {s.name: plan.tensor_type(s, hp) for s in specs}
-        for s in specs:
-            w.add_tensor(s.name, s.dims, kinds[s.name])
-        w.begin_data()
-        for s in tqdm(specs, desc="writing", unit="tensor"):
-            w.write_tensor_parts(s.name, tensor_parts(s, kinds[s.name], rng))
-        w.finish()
+from ds4.domain.model.hparams import DeepSeekV4HParams
 
 
 def drop_page_cache(path: Path) -> None:
@@ -324,7 +269,13 @@ def main() -> int:
         if path.exists():
             print(f"{path}: reusing the file a --keep run left")
         else:
-            write_model(path, hp, 1)
+            write_model(
+                path,
+                hp,
+                1,
+                tokenizer=wiring.tokenizer_records(None),
+                name="Flash-shaped SSD-streaming bench",
+            )
         print(f"{path}: {path.stat().st_size / 2**30:.2f} GiB, ready in "
               f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
         shape = file_shape(path, hp)

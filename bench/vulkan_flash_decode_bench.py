@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from bench.vulkan_matvec_bench import copy_bandwidth, random_blocks
+from bench.random_blocks import random_blocks
+from bench.vulkan_matvec_bench import copy_bandwidth
 
 from ds4.adapters.compute.vulkan.buffers import Buffer
 from ds4.adapters.compute.vulkan.matvec import (
