@@ -11,6 +11,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.adapters.compute import cpu_kernels
+from ds4.adapters.compute.cpu.expert_repack import (
+    RepackSummary,
+    repack_down_experts,
+    repack_skip_reason,
+)
 from ds4.adapters.compute.cpu.expert_streaming import ExpertStreaming
 from ds4.adapters.compute.cpu.native_forward import NativeForward
 from ds4.adapters.compute.cpu.sequence_state import CpuState
@@ -44,12 +49,30 @@ class CpuRunner(StateRunner):
         impl: str,
         streaming: StreamingOptions | None = None,
         log: Callable[[str], None] = _stderr,
+        repack_experts: str = "off",
     ) -> None:
         super().__init__(hparams)
         self._model = model
         self.numerics = numerics
         values = TensorValues(model, NativeDequantizer())
         self.forward = NativeForward(hparams, model, values, numerics, cpu_kernels.IMPLS[impl])
+        # ADR 0067: routed Q2_K down rows interleaved by 8 where the AVX-512 kernel reads them
+        skip = repack_skip_reason(
+            repack_experts, numerics=numerics.name, impl=impl, streaming=streaming is not None
+        )
+        layout = self.forward.layout
+        self.repack: RepackSummary = (
+            repack_down_experts(
+                layout.layers,
+                [f"blk.{il}.ffn_down_exps.weight" for il in layout.layer_range],
+                model,
+                layout.keep,
+                log,
+            )
+            if skip is None
+            else RepackSummary(0, 0, skip)
+        )
+        log(self.repack.line())
         # --ssd-streaming: routed experts through the budgeted cache, not the mapping
         self.streaming = (
             ExpertStreaming(model, hparams, self.forward.layout, streaming, log)
@@ -107,6 +130,7 @@ def cpu_runner(
     impl: str = "auto",
     streaming: StreamingOptions | None = None,
     log: Callable[[str], None] = _stderr,
+    repack_experts: str = "auto",
 ) -> CpuRunner:
     """The native CPU backend over an already opened and validated model file.
 
@@ -117,6 +141,9 @@ def cpu_runner(
     threads: the kernel pool size (default: every core); impl: "auto" (best SIMD this
     CPU has) or "scalar" (the nominal formulas). streaming: serve routed experts from
     the budgeted SSD-streaming cache (docs/ssd-streaming.md); log gets its start-up lines.
+    repack_experts: "auto" repacks the routed Q2_K down projections for the AVX-512
+    kernel where it applies (docs/adr/0067-q2k-row-interleaved-repack.md), "off" keeps
+    the GGUF layout.
     """
     chosen = numerics_named(numerics)
     if impl not in cpu_kernels.available_impls():
@@ -127,7 +154,7 @@ def cpu_runner(
     n_threads = threads if threads is not None else os.cpu_count() or 1
     cpu_kernels.set_threads(n_threads)  # Ds4Error now for a bad count, not at first use
     check_numerics_fit(chosen, hparams)
-    return CpuRunner(model, hparams, chosen, impl, streaming, log)
+    return CpuRunner(model, hparams, chosen, impl, streaming, log, repack_experts)
 
 
 def open_cpu_runner(
@@ -137,10 +164,17 @@ def open_cpu_runner(
     threads: int | None = None,
     impl: str = "auto",
     streaming: StreamingOptions | None = None,
+    repack_experts: str = "auto",
 ) -> CpuRunner:
     """Open and validate a main-model GGUF for the native CPU backend (see cpu_runner)."""
     numerics_named(numerics)  # a bad name fails before the file is opened
     model, hparams = load_model(path)
     return cpu_runner(
-        model, hparams, numerics=numerics, threads=threads, impl=impl, streaming=streaming
+        model,
+        hparams,
+        numerics=numerics,
+        threads=threads,
+        impl=impl,
+        streaming=streaming,
+        repack_experts=repack_experts,
     )
