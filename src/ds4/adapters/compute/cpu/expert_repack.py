@@ -104,9 +104,13 @@ def repack_down_experts(
     model: ModelFile,
     keep: list[Any],
     log: Callable[[str], None],
+    *,
+    drop_mapped: bool,
 ) -> RepackSummary:
     """Repack every layer's routed Q2_K down tensor (layers[i] is the ds4_fw_layer of
-    tensor names[i]) whose gate and up take the fused Q8_K path; copies go in `keep`."""
+    tensor names[i]) whose gate and up take the fused Q8_K path; copies go in `keep`.
+    drop_mapped: the originals are a file mapping whose pages may be dropped (never for
+    tensors in anonymous memory, which MADV_DONTNEED would zero)."""
     todo = []
     for i, name in enumerate(names):
         c = layers[i]
@@ -137,7 +141,8 @@ def repack_down_experts(
         keep.append(out)
         d.data = _ffi.cast("const uint8_t *", out.ctypes.data)
         d.expert_stride, d.row_stride, d.x8 = per, raw.shape[-1], 1
-        _drop_pages(raw)
+        if drop_mapped:
+            _drop_pages(raw)
         total += out.nbytes
         if len(todo) > 1 and out.nbytes >= _PROGRESS_BYTES:  # a real model: minutes
             log(f"repack-experts: {n_done}/{len(todo)} tensors ({total / 2**20:.0f} MiB)")

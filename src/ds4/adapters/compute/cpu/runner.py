@@ -20,6 +20,7 @@ from ds4.adapters.compute.cpu.expert_streaming import ExpertStreaming
 from ds4.adapters.compute.cpu.native_forward import NativeForward
 from ds4.adapters.compute.cpu.sequence_state import CpuState
 from ds4.adapters.gguf.model_open import load_model, routed_quant_bits
+from ds4.adapters.gguf.reader import GGUFFile
 from ds4.adapters.gguf.tensor_values import TensorValues
 from ds4.adapters.quant.native_dequant import NativeDequantizer
 from ds4.domain.engine.state_runner import StateRunner
@@ -68,6 +69,7 @@ class CpuRunner(StateRunner):
                 model,
                 layout.keep,
                 log,
+                drop_mapped=isinstance(model, GGUFFile),
             )
             if skip is None
             else RepackSummary(0, 0, skip)
