@@ -74,13 +74,13 @@ class CpuRunner(StateRunner):
             if skip is None
             else RepackSummary(0, 0, skip)
         )
-        log(self.repack.line())
         # --ssd-streaming: routed experts through the budgeted cache, not the mapping
         self.streaming = (
             ExpertStreaming(model, hparams, self.forward.layout, streaming, log)
             if streaming is not None
             else None
         )
+        log(self.repack.line())  # after the streaming lines, which callers read first
         self._captured = np.zeros((hparams.n_layer, hparams.n_embd), np.float32)
 
     def expert_cache_stats(self) -> ExpertCacheStats | None:
