@@ -98,6 +98,20 @@ def _drop_pages(raw: npt.NDArray[np.uint8]) -> None:
     libc.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), _MADV_DONTNEED)
 
 
+def repackable(layers: Any, n: int) -> list[int]:
+    """Indices of layers[:n] whose routed down tensor the repack would take."""
+    q8k = {int(t) for t in cpu_kernels.Q8K_TYPES}
+    out = []
+    for i in range(n):
+        c = layers[i]
+        d = c.down_exps
+        if d.data == _ffi.NULL or d.type != int(GGMLType.Q2_K) or d.expert_stride == 0:
+            continue
+        if c.gate_exps.type in q8k and c.up_exps.type in q8k:
+            out.append(i)
+    return out
+
+
 def repack_down_experts(
     layers: Any,
     names: list[str],
@@ -111,16 +125,7 @@ def repack_down_experts(
     tensor names[i]) whose gate and up take the fused Q8_K path; copies go in `keep`.
     drop_mapped: the originals are a file mapping whose pages may be dropped (never for
     tensors in anonymous memory, which MADV_DONTNEED would zero)."""
-    todo = []
-    for i, name in enumerate(names):
-        c = layers[i]
-        d = c.down_exps
-        if d.data == _ffi.NULL or d.type != int(GGMLType.Q2_K) or d.expert_stride == 0:
-            continue
-        q8k = {int(t) for t in cpu_kernels.Q8K_TYPES}
-        if c.gate_exps.type not in q8k or c.up_exps.type not in q8k:
-            continue
-        todo.append((i, name))
+    todo = [(i, names[i]) for i in repackable(layers, len(names))]
     total = 0
     for n_done, (i, name) in enumerate(todo, 1):
         d = layers[i].down_exps

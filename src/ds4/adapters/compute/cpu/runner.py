@@ -15,6 +15,7 @@ from ds4.adapters.compute.cpu.expert_repack import (
     RepackSummary,
     repack_down_experts,
     repack_skip_reason,
+    repackable,
 )
 from ds4.adapters.compute.cpu.expert_streaming import ExpertStreaming
 from ds4.adapters.compute.cpu.native_forward import NativeForward
@@ -80,7 +81,10 @@ class CpuRunner(StateRunner):
             if streaming is not None
             else None
         )
-        log(self.repack.line())  # after the streaming lines, which callers read first
+        # after the streaming lines, which callers read first; said only for a model
+        # that has such tensors (not the Q8_0 demo model)
+        if repackable(layout.layers, len(layout.layer_range)):
+            log(self.repack.line())
         self._captured = np.zeros((hparams.n_layer, hparams.n_embd), np.float32)
 
     def expert_cache_stats(self) -> ExpertCacheStats | None:
