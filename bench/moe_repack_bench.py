@@ -76,7 +76,7 @@ def main() -> None:
                 _ffi.cast("float *", out[side].ctypes.data), auto,
             )  # fmt: skip
             assert rc == 0, rc
-        return (time.perf_counter() - t0) / args.calls
+        return float((time.perf_counter() - t0) / args.calls)
 
     run(0), run(1)
     rel = float(np.abs(out[1] - out[0]).max() / np.abs(out[0]).max())
