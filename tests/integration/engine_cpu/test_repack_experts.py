@@ -16,6 +16,7 @@ import pytest
 
 from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu import open_cpu_runner
+from ds4.domain.errors import Ds4Error
 from ds4.domain.expert_cache.options import StreamingOptions
 
 AVX512 = "avx512" in cpu_kernels.available_impls()
@@ -88,3 +89,14 @@ def test_a_bad_choice_is_refused() -> None:
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert result.returncode == 2 and "--repack-experts" in result.stderr
+
+
+@needs_avx512
+def test_repacked_rows_are_refused_by_other_kernel_sets(tiny_q2: Path, prompt: list[int]) -> None:
+    """The native side never reads interleaved bytes as GGUF rows: a repacked layout run
+    with another kernel set is an error, in decode and in a chunk."""
+    runner = open_cpu_runner(str(tiny_q2), threads=2)
+    runner.forward.opts.impl = cpu_kernels.IMPLS["avx2"]
+    for tokens in (prompt[:1], prompt):
+        with pytest.raises(Ds4Error, match="not available"):
+            runner.new_session(64).prefill(tokens)
