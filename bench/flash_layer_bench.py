@@ -41,6 +41,7 @@ import numpy.typing as npt
 from bench.cpu_kernels_bench import copy_bandwidth, expert_tensor, random_blocks, simd_peaks
 
 from ds4.adapters.compute import cpu_kernels
+from ds4.adapters.compute.cpu.expert_repack import repack_down_experts
 from ds4.adapters.compute.cpu.native_forward import NativeForward
 from ds4.adapters.gguf.tensor_values import TensorValues
 from ds4.adapters.quant.native_dequant import NativeDequantizer
@@ -166,6 +167,10 @@ def main() -> None:
                     help="also run the layer with this git revision's native code (compiled "
                          "into a second module, same weights, same kernel set name), "
                          "alternating --rounds times (default: no comparison)")  # fmt: skip
+    ap.add_argument("--repack", action="store_true",
+                    help="also build a forward with the routed Q2_K down projections "
+                         "repacked (docs/adr/0067-q2k-row-interleaved-repack.md) and "
+                         "alternate it with the GGUF layout --rounds times")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=2,
                     help="alternations for --compare / --rev (default: 2)")  # fmt: skip
     ap.add_argument(
@@ -246,6 +251,14 @@ def main() -> None:
     if args.compare:
         other = NativeForward(hp, model, weights, numerics, cpu_kernels.IMPLS[args.compare])
         compare(fwd, other, ids, args.prefill, args.rounds, f"{impl}/{args.compare}")
+    if args.repack:
+        packed = NativeForward(hp, model, weights, numerics, cpu_kernels.IMPLS[impl])
+        summary = repack_down_experts(
+            packed.layout.layers, ["blk.0.ffn_down_exps.weight"], model, packed.layout.keep,
+            print, drop_mapped=False,
+        )  # fmt: skip
+        print(summary.line())
+        compare(packed, fwd, ids, args.prefill, args.rounds, "repacked/gguf")
     if args.rev:
         from bench.kernel_vs_previous_bench import build_old
 

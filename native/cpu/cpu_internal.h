@@ -80,6 +80,17 @@ static inline void q4k_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
 /* Q2_K rows interleaved by 8 (cpu_q2k_x8.c): rows per group, bytes of the group
  * kernel's prepared activation per 256-value block. */
 enum { DS4_Q2K_X8_ROWS = 8, DS4_Q2K_X8_ACT_BYTES = 41 * 64 };
+/* 1 where impl (AUTO resolved) is the AVX-512 set, the one that reads repacked rows. */
+static inline int ds4_cpu_x8_impl(int impl) {
+    if (impl == DS4_CPU_IMPL_AUTO) impl = ds4_cpu_best_impl();
+    return impl == DS4_CPU_IMPL_AVX512 && ds4_cpu_impl_available(impl);
+}
+/* The item holding row r, for r a multiple of 8 up to the last group's end, or a tail row
+ * (or rows: the end). */
+static inline size_t ds4_q2k_x8_item_of(size_t rows, size_t r) {
+    size_t full = rows / DS4_Q2K_X8_ROWS * DS4_Q2K_X8_ROWS;
+    return r <= full ? r / DS4_Q2K_X8_ROWS : full / DS4_Q2K_X8_ROWS + (r - full);
+}
 
 /* One dot kernel: weight row w (cols values) with a prepared activation. */
 typedef float (*ds4_dot_fn)(const uint8_t *w, const void *act, size_t cols);
@@ -129,6 +140,15 @@ ds4_rows_fn ds4_rows_avx512_q8_0(void);
 void ds4_q2k_x8_act_avx512(const ds4_block_q8k *xq, size_t nb, void *out);
 void ds4_q2k_x8_groups_avx512(const uint8_t *packed, size_t groups, const void *xs, size_t nb,
                               float *y);
+/* Items begin .. end of a product over repacked rows (items: the rows / 8 groups, then
+ * the rows % 8 tail rows one each), y[0] receiving the first row of item `begin`: the
+ * groups through the group kernel (xs), the tail rows through tail_dot (xq). The one
+ * code path of every product over a repacked tensor, so a row's bits do not depend on
+ * the caller (decode, prefill, thread split). */
+void ds4_q2k_x8_items(const uint8_t *packed, size_t rows, size_t cols, const void *xs,
+                      const ds4_block_q8k *xq, ds4_dot_fn tail_dot, size_t begin, size_t end,
+                      float *y);
+
 /* Bit-identical AVX-512 activation quantizers for whole blocks (cpu_actquant_avx512.c). */
 void ds4_cpu_quantize_q8a_avx512(const float *x, size_t n_blocks, ds4_block_q8a *out);
 void ds4_cpu_quantize_q8k_avx512(const float *x, size_t n_blocks, ds4_block_q8k *out);

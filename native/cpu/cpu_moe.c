@@ -22,6 +22,9 @@ typedef struct {
     float *mid;                    /* n_used x n_ff */
     const ds4_block_q8k *midq;     /* n_used x n_ff/256 blocks */
     float *out;
+    /* down->x8: per used expert the group kernel's activation (n_ff/256 x
+     * DS4_Q2K_X8_ACT_BYTES), and the pool's items are the repacked tensor's */
+    const uint8_t *x8_acts;
 } moe_job;
 
 /* x * sigmoid(x) with the branch that cannot overflow (scalar_ops.silu). The numpy
@@ -54,6 +57,32 @@ static void moe_gate_up(void *ctx, size_t begin, size_t end) {
 
 /* Rows taken per multi-row kernel call in moe_down. */
 #define DOWN_ROWS 16
+
+#if defined(__x86_64__) || defined(__i386__)
+/* Items per call in moe_down_x8: 4 groups of 8 rows. */
+#define DOWN_ITEMS 4
+
+/* moe_down over repacked down rows (ADR 0067): items begin .. end of the tensor, each
+ * row's expert products summed in selection order as below, every product through
+ * ds4_q2k_x8_items, as the grouped prefill path does (fwd_ffn.c). */
+static void moe_down_x8(void *ctx, size_t begin, size_t end) {
+    const moe_job *job = ctx;
+    size_t nb = job->n_ff / 256, rows = job->n_embd, groups = rows / DS4_Q2K_X8_ROWS;
+    for (size_t i0 = begin; i0 < end; i0 += DOWN_ITEMS) {
+        size_t i1 = end - i0 < DOWN_ITEMS ? end : i0 + DOWN_ITEMS;
+        size_t r0 = i0 < groups ? DS4_Q2K_X8_ROWS * i0 : DS4_Q2K_X8_ROWS * groups + (i0 - groups);
+        size_t r1 = i1 < groups ? DS4_Q2K_X8_ROWS * i1 : DS4_Q2K_X8_ROWS * groups + (i1 - groups);
+        float acc[DOWN_ITEMS * DS4_Q2K_X8_ROWS] = {0}, part[DOWN_ITEMS * DS4_Q2K_X8_ROWS];
+        for (size_t k = 0; k < job->n_used; k++) {
+            const uint8_t *w = job->down->base + (size_t)job->ids[k] * job->down->expert_stride;
+            ds4_q2k_x8_items(w, rows, job->n_ff, job->x8_acts + k * nb * DS4_Q2K_X8_ACT_BYTES,
+                             job->midq + k * nb, job->down_dots[k], i0, i1, part);
+            for (size_t i = 0; i < r1 - r0; i++) acc[i] += part[i];
+        }
+        for (size_t i = 0; i < r1 - r0; i++) job->out[r0 + i] = acc[i];
+    }
+}
+#endif
 
 static void moe_down(void *ctx, size_t begin, size_t end) {
     const moe_job *job = ctx;
@@ -118,6 +147,8 @@ int ds4_cpu_moe_strict(const float *x, size_t n_embd, size_t n_ff, size_t n_expe
         if (expert_ids[k] < 0 || (size_t)expert_ids[k] >= n_expert) return DS4_CPU_BAD_EXPERT;
     const ds4_dot_table *table = ds4_cpu_dot_table(impl);
     if (!table) return DS4_CPU_BAD_IMPL;
+    /* repacked rows are read by the AVX-512 group kernel only */
+    if (down->x8 && (down->type != T_Q2_K || !ds4_cpu_x8_impl(impl))) return DS4_CPU_BAD_IMPL;
 
     size_t nb_in = n_embd / 256, nb_ff = n_ff / 256;
     size_t mark = ds4_scratch_mark();
@@ -125,7 +156,8 @@ int ds4_cpu_moe_strict(const float *x, size_t n_embd, size_t n_ff, size_t n_expe
     ds4_block_q8k *midq = ds4_scratch_alloc(n_used * nb_ff * sizeof *midq);
     float *mid = ds4_scratch_alloc(n_used * n_ff * sizeof *mid);
     ds4_dot_fn *down_dots = ds4_scratch_alloc(n_used * sizeof *down_dots);
-    if (!xq || !midq || !mid || !down_dots) {
+    uint8_t *x8_acts = down->x8 ? ds4_scratch_alloc(n_used * nb_ff * DS4_Q2K_X8_ACT_BYTES) : NULL;
+    if (!xq || !midq || !mid || !down_dots || (down->x8 && !x8_acts)) {
         ds4_scratch_reset(mark);
         return DS4_CPU_NO_MEMORY;
     }
@@ -135,13 +167,22 @@ int ds4_cpu_moe_strict(const float *x, size_t n_embd, size_t n_ff, size_t n_expe
     moe_job job = {n_embd, n_ff, n_used, gate, up, down, expert_ids, route_weights, clamp,
                    libm_exp, ds4_cpu_pick_dot(in_table, gate->type), ds4_cpu_pick_dot(in_table, up->type),
                    down_dots, ds4_cpu_pick_rows(table, down->type),
-                   ds4_cpu_pick_dot(table, down->type), xq, mid, midq, out};
+                   ds4_cpu_pick_dot(table, down->type), xq, mid, midq, out, x8_acts};
     ds4_pool_run(moe_gate_up, &job, n_used * n_ff, 32);
     for (size_t k = 0; k < n_used; k++) {
         ds4_cpu_quantize_q8k(mid + k * n_ff, n_ff, midq + k * nb_ff);
         int exact = ds4_cpu_act_has_min_code(ACT_Q8K, midq + k * nb_ff, n_ff);
         down_dots[k] = ds4_cpu_pick_dot(exact ? &ds4_dots_scalar : table, down->type);
     }
+#if defined(__x86_64__) || defined(__i386__)
+    if (down->x8) {
+        for (size_t k = 0; k < n_used; k++)
+            ds4_q2k_x8_act_avx512(midq + k * nb_ff, nb_ff, x8_acts + k * nb_ff * DS4_Q2K_X8_ACT_BYTES);
+        ds4_pool_run(moe_down_x8, &job, ds4_q2k_x8_item_of(n_embd, n_embd), DOWN_ITEMS);
+        ds4_scratch_reset(mark);
+        return DS4_CPU_OK;
+    }
+#endif
     ds4_pool_run(moe_down, &job, n_embd, 32);
     ds4_scratch_reset(mark);
     return DS4_CPU_OK;

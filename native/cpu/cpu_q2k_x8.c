@@ -95,17 +95,26 @@ typedef struct {
     float *y;
 } x8_job;
 
+void ds4_q2k_x8_items(const uint8_t *packed, size_t rows, size_t cols, const void *xs,
+                      const ds4_block_q8k *xq, ds4_dot_fn tail_dot, size_t begin, size_t end,
+                      float *y) {
+    size_t nb = cols / 256, groups = rows / X8, row_bytes = nb * BLOCK;
+    size_t first = begin < groups ? X8 * begin : X8 * groups + (begin - groups);
+    size_t g1 = end < groups ? end : groups;
+    if (begin < g1)
+        ds4_q2k_x8_groups_avx512(packed + begin * nb * GROUP_BLOCK, g1 - begin, xs, nb, y);
+    for (size_t i = begin > groups ? begin : groups; i < end; i++) {
+        size_t r = X8 * groups + (i - groups);
+        y[r - first] = tail_dot(packed + r * row_bytes, xq, cols);
+    }
+}
+
 /* Items are groups, then the tail rows (one item each). */
 static void x8_items(void *ctx, size_t begin, size_t end) {
     const x8_job *job = ctx;
-    size_t g1 = end < job->groups ? end : job->groups;
-    if (begin < g1)
-        ds4_q2k_x8_groups_avx512(job->packed + begin * job->nb * GROUP_BLOCK, g1 - begin,
-                                 job->xs, job->nb, job->y + X8 * begin);
-    for (size_t i = begin > job->groups ? begin : job->groups; i < end; i++) {
-        size_t r = X8 * job->groups + (i - job->groups);
-        job->y[r] = job->tail_dot(job->packed + r * job->row_bytes, job->xq, job->cols);
-    }
+    size_t first = begin < job->groups ? X8 * begin : X8 * job->groups + (begin - job->groups);
+    ds4_q2k_x8_items(job->packed, job->rows, job->cols, job->xs, job->xq, job->tail_dot, begin,
+                     end, job->y + first);
 }
 #endif
 

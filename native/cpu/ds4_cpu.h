@@ -87,6 +87,9 @@ typedef struct {
     size_t expert_stride;
     size_t row_stride;
     int type;
+    /* 1: each expert's Q2_K rows are interleaved by 8 (ds4_cpu_q2k_x8_repack, ADR 0067),
+     * read by the AVX-512 group kernel only; row_stride is then the GGUF row size. */
+    int x8;
 } ds4_cpu_experts;
 
 /* Routed MoE for one token (docs/reference/formats.md §5.8): x has n_embd values, gate/up have n_ff

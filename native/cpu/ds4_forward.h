@@ -32,6 +32,7 @@ typedef struct {
     size_t expert_stride;  /* bytes between experts (3-D expert tensors) */
     size_t rows, cols;
     int type;              /* ggml type id */
+    int x8;                /* routed Q2_K experts interleaved by 8 (ADR 0067); 0 = GGUF rows */
 } ds4_fw_mat;
 
 typedef struct ds4_fw_layer {

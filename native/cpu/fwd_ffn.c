@@ -51,7 +51,7 @@ static int route_token(const ds4_fw_layer *L, const float *logit, int32_t token,
 static float silu(float x) { return x * ds4_fw_sigmoid_stable(x); }
 
 static ds4_cpu_experts experts_of(const ds4_fw_mat *m) {
-    ds4_cpu_experts e = {m->data, m->expert_stride, m->row_stride, m->type};
+    ds4_cpu_experts e = {m->data, m->expert_stride, m->row_stride, m->type, m->x8};
     return e;
 }
 
@@ -96,6 +96,9 @@ typedef struct {
      * the pairs whose down kernel is row_dot; NULL where the table has none */
     ds4_rows_fn rows_fn;
     ds4_dot_fn row_dot;
+    /* phase 2 over repacked down rows (ADR 0067): per pair the group kernel's activation;
+     * every pair then goes through ds4_q2k_x8_items, as the one-token path (cpu_moe.c) */
+    const uint8_t *x8_acts;
 } grouped_job;
 
 #define GROUP_ROW_TILE 16
@@ -161,6 +164,15 @@ static void grouped_rows(void *ctx, size_t begin, size_t end) {
             size_t a = j->w2 ? pair / K : pair;  /* phase 1 reads the token's activation */
             const ds4_block_q8k *act = j->act + a * j->act_blocks;
             float *o = j->out + pair * j->rows;
+#if defined(__x86_64__) || defined(__i386__)
+            if (j->x8_acts) {
+                ds4_q2k_x8_items(b1, j->rows, j->cols,
+                                 j->x8_acts + pair * j->act_blocks * DS4_Q2K_X8_ACT_BYTES, act,
+                                 j->dots1[a], ds4_q2k_x8_item_of(j->rows, r0),
+                                 ds4_q2k_x8_item_of(j->rows, r1), o + r0);
+                continue;
+            }
+#endif
             if (j->rows_fn && j->dots1[a] == j->row_dot) {
                 j->rows_fn(b1 + r0 * j->w1->row_stride, j->w1->row_stride, r1 - r0, act, j->cols,
                            o + r0);
@@ -193,12 +205,12 @@ static int groups_streamed(const ds4_fw_layer *L, size_t n, const expert_group *
         const uint8_t *part[3];
         int rc = ds4_xc_acquire(L->xc, L->layer_id, groups[g].expert, part);
         if (rc) return rc;
-        ds4_cpu_experts gate = {part[0], 0, L->gate_exps.row_stride, L->gate_exps.type};
-        ds4_cpu_experts up = {part[1], 0, L->up_exps.row_stride, L->up_exps.type};
-        ds4_cpu_experts down = {part[2], 0, L->down_exps.row_stride, L->down_exps.type};
+        ds4_cpu_experts gate = {part[0], 0, L->gate_exps.row_stride, L->gate_exps.type, 0};
+        ds4_cpu_experts up = {part[1], 0, L->up_exps.row_stride, L->up_exps.type, 0};
+        ds4_cpu_experts down = {part[2], 0, L->down_exps.row_stride, L->down_exps.type, 0};
         expert_group one = {0, groups[g].first, groups[g].count};
         grouped_job job1 = {L, &one, pairs, F, D, tiles_f, &gate, &up, xq, nb_d, gdots, udots,
-                            wts, L->clamp, mid, tile, offset_acts, NULL, NULL};
+                            wts, L->clamp, mid, tile, offset_acts, NULL, NULL, NULL};
         ds4_pool_run(grouped_rows, &job1, tiles_f, 1);
         for (size_t i = one.first; i < one.first + one.count; i++) {
             size_t p = pairs[i];
@@ -209,7 +221,7 @@ static int groups_streamed(const ds4_fw_layer *L, size_t n, const expert_group *
         }
         grouped_job job2 = {L, &one, pairs, D, F, tiles_d, &down, NULL, mq, nb_f, ddots, NULL,
                             wts, 0.0f, contrib, NULL, NULL, ds4_cpu_pick_rows(table, down.type),
-                            ds4_cpu_pick_dot(table, down.type)};
+                            ds4_cpu_pick_dot(table, down.type), NULL};
         ds4_pool_run(grouped_rows, &job2, tiles_d, 1);
         ds4_xc_release(L->xc, L->layer_id, groups[g].expert);
     }
@@ -230,6 +242,9 @@ static int moe_grouped(const ds4_fw_layer *L, const float *x, size_t n, const in
         if (ids[p] < 0 || (size_t)ids[p] >= E) return DS4_CPU_BAD_EXPERT;
     ds4_cpu_experts gate = experts_of(&L->gate_exps), up = experts_of(&L->up_exps);
     ds4_cpu_experts down = experts_of(&L->down_exps);
+    /* repacked rows: the AVX-512 group kernel only, and never with the expert cache */
+    if (down.x8 && (down.type != T_Q2_K || !ds4_cpu_x8_impl(impl))) return DS4_CPU_BAD_IMPL;
+    if (down.x8 && L->xc) return DS4_FW_BAD_STATE;
     size_t mark = ds4_scratch_mark();
     size_t *pairs = ds4_scratch_alloc(P * sizeof *pairs);
     size_t *count = ds4_scratch_alloc((E + 1) * sizeof *count);
@@ -239,8 +254,11 @@ static int moe_grouped(const ds4_fw_layer *L, const float *x, size_t n, const in
     ds4_dot_fn *dots = ds4_scratch_alloc((2 * n + P) * sizeof *dots);
     float *mid = ds4_scratch_alloc(P * F * sizeof *mid);
     float *contrib = ds4_scratch_alloc(P * D * sizeof *contrib);
+    uint8_t *x8_acts = down.x8 ? ds4_scratch_alloc(P * nb_f * DS4_Q2K_X8_ACT_BYTES) : NULL;
     int rc = DS4_CPU_NO_MEMORY;
-    if (!pairs || !count || !groups || !xq || !mq || !dots || !mid || !contrib) goto done;
+    if (!pairs || !count || !groups || !xq || !mq || !dots || !mid || !contrib ||
+        (down.x8 && !x8_acts))
+        goto done;
     memset(count, 0, (E + 1) * sizeof *count);
 
     /* counting sort of the (token, slot) pairs by expert, stable in pair order */
@@ -279,7 +297,7 @@ static int moe_grouped(const ds4_fw_layer *L, const float *x, size_t n, const in
         goto sum;
     }
     grouped_job job1 = {L, groups, pairs, F, D, tiles_f, &gate, &up, xq, nb_d, gdots, udots,
-                        wts, L->clamp, mid, tile, offset_acts, NULL, NULL};
+                        wts, L->clamp, mid, tile, offset_acts, NULL, NULL, NULL};
     ds4_pool_run(grouped_rows, &job1, n_groups * tiles_f, 1);
 
     for (size_t p = 0; p < P; p++) {
@@ -287,10 +305,13 @@ static int moe_grouped(const ds4_fw_layer *L, const float *x, size_t n, const in
         const ds4_dot_table *tt =
             ds4_cpu_act_has_min_code(ACT_Q8K, mq + p * nb_f, F) ? &ds4_dots_scalar : table;
         ddots[p] = ds4_cpu_pick_dot(tt, down.type);
+#if defined(__x86_64__) || defined(__i386__)
+        if (x8_acts) ds4_q2k_x8_act_avx512(mq + p * nb_f, nb_f, x8_acts + p * nb_f * DS4_Q2K_X8_ACT_BYTES);
+#endif
     }
     grouped_job job2 = {L, groups, pairs, D, F, tiles_d, &down, NULL, mq, nb_f, ddots, NULL,
                         wts, 0.0f, contrib, NULL, NULL, ds4_cpu_pick_rows(table, down.type),
-                        ds4_cpu_pick_dot(table, down.type)};
+                        ds4_cpu_pick_dot(table, down.type), x8_acts};
     ds4_pool_run(grouped_rows, &job2, n_groups * tiles_d, 1);
 
 sum:
@@ -429,6 +450,10 @@ int ds4_fw_ffn(const ds4_fw_layer *L, const float *g, const int32_t *tokens, siz
     ds4_cpu_experts gate = experts_of(&L->gate_exps), up = experts_of(&L->up_exps);
     ds4_cpu_experts down = experts_of(&L->down_exps);
     int fused = q8k_type(gate.type) && q8k_type(up.type) && q8k_type(down.type);
+    if (down.x8 && !fused) {  /* repacked rows have only the fused path's kernel */
+        rc = DS4_CPU_BAD_TYPE;
+        goto done;
+    }
     for (size_t t = 0; t < n; t++) {
         int32_t *ids = all_ids + t * K;
         float *wts = all_wts + t * K;

@@ -28,7 +28,7 @@ import numpy.typing as npt
 from ds4.apps import flag_types, wiring
 from ds4.apps.bootstrap import load_engine
 from ds4.apps.cli_prompt import chat_prompt
-from ds4.apps.engine_flags import add_engine_flags, add_mtp_flags
+from ds4.apps.engine_flags import add_engine_flags, add_mtp_flags, add_repack_flag
 from ds4.apps.flag_types import MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.ssd_flags import add_ssd_streaming_flags, streaming_options
@@ -108,6 +108,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench.add_argument("-sys", "--system", default=DEFAULT_SYSTEM, help="with --chat-prompt-file")
     add_engine_flags(bench)
     add_ssd_streaming_flags(bench)
+    add_repack_flag(bench)
     add_mtp_flags(bench)
     tokens = flag_types.int_in(1, MAX_CTX)
     bench.add_argument("--ctx-start", type=tokens, default=2048,
@@ -297,6 +298,7 @@ def run(args: argparse.Namespace) -> int:
         numerics=args.numerics,
         threads=args.threads,
         streaming=streaming,
+        repack_experts=args.repack_experts,
         mtp=args.mtp,
         mtp_draft=args.mtp_draft,
     )

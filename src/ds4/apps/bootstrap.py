@@ -187,6 +187,7 @@ def load_engine(
     script: str | None = None,
     script_token_delay: float = 0.0,
     streaming: StreamingOptions | None = None,
+    repack_experts: str = "auto",
     mtp: str | None = None,
     mtp_draft: int = DEFAULT_MTP_DRAFT,
     power: int | None = None,
@@ -216,6 +217,7 @@ def load_engine(
         script_tokenizer=tokenizer,
         script_token_delay=script_token_delay,
         streaming=streaming,
+        repack_experts=repack_experts,
         distributed=distributed,
         log=log,
     )
@@ -324,6 +326,7 @@ def bootstrap_server(
             script=options.script,
             script_token_delay=options.script_token_delay,
             streaming=options.streaming,
+            repack_experts=options.repack_experts,
             mtp=options.mtp,
             mtp_draft=options.mtp_draft,
             power=options.power,

@@ -23,6 +23,7 @@ from ds4.apps.engine_flags import (
     add_mtp_flags,
     add_numerics_flag,
     add_power_flag,
+    add_repack_flag,
     add_steering_flags,
 )
 from ds4.apps.flag_types import INT_MAX, MAX_CTX, SEED_MAX
@@ -126,6 +127,7 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
     add_sampling_flags(cli)
     add_backend_flags(cli)
     add_ssd_streaming_flags(cli)
+    add_repack_flag(cli)
     add_numerics_flag(cli)
     add_mtp_flags(cli)
     add_power_flag(cli)

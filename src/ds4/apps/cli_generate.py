@@ -55,6 +55,7 @@ def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer, DutyCycl
         numerics=args.numerics,
         threads=args.threads,
         streaming=streaming,
+        repack_experts=args.repack_experts,
         distributed=distributed_options(args),
         log=lambda line: print(f"ds4: distributed {line}", file=sys.stderr),
         mtp=args.mtp,

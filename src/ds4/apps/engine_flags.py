@@ -85,6 +85,20 @@ def add_numerics_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_repack_flag(parser: argparse.ArgumentParser) -> None:
+    """--repack-experts (the cpu backend's weight layout at load; ADR 0067)."""
+    parser.add_argument(
+        "--repack-experts",
+        choices=["auto", "off"],
+        default="auto",
+        help="cpu backend: auto (default) copies the routed experts' Q2_K down projections "
+        "once at load into rows interleaved by 8 for the faster AVX-512 kernel, where it "
+        "applies (avx512 kernels, --numerics ds4, not --ssd-streaming; same memory, as "
+        "anonymous pages; results within the f32 bound of the GGUF layout's); off: use the "
+        "GGUF layout as mapped",
+    )
+
+
 def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     """-m, --backend, --threads and --numerics (no scripted backend)."""
     add_model_flag(parser)

@@ -22,6 +22,7 @@ from ds4.apps.engine_flags import (
     add_mtp_flags,
     add_numerics_flag,
     add_power_flag,
+    add_repack_flag,
     add_steering_flags,
     scripted_flags_problem,
     steering_request,
@@ -76,6 +77,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_backend_flags(p, scripted=True)
     add_numerics_flag(p)
     add_ssd_streaming_flags(p)
+    add_repack_flag(p)
     p.add_argument(
         "--api-key",
         type=flag_types.api_key,
@@ -365,6 +367,7 @@ def run_server(args: argparse.Namespace) -> int:
         kv_disk_dir=args.kv_disk_dir,
         kv_cache=kv_cache_options(args),
         streaming=streaming_options(args),
+        repack_experts=args.repack_experts,
         kv_mem_bytes=args.kv_mem_space_mb << 20,
         max_body_mb=args.max_body_mb,
         max_connections=args.max_connections,

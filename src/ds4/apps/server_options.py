@@ -50,5 +50,6 @@ class ServerOptions:
     kv_disk_dir: str | None = None  # the disk KV cache directory (None: disabled)
     kv_cache: KvCacheOptions = field(default_factory=KvCacheOptions)
     streaming: StreamingOptions | None = None  # --ssd-streaming (docs/ssd-streaming.md)
+    repack_experts: str = "auto"  # --repack-experts (ADR 0067)
     kv_mem_bytes: int = DEFAULT_KV_MEM_MIB << 20  # in-memory checkpoints (0: none)
     distributed: DistributedOptions | None = None  # layer ranges on Ray workers

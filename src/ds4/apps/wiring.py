@@ -175,6 +175,7 @@ def model_runner(
     streaming: StreamingOptions | None = None,
     distributed: DistributedOptions | None = None,
     log: Callable[[str], None] | None = None,
+    repack_experts: str = "auto",
 ) -> ModelRunner:
     """The compute backend (`--backend`) over an opened model: native cpu, reference
     numpy, vulkan (the device-resident forward, docs/vulkan.md), or the
@@ -212,7 +213,12 @@ def model_runner(
         from ds4.adapters.compute.cpu import cpu_runner
 
         return cpu_runner(
-            model.file, model.hparams, numerics=numerics, threads=threads, streaming=streaming
+            model.file,
+            model.hparams,
+            numerics=numerics,
+            threads=threads,
+            streaming=streaming,
+            repack_experts=repack_experts,
         )
     if streaming is not None:
         raise Ds4Error("--ssd-streaming needs --backend cpu")

@@ -16,10 +16,18 @@ from ds4.adapters.compute.cpu import open_cpu_runner
 SIMD = [impl for impl in ("avx2", "avx512") if impl in cpu_kernels.available_impls()]
 
 
+# avx512 with --repack-experts auto runs the Q2_K down products over interleaved rows
+# (docs/adr/0067-q2k-row-interleaved-repack.md) in both paths; off keeps the GGUF rows
+CASES = [(impl, "off") for impl in SIMD] + [("avx512", "auto")] * ("avx512" in SIMD)
+
+
 @pytest.mark.skipif(not SIMD, reason="no AVX2 on this CPU")
-@pytest.mark.parametrize("impl", SIMD)
-def test_chunk_prefill_equals_token_by_token(tiny_q2: Path, prompt: list[int], impl: str) -> None:
-    runner = open_cpu_runner(str(tiny_q2), impl=impl)
+@pytest.mark.parametrize(("impl", "repack"), CASES)
+def test_chunk_prefill_equals_token_by_token(
+    tiny_q2: Path, prompt: list[int], impl: str, repack: str
+) -> None:
+    runner = open_cpu_runner(str(tiny_q2), impl=impl, repack_experts=repack)
+    assert (runner.repack.tensors > 0) == (repack == "auto")
     chunk = runner.new_session(256).prefill(prompt)
     one = runner.new_session(256)
     for token in prompt:

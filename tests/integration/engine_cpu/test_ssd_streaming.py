@@ -30,7 +30,10 @@ DEMO = ROOT / "models" / "demo.gguf"
 def _run(
     path: Path, numerics: str, prompt: list[int], streaming: StreamingOptions | None
 ) -> tuple[CpuRunner, npt.NDArray[np.float32]]:
-    runner = open_cpu_runner(str(path), numerics=numerics, threads=2, streaming=streaming)
+    # the cache serves GGUF bytes: the mapped run to match keeps the GGUF layout (ADR 0067)
+    runner = open_cpu_runner(
+        str(path), numerics=numerics, threads=2, streaming=streaming, repack_experts="off"
+    )
     session = runner.new_session(len(prompt) + 8)
     out = [session.prefill(prompt, all_logits=True)]
     token = int(out[0][-1].argmax())

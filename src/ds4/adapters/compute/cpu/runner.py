@@ -11,10 +11,17 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.adapters.compute import cpu_kernels
+from ds4.adapters.compute.cpu.expert_repack import (
+    RepackSummary,
+    repack_down_experts,
+    repack_skip_reason,
+    repackable,
+)
 from ds4.adapters.compute.cpu.expert_streaming import ExpertStreaming
 from ds4.adapters.compute.cpu.native_forward import NativeForward
 from ds4.adapters.compute.cpu.sequence_state import CpuState
 from ds4.adapters.gguf.model_open import load_model, routed_quant_bits
+from ds4.adapters.gguf.reader import GGUFFile
 from ds4.adapters.gguf.tensor_values import TensorValues
 from ds4.adapters.quant.native_dequant import NativeDequantizer
 from ds4.domain.engine.state_runner import StateRunner
@@ -44,18 +51,40 @@ class CpuRunner(StateRunner):
         impl: str,
         streaming: StreamingOptions | None = None,
         log: Callable[[str], None] = _stderr,
+        repack_experts: str = "off",
     ) -> None:
         super().__init__(hparams)
         self._model = model
         self.numerics = numerics
         values = TensorValues(model, NativeDequantizer())
         self.forward = NativeForward(hparams, model, values, numerics, cpu_kernels.IMPLS[impl])
+        # ADR 0067: routed Q2_K down rows interleaved by 8 where the AVX-512 kernel reads them
+        skip = repack_skip_reason(
+            repack_experts, numerics=numerics.name, impl=impl, streaming=streaming is not None
+        )
+        layout = self.forward.layout
+        self.repack: RepackSummary = (
+            repack_down_experts(
+                layout.layers,
+                [f"blk.{il}.ffn_down_exps.weight" for il in layout.layer_range],
+                model,
+                layout.keep,
+                log,
+                drop_mapped=isinstance(model, GGUFFile),
+            )
+            if skip is None
+            else RepackSummary(0, 0, skip)
+        )
         # --ssd-streaming: routed experts through the budgeted cache, not the mapping
         self.streaming = (
             ExpertStreaming(model, hparams, self.forward.layout, streaming, log)
             if streaming is not None
             else None
         )
+        # after the streaming lines, which callers read first; said only for a model
+        # that has such tensors (not the Q8_0 demo model)
+        if repackable(layout.layers, len(layout.layer_range)):
+            log(self.repack.line())
         self._captured = np.zeros((hparams.n_layer, hparams.n_embd), np.float32)
 
     def expert_cache_stats(self) -> ExpertCacheStats | None:
@@ -107,6 +136,7 @@ def cpu_runner(
     impl: str = "auto",
     streaming: StreamingOptions | None = None,
     log: Callable[[str], None] = _stderr,
+    repack_experts: str = "auto",
 ) -> CpuRunner:
     """The native CPU backend over an already opened and validated model file.
 
@@ -117,6 +147,9 @@ def cpu_runner(
     threads: the kernel pool size (default: every core); impl: "auto" (best SIMD this
     CPU has) or "scalar" (the nominal formulas). streaming: serve routed experts from
     the budgeted SSD-streaming cache (docs/ssd-streaming.md); log gets its start-up lines.
+    repack_experts: "auto" repacks the routed Q2_K down projections for the AVX-512
+    kernel where it applies (docs/adr/0067-q2k-row-interleaved-repack.md), "off" keeps
+    the GGUF layout.
     """
     chosen = numerics_named(numerics)
     if impl not in cpu_kernels.available_impls():
@@ -127,7 +160,7 @@ def cpu_runner(
     n_threads = threads if threads is not None else os.cpu_count() or 1
     cpu_kernels.set_threads(n_threads)  # Ds4Error now for a bad count, not at first use
     check_numerics_fit(chosen, hparams)
-    return CpuRunner(model, hparams, chosen, impl, streaming, log)
+    return CpuRunner(model, hparams, chosen, impl, streaming, log, repack_experts)
 
 
 def open_cpu_runner(
@@ -137,10 +170,17 @@ def open_cpu_runner(
     threads: int | None = None,
     impl: str = "auto",
     streaming: StreamingOptions | None = None,
+    repack_experts: str = "auto",
 ) -> CpuRunner:
     """Open and validate a main-model GGUF for the native CPU backend (see cpu_runner)."""
     numerics_named(numerics)  # a bad name fails before the file is opened
     model, hparams = load_model(path)
     return cpu_runner(
-        model, hparams, numerics=numerics, threads=threads, impl=impl, streaming=streaming
+        model,
+        hparams,
+        numerics=numerics,
+        threads=threads,
+        impl=impl,
+        streaming=streaming,
+        repack_experts=repack_experts,
     )
