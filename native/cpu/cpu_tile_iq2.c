@@ -55,22 +55,10 @@ AVX512 static INLINE void decode_block(const uint8_t *qs, iq2_block *blk) {
     __m512i z = _mm512_loadu_si512((const void *)qs);
     __m256i idx = _mm512_cvtepi64_epi32(z);                          /* a0..a7 */
     __m256i s = _mm512_cvtepi64_epi32(_mm512_srli_epi64(z, 32));     /* s0..s7 */
-    /* byte k of dword g: 7-bit sign field k of s_g, then its parity as bit 7 */
-    const __m256i m7 = _mm256_set1_epi32(0x7f);
-    __m256i t = _mm256_or_si256(
-        _mm256_or_si256(_mm256_and_si256(s, m7),
-                        _mm256_and_si256(_mm256_slli_epi32(s, 1), _mm256_slli_epi32(m7, 8))),
-        _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(s, 2), _mm256_slli_epi32(m7, 16)),
-                        _mm256_and_si256(_mm256_slli_epi32(s, 3), _mm256_slli_epi32(m7, 24))));
-    const __m256i par4 = _mm256_setr_epi8(
-        0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0,
-        0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
-    __m256i nib = _mm256_and_si256(_mm256_xor_si256(t, _mm256_srli_epi16(t, 4)),
-                                   _mm256_set1_epi8(15));
-    __m256i neg = _mm256_or_si256(t, _mm256_shuffle_epi8(par4, nib)); /* bit i: value i < 0 */
-    /* group scale 2 * (s >> 28) + 1 as two int16 words per dword */
-    __m256i l = _mm256_or_si256(_mm256_srli_epi32(s, 27), _mm256_set1_epi32(1));
-    __m512i l2 = _mm512_castsi256_si512(_mm256_or_si256(l, _mm256_slli_epi32(l, 16)));
+    /* per group: its sign fields with their parity bits, and its scale (int16 pairs) */
+    __m256i neg, l;
+    ds4_iq2_fields_avx2(s, &neg, &l);
+    __m512i l2 = _mm512_castsi256_si512(l);
     __m128i ilo = _mm256_castsi256_si128(idx), ihi = _mm256_extracti128_si256(idx, 1);
     __m128i gi[4] = {ilo, _mm_unpackhi_epi64(ilo, ilo), ihi, _mm_unpackhi_epi64(ihi, ihi)};
     const __m512i zero = _mm512_setzero_si512();
