@@ -181,6 +181,16 @@ def test_the_cli_works(installed: Installed) -> None:
     assert "generation:" in done.stderr  # the rates line after a finished generation
 
 
+def test_the_pro_preset_ships_as_package_data(installed: Installed) -> None:
+    """`--preset pro` reads the release config.json from the installed package."""
+    code = (
+        "from ds4.apps.release_shapes import preset_shape; hp = preset_shape('pro'); "
+        "print(hp.n_layer, hp.n_embd, hp.n_expert)"
+    )
+    out = checked(run([installed.python, "-c", code], cwd=installed.home, env=installed.env))
+    assert out.split() == ["61", "7168", "384"]
+
+
 def test_the_server_without_a_model_says_how_to_pass_one(installed: Installed) -> None:
     done = installed.ds4("server", timeout=60)
     assert done.returncode == 2
