@@ -47,6 +47,9 @@ layout(std430, binding = 6) readonly buffer Ids { int ids[]; };
 #endif
 
 #include "reduce.glsl"
+#ifdef GROUPED
+#include "moe_chunk.glsl"
+#endif
 
 uint byte_at(uint off) { return (wdata[off >> 2] >> ((off & 3u) * 8u)) & 0xFFu; }
 int sbyte_at(uint off) { return int(byte_at(off) << 24) >> 24; }
@@ -66,15 +69,10 @@ void main() {
     uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
     uint c = gl_WorkGroupID.z;
     if (row >= p.rows || c >= chunks[0]) return;  // uniform across the workgroup
-    uint e = chunks[1u + 3u * c];
-    uint first = chunks[2u + 3u * c];
-    uint nt = chunks[3u + 3u * c];
+    uint e, nt;
     uint pair[NT];
     uint xr[NT];
-    for (uint t = 0; t < NT; ++t) {
-        pair[t] = perm[first + min(t, nt - 1u)];
-        xr[t] = pair[t] / p.x_div;
-    }
+    chunk_pairs(c, e, nt, pair, xr);
     float acc[NT];
     for (uint t = 0; t < NT; ++t) acc[t] = 0.0;
     uint rb = p.w_offset + (e * p.rows + row) * p.row_bytes;
