@@ -48,7 +48,7 @@ def kept(live: StateSession) -> tuple[int, int]:
     return most, min(state.kept_rows(il, _lib.DS4_SEQ_RAW)[1] for il in layers)
 
 
-@pytest.mark.parametrize("backend", ["cpu", "reference"])
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("reference", marks=pytest.mark.slow)])
 def test_trimmed_history_changes_no_logit(
     tiny_all_kinds: Path, tiny_q2: Path, tokens: list[int], backend: str
 ) -> None:
