@@ -32,6 +32,7 @@ from ds4.apps.engine_flags import add_engine_flags, add_mtp_flags, add_repack_fl
 from ds4.apps.flag_types import MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.ssd_flags import add_ssd_streaming_flags, streaming_options
+from ds4.apps.text_files import read_utf8
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
@@ -165,12 +166,7 @@ def check_flags(args: argparse.Namespace) -> int:
 def prompt_ids(args: argparse.Namespace, tokenizer: Tokenizer) -> tuple[list[int], int]:
     """The benchmark sequence and the EOS id."""
     path = Path(args.prompt_file or args.chat_prompt_file)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise Ds4Error(f"cannot read prompt file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise Ds4Error(f"prompt file {path} is not UTF-8 (byte {exc.start})") from None
+    text = read_utf8(path, "prompt file")
     if args.chat_prompt_file is not None:
         text = chat_prompt(text, args.system, ThinkMode.NONE)
     ids = tokenizer.encode(text)

@@ -29,6 +29,7 @@ from ds4.apps.engine_flags import (
 from ds4.apps.flag_types import INT_MAX, MAX_CTX, SEED_MAX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.ssd_flags import add_ssd_streaming_flags
+from ds4.apps.text_files import read_utf8
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.errors import Ds4Error
 from ds4.domain.sampling.params import MAX_TOP_K
@@ -230,15 +231,7 @@ def read_prompt(args: argparse.Namespace) -> str:
         return str(args.prompt)
     if args.prompt_file is None:
         raise Ds4Error("give the prompt with -p TEXT or --prompt-file F")
-    path = Path(args.prompt_file)
-    try:
-        raw = path.read_bytes()  # bytes: keep CR/LF exactly as in the file
-    except OSError as exc:
-        raise Ds4Error(f"cannot read prompt file {path}: {exc.strerror}") from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise Ds4Error(f"prompt file {path} is not UTF-8 (byte {exc.start})") from None
+    return read_utf8(Path(args.prompt_file), "prompt file")  # CR/LF kept as in the file
 
 
 def load_tokenizer(args: argparse.Namespace) -> Tokenizer:

@@ -19,6 +19,7 @@ from ds4.apps.cli_dumps import write_atomically
 from ds4.apps.engine_flags import add_engine_flags
 from ds4.apps.flag_types import MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.apps.text_files import read_utf8
 from ds4.apps.vectors_command import selected_vectors
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
@@ -166,12 +167,7 @@ def _score_vectors(args: argparse.Namespace, engine: Engine) -> list[ScoredToken
 
 def _score_text(args: argparse.Namespace, engine: Engine) -> list[ScoredToken]:
     path = Path(args.text)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise Ds4Error(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise Ds4Error(f"{path} is not UTF-8 (byte {exc.start})") from None
+    text = read_utf8(path)
     ids = engine.tokenizer.encode(text)
     budget = text_budget(len(ids), args.warmup, args.ctx)
     ctx = args.warmup + budget  # room for every evaluated token (the last is not evaluated)
@@ -191,12 +187,7 @@ def _score_text(args: argparse.Namespace, engine: Engine) -> list[ScoredToken]:
 
 
 def _read_table(path: str) -> list[ScoredToken]:
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise Ds4Error(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise Ds4Error(f"{path} is not UTF-8 (byte {exc.start})") from None
+    text = read_utf8(path)
     return parse_table(text, path)
 
 

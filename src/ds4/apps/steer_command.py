@@ -15,6 +15,7 @@ from ds4.apps.cli_generate import model_path
 from ds4.apps.cli_prompt import DEFAULT_SYSTEM, chat_prompt
 from ds4.apps.engine_flags import add_engine_flags
 from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.apps.text_files import read_utf8
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished
@@ -105,12 +106,7 @@ def _engine(args: argparse.Namespace) -> Engine:
 
 
 def _read_prompts(path: str) -> list[str]:
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise Ds4Error(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise Ds4Error(f"{path} is not UTF-8 (byte {exc.start})") from None
+    text = read_utf8(path)
     return prompt_lines(text, path)
 
 
