@@ -47,8 +47,7 @@ if TYPE_CHECKING:
     from ds4.adapters.eval.endpoint_answerer import EndpointAnswerer
     from ds4.adapters.eval.trace_file import TraceFile
     from ds4.adapters.quant.imatrix_file import Imatrix
-    from ds4.adapters.tokenizer.tokenizer_sources import TokenizerBackend
-    from ds4.adapters.tokenizer.vocabulary import Vocabulary
+    from ds4.adapters.tokenizer.vocabulary import TokenizerBackend, Vocabulary
 
 DequantBackend = Literal["native", "numpy"]
 ComputeBackend = Literal["cpu", "reference", "scripted"]
@@ -89,7 +88,7 @@ def tokenizer(
     """A tokenizer on its own: from a GGUF's metadata, a tokenizer.json, or (None) the
     official one. gguf_only: `source` names a model, so anything but a GGUF is an error.
     (With a model already open, use tokenizer_from_model: no second open.)"""
-    from ds4.adapters.tokenizer.tokenizer_sources import is_tokenizer_json, load_tokenizer_json
+    from ds4.adapters.tokenizer.vocabulary import is_tokenizer_json, load_tokenizer_json
 
     # Not a tokenizer.json: the GGUF reader refuses it with the line inspect prints.
     if source is not None and (gguf_only or not is_tokenizer_json(source)):
@@ -103,21 +102,20 @@ def tokenizer(
 
 def tokenizer_from_model(model: ModelFile, backend: TokenizerBackend = "native") -> Tokenizer:
     """The tokenizer embedded in an open model's `tokenizer.ggml.*` metadata."""
-    from ds4.adapters.tokenizer.vocab_loading import vocabulary_from_gguf_metadata
+    from ds4.adapters.tokenizer.vocabulary import vocabulary_from_gguf_metadata
 
     return _build_tokenizer(vocabulary_from_gguf_metadata(model.metadata), backend)
 
 
 def _build_tokenizer(vocab: Vocabulary, backend: TokenizerBackend) -> Tokenizer:
-    from ds4.adapters.tokenizer.tokenizer_sources import build_tokenizer
+    from ds4.adapters.tokenizer.vocabulary import build_tokenizer
 
     return build_tokenizer(vocab, backend)
 
 
 def tokenizer_records(tokenizer_json: str | None = None) -> dict[str, MetaValue]:
     """The `tokenizer.ggml.*` GGUF records of a tokenizer.json (None: the official one)."""
-    from ds4.adapters.tokenizer.gguf_metadata import tokenizer_metadata
-    from ds4.adapters.tokenizer.tokenizer_sources import load_tokenizer_json
+    from ds4.adapters.tokenizer.vocabulary import load_tokenizer_json, tokenizer_metadata
 
     return tokenizer_metadata(load_tokenizer_json(tokenizer_json))
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from ds4 import _native_tokenizer  # type: ignore[attr-defined]
-from ds4.adapters.tokenizer.byte_level import BYTE_TO_CHAR
-from ds4.adapters.tokenizer.reference_bpe import utf8_of
-from ds4.adapters.tokenizer.token_table import TokenTable
+from ds4.adapters.tokenizer.bpe import TokenTable, utf8_of
 from ds4.adapters.tokenizer.vocabulary import TokenizerDataError, Vocabulary
+from ds4.domain.tokenizer.byte_alphabet import BYTE_TO_CHAR
 
 _ffi = _native_tokenizer.ffi
 _lib = _native_tokenizer.lib
