@@ -1,5 +1,5 @@
 """The attention sublayer on the device over a DeviceLayerState (the device twin of
-reference/attention_layer.py; docs/vulkan.md#device-forward).
+reference/forward.py; docs/vulkan.md#device-forward).
 
 All of a chunk's raw rows and compressor inputs are written into the state first, then
 the compressed rows the chunk completes are emitted (in position order, one dispatch),
@@ -14,7 +14,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.attention_layer import LayerSetup
+from ds4.adapters.compute.reference.forward import LayerSetup
 from ds4.adapters.compute.vulkan.actquant import record_quantize_for
 from ds4.adapters.compute.vulkan.attention_prefill import (
     AttentionWindow,

@@ -1,4 +1,4 @@
-"""A sequence's per-layer state in device memory, mirroring reference/kv_state.py's
+"""A sequence's per-layer state in device memory, mirroring reference/state.py's
 LayerState row for row (docs/adr/0066-vulkan-device-forward.md).
 
 Each GrowRows becomes a DeviceRows: one device buffer of `capacity` rows addressed by
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.kv_state import CompressorHistory, GrowRows, LayerState
+from ds4.adapters.compute.reference.state import CompressorHistory, GrowRows, LayerState
 from ds4.adapters.compute.vulkan.buffers import Buffer
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.adapters.compute.vulkan.step import Step, Value

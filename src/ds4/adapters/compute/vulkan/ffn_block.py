@@ -1,4 +1,4 @@
-"""The FFN sublayer on the device (the device twin of reference/ffn_layer.py;
+"""The FFN sublayer on the device (the device twin of reference/forward.py;
 docs/vulkan.md#device-forward): the router's top-k (or hash) choice stays on the device
 and the routed experts read it there, grouped by expert (a row decoded once per chunk of
 up to 8 pairs); then the shared expert and the slot-ordered combine. fp32 numerics: f32
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.attention_layer import LayerSetup
+from ds4.adapters.compute.reference.forward import LayerSetup
 from ds4.adapters.compute.vulkan.actquant import record_quantize_for
 from ds4.adapters.compute.vulkan.buffers import Buffer
 from ds4.adapters.compute.vulkan.matvec import VulkanWeights, kernel_tables

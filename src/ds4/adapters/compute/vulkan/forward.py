@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.attention_layer import LayerSetup
-from ds4.adapters.compute.reference.kv_state import LayerState
+from ds4.adapters.compute.reference.forward import LayerSetup
+from ds4.adapters.compute.reference.state import LayerState
 from ds4.adapters.compute.vulkan.attention_block import attention_block as attention
 from ds4.adapters.compute.vulkan.device_state import DeviceLayerState, download_layers
 from ds4.adapters.compute.vulkan.embed import EMBED_TYPES, record_embed

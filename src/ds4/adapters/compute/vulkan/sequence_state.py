@@ -15,8 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.adapters.compute.reference.forward import Forward
-from ds4.adapters.compute.reference.kv_state import LayerState
-from ds4.adapters.compute.reference.sequence_state import ReferenceState
+from ds4.adapters.compute.reference.state import LayerState, ReferenceState
 from ds4.adapters.compute.vulkan.device_state import DeviceLayerState, download_layers
 from ds4.adapters.compute.vulkan.forward import VulkanForward
 from ds4.adapters.compute.vulkan.step import Step, Value

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.weights import WeightStore
+from ds4.adapters.compute.reference.forward import WeightStore
 from ds4.adapters.compute.vulkan.matvec import SHADERS, VulkanWeights, matmul, upload_weights
 from ds4.adapters.compute.vulkan.matvec_q8 import SHADERS_Q8, matmul_q8
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
