@@ -300,7 +300,7 @@ def quantizer(backend: DequantBackend = "native", threads: int | None = None) ->
 
 
 def open_checkpoint(directory: str | os.PathLike[str]) -> Checkpoint:
-    from ds4.adapters.checkpoint.safetensors_dir import SafetensorsCheckpoint
+    from ds4.adapters.checkpoint import SafetensorsCheckpoint
 
     return SafetensorsCheckpoint(directory)
 
@@ -385,7 +385,7 @@ def kv_store(directory: str, log: Callable[[str], None]) -> KVStore:
 def kv_disk_usage(directory: str) -> Callable[[], int]:
     """Bytes of the checkpoint files in the disk KV cache directory, read when called
     (the /metrics gauge; safe beside the worker's own KVStore)."""
-    from ds4.adapters.storage.kv_dir_usage import kv_files_bytes
+    from ds4.adapters.storage.kv_disk_store import kv_files_bytes
 
     return lambda: kv_files_bytes(directory)
 
