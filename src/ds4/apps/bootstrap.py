@@ -65,7 +65,7 @@ from ds4.ports.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from ds4.adapters.compute.batching import StepGate
-    from ds4.adapters.eval.engine_answerer import EngineAnswerer
+    from ds4.adapters.eval.answerers import EngineAnswerer
     from ds4.adapters.http.guard import ASGIApp
     from ds4.adapters.http.job_queue import JobQueue
     from ds4.adapters.http.server_state import ServerState
@@ -262,7 +262,7 @@ def shipped_sample_suite() -> Path:
 def eval_engine_answerer(engine: Engine, *, backend: str, chunk: int) -> EngineAnswerer:
     """ds4 eval's case answerer on a loaded engine; its session opens once the context
     is sized (EngineAnswerer.open)."""
-    from ds4.adapters.eval.engine_answerer import EngineAnswerer
+    from ds4.adapters.eval.answerers import EngineAnswerer
 
     return EngineAnswerer(engine.tokenizer, engine.runner, backend=backend, chunk=chunk)
 

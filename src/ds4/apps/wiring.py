@@ -44,8 +44,8 @@ from ds4.ports.tokenizer import Tokenizer
 from ds4.ports.workspace import Workspace
 
 if TYPE_CHECKING:
-    from ds4.adapters.eval.endpoint_answerer import EndpointAnswerer
-    from ds4.adapters.eval.trace_file import TraceFile
+    from ds4.adapters.eval.answerers import EndpointAnswerer
+    from ds4.adapters.eval.files import TraceFile
     from ds4.adapters.quant.imatrix_file import Imatrix
     from ds4.adapters.tokenizer.vocabulary import TokenizerBackend, Vocabulary
 
@@ -395,14 +395,14 @@ def kv_disk_usage(directory: str) -> Callable[[], int]:
 
 def eval_case_files(paths: Sequence[str], fmt: str = "auto") -> CaseSet:
     """Cases from files (our JSONL, or a public benchmark's format; docs/eval.md)."""
-    from ds4.adapters.eval.case_files import read_case_files
+    from ds4.adapters.eval.files import read_case_files
 
     return read_case_files(paths, fmt)
 
 
 def eval_trace_bytes(path: str) -> bytes:
     """A trace file's bytes (Ds4Error, exit 2, when it cannot be read)."""
-    from ds4.adapters.eval.case_files import MAX_CASE_FILE
+    from ds4.adapters.eval.files import MAX_CASE_FILE
     from ds4.adapters.files import read_limited
 
     try:
@@ -414,7 +414,7 @@ def eval_trace_bytes(path: str) -> bytes:
 
 def eval_trace_file(path: str) -> TraceFile:
     """The --trace file, written as the run goes and put in place when it ends."""
-    from ds4.adapters.eval.trace_file import TraceFile
+    from ds4.adapters.eval.files import TraceFile
 
     return TraceFile(path)
 
@@ -423,7 +423,7 @@ def endpoint_answerer(
     url: str, *, model: str, api_key: str | None, timeout: float
 ) -> EndpointAnswerer:
     """ds4 eval against an OpenAI-compatible server (--endpoint)."""
-    from ds4.adapters.eval.endpoint_answerer import EndpointAnswerer
+    from ds4.adapters.eval.answerers import EndpointAnswerer
 
     return EndpointAnswerer(url, model=model, api_key=api_key, timeout=timeout)
 
@@ -436,7 +436,7 @@ def system_timer() -> Timer:
 
 def eval_text_file(path: str) -> str:
     """A case file's text (Ds4Error naming the file when it cannot be read)."""
-    from ds4.adapters.eval.case_files import read_text
+    from ds4.adapters.eval.files import read_text
 
     return read_text(path)
 
