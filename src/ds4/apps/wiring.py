@@ -446,21 +446,21 @@ def eval_text_file(path: str) -> str:
 
 def agent_workspace(root: str) -> Workspace:
     """The agent's files, rooted at the working directory."""
-    from ds4.adapters.agent.local_workspace import LocalWorkspace
+    from ds4.adapters.agent.tools import LocalWorkspace
 
     return LocalWorkspace(root)
 
 
 def agent_shell(cwd: str) -> Shell:
     """The agent's bash jobs (/bin/sh -c, own process group, output to a temp file)."""
-    from ds4.adapters.agent.shell_jobs import LocalShell
+    from ds4.adapters.agent.tools import LocalShell
 
     return LocalShell(cwd)
 
 
 def agent_browser() -> Browser:
     """visit_page's headless Chromium (started on first use; Playwright imported then)."""
-    from ds4.adapters.agent.chromium_browser import ChromiumBrowser
+    from ds4.adapters.agent.tools import ChromiumBrowser
 
     return ChromiumBrowser()
 
