@@ -40,8 +40,7 @@ def main() -> None:
 
     from tokenizers import Tokenizer as HFTokenizer
 
-    from ds4.adapters.tokenizer.bpe import ReferenceBpeTokenizer
-    from ds4.adapters.tokenizer.native_bpe import NativeBpeTokenizer
+    from ds4.adapters.tokenizer.bpe import NativeBpeTokenizer, ReferenceBpeTokenizer
     from ds4.adapters.tokenizer.vocabulary import (
         default_tokenizer_json,
         load_tokenizer_json,

@@ -8,8 +8,7 @@ from typing import Any
 from tests.integration.tokenizer.tokenizer_corpus import build_corpus
 from tokenizers import Tokenizer as HFTokenizer
 
-from ds4.adapters.tokenizer.bpe import ReferenceBpeTokenizer
-from ds4.adapters.tokenizer.native_bpe import NativeBpeTokenizer
+from ds4.adapters.tokenizer.bpe import NativeBpeTokenizer, ReferenceBpeTokenizer
 from ds4.adapters.tokenizer.vocabulary import (
     Vocabulary,
     default_tokenizer_json,

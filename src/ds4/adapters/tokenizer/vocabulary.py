@@ -244,10 +244,9 @@ def load_tokenizer_json(path: str | Path | None = None) -> Vocabulary:
 
 
 def build_tokenizer(vocab: Vocabulary, backend: TokenizerBackend = "native") -> Tokenizer:
+    # bpe imports this module: the engines are imported when one is built
+    from ds4.adapters.tokenizer.bpe import NativeBpeTokenizer, ReferenceBpeTokenizer
+
     if backend == "reference":
-        from ds4.adapters.tokenizer.bpe import ReferenceBpeTokenizer
-
         return ReferenceBpeTokenizer(vocab)
-    from ds4.adapters.tokenizer.native_bpe import NativeBpeTokenizer
-
     return NativeBpeTokenizer(vocab)
