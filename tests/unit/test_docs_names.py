@@ -2,49 +2,64 @@
 
 What is checked, in each doc outside fenced code blocks:
 - every backticked span, by its form:
-  - a path (a `/` with a file extension or a trailing `/`, a first part that is a top-level
-    entry of the repository or a package of src/ds4, or a bare file name with a source
-    extension such as `loop.py`): it must exist relative to the repository root, the doc's
-    folder or src/ds4, or end a path in the tree (`reference/forward.py`). `*`, `{a,b}`,
-    `<placeholder>` and `…` are wildcards; `:12`, `:12-14` and ` §3` after a path are
-    dropped; `path.py::Name` also needs `Name` in that file;
+  - a path (a `/` and a file extension, `a/b/` ending in a slash, a first part that is a
+    top-level folder of the repository or a package of src/ds4, or a bare file name with
+    a source extension such as `loop.py`): it must exist relative to the repository root,
+    the doc's folder or src/ds4, or end a path of the tree (`reference/forward.py`).
+    `*`, `{a,b}`, `<placeholder>`, `...` and `…` are wildcards; `:12` and `:12-14` after a
+    path are dropped; `path.py::Name` also needs the word `Name` in that file, and
+    `pkg/module.attr` the word `attr` in `pkg/module.py`;
   - a module path (`ds4.x.y`, `python -m bench.x`): a module or package of that name, any
-    rest a word in it (`ds4.lib.open_model`); a `ds4.` name that is no module passes when
-    the quoted string is in the source (logger names such as `ds4.kvcache`, metadata keys);
-  - a Class (CamelCase, `Session`), a function (`name()`, `name(args)`), `Class.attr` or
-    `module.attr` (where `module` is the stem of exactly one module in src/ds4 and no package
-    shares it): `Class`/`name` is a `class`/`def`/top-level assignment in src/, tests/,
-    tools/ or bench/, or an identifier of the C sources in native/; `.attr` is defined in
-    that class's body (or a base class's), or is a word of that module;
-  - a `ds4_` identifier (C functions, metric names): a word of the source;
-  - a span with spaces (a command, a message) is split and each word checked as above, so
-    the script in `bench/x.py --flag` is checked and the flags are not;
+    rest a word in it (`ds4.lib.open_model`). A `ds4.` name outside every module of ours
+    (no `ds4.<top>` module) passes when it is quoted in the source: logger names such as
+    `ds4.kvcache`, metadata keys such as `ds4.convert.tool` (and `ds4.convert.x` when
+    `"ds4.convert.` is);
+  - a Class (CamelCase of three or more characters with a lowercase letter, `Session`) or
+    a function (`name()`, `name(args)`): a `class`/`def`/top-level assignment in src/,
+    tests/, tools/ or bench/, or an identifier of the C sources in native/;
+  - `Class.attr`: the class exists and `attr` is defined in its body (def, field, `self.`)
+    or a base class's; `module.attr`, where `module` is the stem of exactly one module in
+    src/ds4 that no package (nor a tensor-name head, TENSOR_HEADS) shares: a word of it;
+  - a `ds4_` identifier (C functions, metric names; `ds4_x_*` a prefix) and, outside the
+    specs of OWN_NOTATION, a snake_case identifier (`prepare_job`, JSON fields): a word of
+    the source (Python or C, strings included); `_suffix` may end such a word;
+  - a span with spaces (a command, a message) is split and each word checked as a path,
+    so the script in `bench/x.py --flag` is checked and the flags are not;
 - every relative Markdown link target, relative to the doc;
-- unquoted words of the prose that start with `src/`, `tests/`, `tools/`, `bench/`,
-  `native/` or `docs/` and name a file (with an extension).
-Inside fenced code blocks only paths (words starting with those top-level folders) and
-module paths (`python -m x.y`, `from ds4.x import a, b`, `import ds4.x`) are checked.
+- unquoted words of the prose that start with a top-level folder (`src/`, `tests/`, ...)
+  or a package of src/ds4 (`domain/`, `wire/`, ...) and name a file (with an extension).
+Inside fenced code blocks only paths (words starting with a top-level folder) and module
+paths (`python -m x.y`, `from ds4.x import a, b`, `import ds4.x`) are checked.
 
 Exempt, by rule rather than by name:
 - forms that are no name of this tree: CLI flags (`--ctx`), env vars (`DS4_MODEL`, `$X`),
-  JSON fields and values, GGUF keys and tensor names (lowercase dotted forms whose head is no
-  module of ours), ALL_CAPS constants and placeholders (`MODEL.gguf`, `CHECKPOINT_DIR`,
-  `DIR`), shell commands other than their path words, URLs and hosts, absolute paths and
-  `~`/`$` paths (the user's machine), formulas (spans with operators), single letters;
-- runtime paths that the program writes, with a placeholder and a first part that is no
-  folder of the tree (`sessions/<id>.json`, `official/<id>.official.json`);
-- an ADR whose header (the lines before its first `## ` heading) has a line
-  `Status: superseded by ADR NNNN ...` (or `... by issue NN ...`): it records a decision
-  that no longer holds and may name what was there then;
+  JSON values with punctuation, GGUF keys and tensor names (dotted lowercase forms whose
+  head is no module of ours), ALL_CAPS constants and placeholders (`MODEL.gguf`, `DIR`),
+  shell commands other than their path words, URLs and host names, absolute, `~` and `$`
+  paths and `./name` (the user's machine), formulas (spans with operators), build
+  outputs (GENERATED, GENERATED_MODULES);
+- the user's and the program's files: bare names without a source extension
+  (`config.json`, `answer.txt`), paths under a folder the program writes (OUTPUT_DIRS)
+  or an ALL_CAPS placeholder (`CHECKPOINT_DIR/config.json`), and placeholder paths whose
+  first part is no folder of the tree (`sessions/<id>.json`);
+- a name struck through, ~~`OldName`~~: a removed name mentioned as history, or an
+  alternative that was not built (ADRs say what was there before);
+- an ADR whose header (the lines before its first `## ` heading) has a line starting
+  `Status: superseded by ADR NNNN` (or `Status: superseded by issue NN`), followed by
+  what replaced it: it records a decision that no longer holds. An ADR that is only
+  amended keeps `Status: accepted (...)` and names the amending ADR after it, and is
+  checked like any doc;
 - docs/reference/citations.md, which maps the planning specs' old names on purpose.
 
-Names from outside projects (SDK classes, ggml/llama.cpp, HF transformers, the standard
-library, numpy/torch) and the few prose words that look like class names are listed in
-EXTERNAL below, each with where it comes from; add to it rather than loosening a rule.
+Names from outside projects (SDK classes, HF transformers, ggml notation, HTTP headers,
+API values ds4 never writes) and the few prose words that look like names are listed in
+EXTERNAL and EXTERNAL_PATHS below, each group with where it comes from; add to them
+rather than loosening a rule. A failure lists `doc:line: `name`` per missing name.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -54,7 +69,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "src" / "ds4"
 CODE_TOPS = ("src", "tests", "tools", "bench")
-PROSE_TOPS = ("src", "tests", "tools", "bench", "native", "docs")
+PROSE_TOPS: tuple[str, ...] = ("src", "tests", "tools", "bench", "native", "docs")
+PROSE_TOPS += ("adapters", "apps", "domain", "ports", "wire", "lib")
 SKIPPED_PARTS = {".git", ".venv", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
 SKIPPED_PARTS |= {".hypothesis", "node_modules"}
 # Build outputs: absent from a fresh clone, named by docs as what `make` produces.
@@ -89,6 +105,20 @@ EXTERNAL = {
     # Claude Code's tool name; GPQA's CSV column
     "Bash",
     "Subdomain",
+    # API values ds4 reads or documents but never writes (OpenAI, Anthropic, Codex tools)
+    "content_filter",
+    "model_context_window_exceeded",
+    "pause_turn",
+    "is_error",
+    "parallel_tool_calls",
+    "google_search",
+    "multi_agent_v1",
+    "write_stdin",
+    # packaging and server libraries: setuptools' cffi hook, wheel tags, uvicorn's option
+    "cffi_modules",
+    "manylinux_2_34",
+    "manylinux_2_34_x86_64",
+    "limit_concurrency",
 }
 # Paths of other projects: HF transformers, the Vulkan SDK; prose shorthand for tensor names.
 EXTERNAL_PATHS = {
@@ -141,8 +171,9 @@ def tree() -> frozenset[str]:
 @cache
 def _sources(tops: tuple[str, ...], exts: tuple[str, ...]) -> dict[str, str]:
     out = {}
+    this = Path(__file__).resolve().relative_to(ROOT).as_posix()  # its examples are no names
     for rel in sorted(tree()):
-        if rel.split("/")[0] in tops and rel.endswith(exts):
+        if rel.split("/")[0] in tops and rel.endswith(exts) and rel != this:
             try:
                 out[rel] = (ROOT / rel).read_text(encoding="utf-8")
             except (UnicodeDecodeError, IsADirectoryError):
@@ -246,7 +277,7 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
     i = 0
     while i < len(pattern):
         ch = pattern[i]
-        if ch == "*" or ch == "…":
+        if ch in {"*", "…"}:
             out.append(r"[^/]*")
         elif pattern.startswith("...", i):
             out.append(r"[^/]*")
@@ -360,11 +391,12 @@ def attr_exists(owner: str, attr: str) -> bool:
 CAMEL = re.compile(r"_?[A-Z](?=[A-Za-z0-9]*[a-z])[A-Za-z0-9]{2,}")
 IDENT = r"[A-Za-z_]\w*"
 CALL = re.compile(rf"({IDENT}(?:\.{IDENT})*)\((.*)\)")
+SNAKE = re.compile(r"_?[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
 DOTTED = re.compile(rf"{IDENT}(?:\.{IDENT})+")
 LINE_REF = re.compile(r":\d+(?:-\d+)?$")
 EXT = re.compile(r"\.[A-Za-z][A-Za-z0-9]*$")
-TOPS = ("src", "tests", "tools", "bench", "native", "docs", "examples", "data", "models")
-TOPS += ("evals", ".ci")
+TOPS: tuple[str, ...] = ("src", "tests", "tools", "bench", "native", "docs", "examples", "data")
+TOPS += ("models", "evals", ".ci")
 PKG_TOPS = ("adapters", "apps", "domain", "ports", "wire", "lib", "presets")
 
 
@@ -394,7 +426,7 @@ def _is_path(word: str) -> bool:
 def _runtime_path(word: str) -> bool:
     """A path the program writes at run time or the user names: `official/config.json`,
     `sessions/<id>.json`, `DIR/x.json`."""
-    head = word.split("/")[0]
+    head = word.split("/", 1)[0]
     if head in OUTPUT_DIRS or re.fullmatch(r"[A-Z][A-Z0-9_]*", head):
         return True
     return _wild(word) and head not in TOPS and head not in PKG_TOPS and "/" in word
@@ -426,11 +458,14 @@ def _path_texts(path: str, doc_dir: str) -> list[str]:
     texts = []
     for rel in tree():
         if rel == path or rel.endswith(suffix) or rel == f"{doc_dir}/{path}":
-            try:
+            with contextlib.suppress(UnicodeDecodeError, IsADirectoryError):
                 texts.append((ROOT / rel).read_text(encoding="utf-8"))
-            except (UnicodeDecodeError, IsADirectoryError):
-                pass
     return texts
+
+
+# Specs that define their own pseudo-code names (`rmsnorm_plain`) or describe HF's code:
+# snake_case words there are not checked (paths, modules and classes still are).
+OWN_NOTATION = ("docs/reference", "docs/oracle")
 
 
 def check_span(span: str, doc_dir: str) -> list[str]:
@@ -440,14 +475,15 @@ def check_span(span: str, doc_dir: str) -> list[str]:
         return []
     call = CALL.fullmatch(span)
     if call and " " not in call.group(1):
-        return [] if _check_name(call.group(1), called=True) else [span]
+        return [] if _check_name(call.group(1), called=True, doc_dir=doc_dir) else [span]
     if " " in span:
         if re.fullmatch(r"[\w./*-]+ §.*", span):
             return check_span(span.split(" ")[0], doc_dir)
         words = span.split()
         missing = []
         for i, word in enumerate(words):
-            if i > 1 and words[i - 2 : i] in (["python", "-m"], ["python3", "-m"]) and re.fullmatch(r"\w+(\.\w+)+", word):
+            after_m = i > 1 and words[i - 2 : i] in (["python", "-m"], ["python3", "-m"])
+            if after_m and re.fullmatch(r"\w+(\.\w+)+", word):
                 if not module_exists(word):
                     missing.append(word)
             elif _is_path(word) and not check_path(word, doc_dir):
@@ -455,24 +491,27 @@ def check_span(span: str, doc_dir: str) -> list[str]:
         return missing
     if _is_path(span.split("::")[0]):
         return [] if check_path(span, doc_dir) else [span]
-    return [] if _check_name(span, called=False) else [span]
+    return [] if _check_name(span, called=False, doc_dir=doc_dir) else [span]
 
 
-def _check_name(text: str, *, called: bool) -> bool:
+def _check_name(text: str, *, called: bool, doc_dir: str = "") -> bool:
     """True when `text` is no name of ours or names something that exists."""
     if text in EXTERNAL:
         return True
     if text.startswith(GENERATED_MODULES):
         return True
     if text.startswith("ds4.") or text == "ds4":
-        return text == "ds4" or module_exists(text) or quoted_in_source(text)
+        if text == "ds4" or module_exists(text):
+            return True
+        # under a module of ours it is that module's attribute; else a logger name or key
+        return not module_exists(".".join(text.split(".")[:2])) and quoted_in_source(text)
     if re.fullmatch(r"ds4_[\w*]+", text):
         if "*" in text:
             pattern = _glob_regex(text)
             return any(pattern.fullmatch(w) for w in source_words())
         return text in source_words()
     if DOTTED.fullmatch(text):
-        head, attr = text.split(".")[0], text.split(".")[1]
+        head, attr = text.split(".")[:2]
         if CAMEL.fullmatch(head):
             return name_exists(head) and attr_exists(head, attr)
         stems = module_stems().get(head, [])
@@ -483,6 +522,10 @@ def _check_name(text: str, *, called: bool) -> bool:
         return True
     if called or CAMEL.fullmatch(text):
         return name_exists(text)
+    if SNAKE.fullmatch(text) and not doc_dir.startswith(OWN_NOTATION):
+        if text.startswith("_"):  # a name's suffix: `_hit_rate` of `ds4_expert_cache_hit_rate`
+            return text[1:] in source_words() or any(w.endswith(text) for w in source_words())
+        return text in source_words()
     return True
 
 
@@ -538,9 +581,9 @@ def scan(text: str, doc: str = "docs/x.md") -> list[Missing]:
         prose = SPAN.sub("", line)
         for m in LINK.finditer(prose):
             target = m.group(1).split("#")[0]
-            if target and "://" not in target and not target.startswith("mailto:"):
-                if _normal(f"{doc_dir}/{target}") not in tree():
-                    found.append(Missing(doc, number, target))
+            external = "://" in target or target.startswith("mailto:")
+            if target and not external and _normal(f"{doc_dir}/{target}") not in tree():
+                found.append(Missing(doc, number, target))
         for m in PROSE_PATH.finditer(LINK.sub("", prose)):
             word = m.group(1).rstrip(".,")
             if EXT.search(word) and not check_path(word, doc_dir):
@@ -558,3 +601,48 @@ def test_docs_name_only_what_exists() -> None:
         rel = path.relative_to(ROOT).as_posix()
         missing += scan(path.read_text(encoding="utf-8"), rel)
     assert not missing, "docs name things that do not exist:\n" + "\n".join(map(str, missing))
+
+
+SYNTHETIC = """\
+Real: `TurnLexer`, `TurnLexer.force_think_close`, `decode_turn()`, `ds4.lib.open_model`,
+`domain/generation/lexer.py::TurnLexer`, `lexer.py`, `ds4_fw_layers_forward`, `prepare_job`,
+`bench/serving_bench.py --sessions 4`, [the ADRs](adr/0001-layering.md).
+Not names: `--ctx 4096`, `DS4_MODEL`, `MODEL.gguf`, `~/.ds4/agent`, `max_tokens: 32000`,
+`https://example.com/x.py`, `sessions/<id>.json`, `2·sigmoid`, ~~`DsmlStreamDecoder`~~ (history).
+Renamed: `DsmlStreamDecoder`, `TurnLexer.no_such_member`, `no_such_function()`,
+`domain/generation/tool_stream.py`, `lexer.py::NoSuchThing`, `ds4.lib.open_modle`,
+`ds4_fw_no_such_call`, `no_such_snake_name`, [gone](no-such-page.md).
+```
+python -m bench.serving_bench
+python -m bench.no_such_bench
+from ds4.lib import open_model, no_such_export
+tests/unit/no_such_test.py and `NotCheckedInFences`
+```
+"""
+
+
+def test_the_scanner_finds_a_renamed_name() -> None:
+    found = scan(SYNTHETIC, "docs/synthetic.md")
+    assert [(m.line, m.name) for m in found] == [
+        (6, "DsmlStreamDecoder"),
+        (6, "TurnLexer.no_such_member"),
+        (6, "no_such_function()"),
+        (7, "domain/generation/tool_stream.py"),
+        (7, "lexer.py::NoSuchThing"),
+        (7, "ds4.lib.open_modle"),
+        (8, "ds4_fw_no_such_call"),
+        (8, "no_such_snake_name"),
+        (8, "no-such-page.md"),
+        (11, "bench.no_such_bench"),
+        (12, "ds4.lib.no_such_export"),
+        (13, "tests/unit/no_such_test.py"),
+    ]
+    assert str(found[0]) == "docs/synthetic.md:6: `DsmlStreamDecoder`"
+
+
+def test_a_superseded_adr_is_exempt_and_an_accepted_one_is_not() -> None:
+    body = "\n\n## Context\nIt used `DsmlStreamDecoder`.\n"
+    accepted = "# ADR 0099: x\n\nStatus: accepted (2026-12-01)" + body
+    gone = "# ADR 0099: x\n\nStatus: superseded by ADR 0100 (2026-12-02): see `TurnLexer`." + body
+    assert [m.name for m in scan(accepted, "docs/adr/0099-x.md")] == ["DsmlStreamDecoder"]
+    assert scan(gone, "docs/adr/0099-x.md") == []
