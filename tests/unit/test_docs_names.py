@@ -92,7 +92,7 @@ EXTERNAL = {
     "DeepseekV4Config",
     "DeepseekV4ForCausalLM",
     "state_dict",
-    # numpy / ggml notation in docs/reference/formats.md and model.md
+    # numpy / ggml notation in docs/reference/formats.md and docs/reference/model.md
     "astype",
     "to_f16",
     "make_qkx2",
