@@ -81,45 +81,26 @@ EXEMPT_DOCS = {"docs/reference/citations.md"}
 SOURCE_EXTS = {".py", ".c", ".h", ".comp", ".glsl", ".sh"}
 
 EXTERNAL = {
-    # Python standard library, numpy, torch, msgspec, cffi, asyncio, prometheus, uvicorn
-    "TypeError",
-    "CollectorRegistry",
-    "ObjectRef",  # ray
-    # OpenAI / Anthropic SDKs and wire event names
-    "APIStatusError",
-    "ResponseCustomToolCallInputDeltaEvent",
+    # Python standard library, prometheus, ray
+    "TypeError", "CollectorRegistry", "ObjectRef",
+    # OpenAI / Anthropic SDKs and their stream event names
+    "APIStatusError", "ResponseCustomToolCallInputDeltaEvent",
     # HF transformers
-    "DeepseekV4Config",
-    "DeepseekV4ForCausalLM",
-    "state_dict",
+    "DeepseekV4Config", "DeepseekV4ForCausalLM", "state_dict",
     # numpy / ggml notation in docs/reference/formats.md and docs/reference/model.md
-    "astype",
-    "to_f16",
-    "make_qkx2",
-    "make_qkx3",
+    "astype", "to_f16", "make_qkx2", "make_qkx3",
     # HTTP header names
-    "Host",
-    "Origin",
+    "Host", "Origin",
     # example text: a token's text in docs/reference/chat-and-dsml.md
     "Hello",
     # Claude Code's tool name; GPQA's CSV column
-    "Bash",
-    "Subdomain",
+    "Bash", "Subdomain",
     # API values ds4 reads or documents but never writes (OpenAI, Anthropic, Codex tools)
-    "content_filter",
-    "model_context_window_exceeded",
-    "pause_turn",
-    "is_error",
-    "parallel_tool_calls",
-    "google_search",
-    "multi_agent_v1",
-    "write_stdin",
+    "content_filter", "model_context_window_exceeded", "pause_turn", "is_error",
+    "parallel_tool_calls", "google_search", "multi_agent_v1", "write_stdin",
     # packaging and server libraries: setuptools' cffi hook, wheel tags, uvicorn's option
-    "cffi_modules",
-    "manylinux_2_34",
-    "manylinux_2_34_x86_64",
-    "limit_concurrency",
-}
+    "cffi_modules", "manylinux_2_34", "manylinux_2_34_x86_64", "limit_concurrency",
+}  # fmt: skip
 # Paths of other projects: HF transformers, the Vulkan SDK; prose shorthand for tensor names.
 EXTERNAL_PATHS = {
     "transformers/conversion_mapping.py",
@@ -186,7 +167,7 @@ def python_sources() -> dict[str, str]:
 
 
 def native_sources() -> dict[str, str]:
-    return _sources(("native", "src"), (".c", ".h", ".comp", ".glsl", ".py"))
+    return _sources(("native",), (".c", ".h", ".comp", ".glsl"))
 
 
 DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:class|def)[ \t]+(\w+)", re.M)
@@ -206,9 +187,8 @@ def defined_names() -> frozenset[str]:
 @cache
 def native_words() -> frozenset[str]:
     words: set[str] = set()
-    for rel, text in native_sources().items():
-        if not rel.endswith(".py"):
-            words.update(WORD.findall(text))
+    for text in native_sources().values():
+        words.update(WORD.findall(text))
     return frozenset(words)
 
 
@@ -272,59 +252,44 @@ def package_names() -> frozenset[str]:
 # -- checks of one form -----------------------------------------------------------------
 
 
+GLOB_PART = re.compile(r"\.\.\.|[*…]|<[^>/]*>|\{[\w,]*\}")
+
+
 def _glob_regex(pattern: str) -> re.Pattern[str]:
-    out = []
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch in {"*", "…"}:
-            out.append(r"[^/]*")
-        elif pattern.startswith("...", i):
-            out.append(r"[^/]*")
-            i += 2
-        elif ch == "<":
-            end = pattern.find(">", i)
-            if end < 0:
-                out.append(re.escape(ch))
-            else:
-                out.append(r"[^/]*")
-                i = end
-        elif ch == "{":
-            end = pattern.find("}", i)
-            alts = pattern[i + 1 : end].split(",")
-            out.append("(?:" + "|".join(re.escape(a) for a in alts) + ")")
-            i = end
+    out, last = [], 0
+    for m in GLOB_PART.finditer(pattern):
+        out.append(re.escape(pattern[last : m.start()]))
+        part = m.group(0)
+        if part.startswith("{"):
+            out.append("(?:" + "|".join(map(re.escape, part[1:-1].split(","))) + ")")
         else:
-            out.append(re.escape(ch))
-        i += 1
+            out.append(r"[^/]*")
+        last = m.end()
+    out.append(re.escape(pattern[last:]))
     return re.compile("".join(out) + "/?")
 
 
 def _wild(text: str) -> bool:
-    return any(c in text for c in "*<{…") or "..." in text
+    return GLOB_PART.search(text) is not None
 
 
 def path_exists(path: str, doc_dir: str) -> bool:
-    path = path.removeprefix("./")
-    bases = ["", doc_dir + "/" if doc_dir else "", "src/ds4/"]
+    """Relative to the root, the doc's folder or src/ds4, or the end of a path of the tree."""
+    path = path.removeprefix("./").rstrip("/")
     if not _wild(path):
-        for base in bases:
-            rel = (Path(base) / path).as_posix() if base else path.rstrip("/")
-            if _normal(rel) in tree():
+        for base in ("", doc_dir, "src/ds4"):
+            if _normal(f"{base}/{path}") in tree():
                 return True
-        suffix = "/" + path.rstrip("/")
-        return any(r.endswith(suffix) for r in tree())
-    pattern = _glob_regex(path.rstrip("/"))
-    for rel in tree():
-        for base in bases:
-            if base and not rel.startswith(base):
-                continue
-            if pattern.fullmatch(rel[len(base) :]):
-                return True
-        for i in range(len(rel)):
-            if rel[i] == "/" and pattern.fullmatch(rel[i + 1 :]):
-                return True
-    return False
+        return any(r.endswith("/" + path) for r in tree())
+    pattern = _glob_regex(path)
+    return any(
+        pattern.fullmatch(rel) or any(pattern.fullmatch(rel[i + 1 :]) for i in _slashes(rel))
+        for rel in tree()
+    )
+
+
+def _slashes(rel: str) -> Iterator[int]:
+    return (i for i, ch in enumerate(rel) if ch == "/")
 
 
 def _normal(rel: str) -> str:
