@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
-from ds4.adapters.system_clock import SystemClock
+from ds4.adapters.system import SystemClock
 from ds4.domain.engine.session import Session
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.kvc_header import SaveReason

@@ -20,7 +20,7 @@ from ds4.domain.engine.forwarding_session import ForwardingSession
 from ds4.domain.errors import Ds4Error
 from ds4.ports.compute import ComputeSession
 from ds4.ports.drafter import Drafter
-from ds4.ports.pacing import Pacer
+from ds4.ports.time import Pacer
 
 F32 = npt.NDArray[np.float32]
 MIN_POWER, MAX_POWER = 1, 100
