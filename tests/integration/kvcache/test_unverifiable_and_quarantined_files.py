@@ -18,7 +18,7 @@ from tests.unit.serving.fake_server import FixedClock
 
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
 from ds4.adapters.storage.kv_quarantine import KEEP
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.kvc_header import KvcFlags, KvcHeader, SaveReason, cache_key_name
 from ds4.domain.kvcache.policy import KvCacheOptions
@@ -32,8 +32,8 @@ def cache_in(directory: Path, log: list[str], opts: KvCacheOptions = OPTS) -> Di
     return DiskCache(store, FixedClock(), opts, quant_bits=2, model_tag=0, log=log.append)
 
 
-def session_with(tokens: list[int]) -> Session:
-    session = Session(FakeComputeSession(ctx=4096))
+def session_with(tokens: list[int]) -> EngineSession:
+    session = EngineSession(FakeComputeSession(ctx=4096))
     if tokens:
         prefilled(session, tokens)
     return session
