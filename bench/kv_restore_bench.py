@@ -26,8 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
-from ds4.adapters.system_clock import SystemClock
-from ds4.domain.engine.session import Session
+from ds4.adapters.system import SystemClock
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.kvc_header import SaveReason
 from ds4.domain.kvcache.kvc_integrity import body_digest
@@ -127,7 +127,7 @@ def main() -> None:
         rng = np.random.default_rng(0)
         payload = rng.integers(0, 256, args.mib << 20, dtype=np.uint8).tobytes()
         start = time.perf_counter()
-        cache.save(Session(BufferSession(payload)), KEY, SaveReason.COLD)
+        cache.save(EngineSession(BufferSession(payload)), KEY, SaveReason.COLD)
         write = len(payload) / (time.perf_counter() - start)
         (path,) = Path(tmp).glob("*.kv")
         size = path.stat().st_size
@@ -138,7 +138,7 @@ def main() -> None:
         for _ in range(args.repeat):
             buffer = BufferSession()
             start = time.perf_counter()
-            loaded = cache.load(Session(buffer), KEY + b" and the new turn")
+            loaded = cache.load(EngineSession(buffer), KEY + b" and the new turn")
             elapsed = time.perf_counter() - start
             assert loaded is not None and buffer.state.nbytes == len(payload)
             best_restore = max(best_restore, size / elapsed)

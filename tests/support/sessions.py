@@ -1,17 +1,17 @@
-"""Test shorthand: bring a domain Session to a prompt the way the generation loop does."""
+"""Test shorthand: bring an EngineSession to a prompt the way the generation loop does."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from ds4.domain.engine.cancel import CancelCheck, never_cancel
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.generation.events import PrefillProgress
 from ds4.domain.generation.loop import prefill
 
 
 def prefilled(
-    session: Session,
+    session: EngineSession,
     prompt: Sequence[int],
     *,
     cancel: CancelCheck = never_cancel,

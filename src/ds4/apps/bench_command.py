@@ -34,7 +34,7 @@ from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.ssd_flags import add_ssd_streaming_flags, streaming_options
 from ds4.apps.text_files import read_utf8
 from ds4.domain.chat.messages import ThinkMode
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.expert_cache.options import ExpertCacheStats
 from ds4.domain.generation.loop import drafts_for
@@ -190,9 +190,9 @@ def measure(
     eos: int,
     args: argparse.Namespace,
     ssd_stats: Callable[[], ExpertCacheStats] | None = None,
-    speculative: Session | None = None,
+    speculative: EngineSession | None = None,
 ) -> Iterator[Row]:
-    """`speculative`: a Session with a drafter over the same compute session."""
+    """`speculative`: an EngineSession with a drafter over the same compute session."""
     done = 0
     for frontier in frontiers(args.ctx_start, args.ctx_max, args.step_incr, args.step_mul):
         t0 = time.perf_counter()
@@ -221,7 +221,7 @@ def measure(
         done = frontier
 
 
-def _measure_mtp(session: Session, expected: list[int], eos: int) -> MtpRun:
+def _measure_mtp(session: EngineSession, expected: list[int], eos: int) -> MtpRun:
     """Decode len(expected) tokens greedily (never EOS) with drafts; they must be
     `expected`, the tokens decoded without."""
     drafter = session.drafter
@@ -240,7 +240,7 @@ def _measure_mtp(session: Session, expected: list[int], eos: int) -> MtpRun:
     )
 
 
-def speculative_greedy(session: Session, n: int, eos: int) -> tuple[list[int], int]:
+def speculative_greedy(session: EngineSession, n: int, eos: int) -> tuple[list[int], int]:
     """n greedy tokens, never EOS, with the session's drafter; (tokens, main passes)."""
     out: list[int] = []
     passes = 0

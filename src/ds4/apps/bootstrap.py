@@ -36,8 +36,8 @@ from ds4.domain.agent.library import SessionLibrary
 from ds4.domain.agent.toolbox import ToolBox
 from ds4.domain.chat.prefix_file import PrefixTurn, parse_prefix_file
 from ds4.domain.distributed.target import DistributedOptions
-from ds4.domain.engine.duty_cycle import DutyCycle, PacedDrafter, PacedSession
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.duty_cycle import DutyCycle
+from ds4.domain.engine.session import EngineSession, StepPolicy
 from ds4.domain.engine.state_session import StateSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.expert_cache.options import StreamingOptions
@@ -54,13 +54,13 @@ from ds4.domain.steering.directions import Steering, directions_from_bytes, stee
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.ports.agent_io import AgentIO
 from ds4.ports.browser import Browser
-from ds4.ports.clock import Clock
 from ds4.ports.compute import ComputeSession, ModelRunner
 from ds4.ports.drafter import Drafter, DraftModel
 from ds4.ports.kv_store import KVStore
 from ds4.ports.random_source import RandomSource
 from ds4.ports.shell import Shell
 from ds4.ports.steering import Steerable
+from ds4.ports.time import Clock
 from ds4.ports.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
@@ -93,23 +93,25 @@ class Engine:
     speculation: Speculation | None = None
     duty: DutyCycle | None = None  # --power: every session's evaluations are paced
 
-    def new_session(self, ctx: int, *, chunk: int = 0) -> Session:
+    def new_session(self, ctx: int, *, chunk: int = 0) -> EngineSession:
         """A live session; with --mtp its drafter too."""
         return self.session_over(self.runner.new_session(ctx), chunk=chunk)
 
-    def session_over(self, compute: ComputeSession, *, chunk: int = 0) -> Session:
+    def session_over(
+        self, compute: ComputeSession, *, chunk: int = 0, gate: StepGate | None = None
+    ) -> EngineSession:
         """The live session over a compute session of this engine's runner: with --mtp
-        its drafter, with --power paced."""
+        its drafter, with --power paced, with a gate (--sessions N) batched."""
         drafter: Drafter | None = None
         if self.speculation is not None:
             if not isinstance(compute, StateSession):
                 raise Ds4Error("--mtp needs --backend cpu or reference")
             drafter = MtpDrafter(self.speculation.model, compute)
-        if self.duty is not None:
-            compute = PacedSession(compute, self.duty)
-            drafter = PacedDrafter(drafter, self.duty) if drafter is not None else None
+        policies: list[StepPolicy] = [] if self.duty is None else [self.duty]
+        if gate is not None:
+            policies.append(gate)
         draft = self.speculation.draft if self.speculation is not None else 0
-        return Session(compute, chunk=chunk, drafter=drafter, draft=draft)
+        return EngineSession(compute, chunk=chunk, drafter=drafter, draft=draft, policies=policies)
 
     def model_tag(self) -> int:
         """The KVC header's model tag: the model file's identity (ADR 0006), or, with no
@@ -344,7 +346,7 @@ def bootstrap_server(
     checkpoints = _memory_checkpoints(options, engine, write_trace)
     sessions, gate = _live_sessions(engine.runner, options)
     workers = _workers(
-        options, engine, sessions, memory, lock, random, disk, checkpoints, write_trace
+        options, engine, sessions, gate, memory, lock, random, disk, checkpoints, write_trace
     )
     if workers[0].kv is not None:
         workers[0].kv.import_tool_memory()  # one tool memory for every slot
@@ -404,13 +406,17 @@ def _live_sessions(
     from ds4.adapters.compute.batching import StepGate
 
     gate = StepGate(runner)
-    return [gate.session(runner.new_session(options.ctx)) for _ in range(options.sessions)], gate
+    sessions = [runner.new_session(options.ctx) for _ in range(options.sessions)]
+    for compute in sessions:
+        gate.add(compute)  # slots numbered in the workers' order
+    return sessions, gate
 
 
 def _workers(
     options: ServerOptions,
     engine: Engine,
     sessions: list[ComputeSession],
+    gate: StepGate | None,
     memory: ToolReplayMemory,
     memory_lock: threading.Lock,
     random: RandomSource,
@@ -438,7 +444,7 @@ def _workers(
             )
         workers.append(
             Worker(
-                session=engine.session_over(compute, chunk=options.prefill_chunk),
+                session=engine.session_over(compute, chunk=options.prefill_chunk, gate=gate),
                 tokenizer=engine.tokenizer,
                 memory=memory,
                 random=random,
@@ -577,7 +583,7 @@ def bootstrap_agent(
             script=options.script,
             script_token_delay=options.script_token_delay,
         )
-    session = Session(engine.runner.new_session(options.ctx), chunk=options.prefill_chunk)
+    session = EngineSession(engine.runner.new_session(options.ctx), chunk=options.prefill_chunk)
     cwd = str(Path(options.cwd).resolve())
     shell = wiring.agent_shell(cwd)
     browser = wiring.agent_browser() if options.web else None

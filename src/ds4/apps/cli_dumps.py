@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.sampling.logprobs import StepLogprobs
 from ds4.domain.sampling.sampler import argmax
@@ -95,7 +95,7 @@ def logprobs_step(
 
 def dump_logprobs(
     path: str,
-    session: Session,
+    session: EngineSession,
     tokenizer: Tokenizer,
     *,
     prompt_tokens: int,

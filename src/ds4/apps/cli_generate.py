@@ -20,8 +20,8 @@ from ds4.apps.distributed_flags import distributed_options
 from ds4.apps.engine_flags import steering_request
 from ds4.apps.ssd_flags import streaming_options
 from ds4.domain.engine.cancel import CancelledError
-from ds4.domain.engine.duty_cycle import DutyCycle, PacedDrafter
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.duty_cycle import DutyCycle
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished, PrefillProgress
 from ds4.domain.generation.loop import TurnSettings, decode_tokens, decode_turn, prefill
@@ -44,7 +44,7 @@ def sampling(args: argparse.Namespace) -> SamplingParams:
     )
 
 
-def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer, DutyCycle | None]:
+def open_session(args: argparse.Namespace) -> tuple[EngineSession, Tokenizer, DutyCycle | None]:
     """The live session, the tokenizer and the session's duty cycle (--power)."""
     if args.ctx < 2:
         raise Ds4Error(f"--ctx {args.ctx} is too small (at least 2 tokens)")
@@ -66,11 +66,9 @@ def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer, DutyCycl
     return engine.new_session(args.ctx, chunk=args.chunk), engine.tokenizer, engine.duty
 
 
-def draft_summary(session: Session) -> str | None:
+def draft_summary(session: EngineSession) -> str | None:
     """The MTP line of the run's summary (None without --mtp)."""
     drafter = session.drafter
-    if isinstance(drafter, PacedDrafter):
-        drafter = drafter.inner
     if not isinstance(drafter, MtpDrafter):
         return None
     s = drafter.stats
@@ -87,7 +85,7 @@ def check_fits(ids: list[int], ctx: int) -> None:
         )
 
 
-def _prefill_with_meter(session: Session, ids: list[int], interrupt: Interrupt) -> None:
+def _prefill_with_meter(session: EngineSession, ids: list[int], interrupt: Interrupt) -> None:
     meter = PrefillMeter()
     try:
         for progress in prefill(session, ids, cancel=interrupt):
@@ -136,7 +134,7 @@ def run_one_shot(args: argparse.Namespace, text: str | None) -> int:
 
 def _generate(
     args: argparse.Namespace,
-    session: Session,
+    session: EngineSession,
     tokenizer: Tokenizer,
     ids: list[int],
     interrupt: Interrupt,

@@ -21,7 +21,7 @@ from ds4.apps.flag_types import MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.text_files import read_utf8
 from ds4.apps.vectors_command import selected_vectors
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.vectors.local_run import prompt_ids
 from ds4.domain.vectors.nll import ScoredToken, score_case, score_text, text_budget
@@ -160,7 +160,7 @@ def _score_vectors(args: argparse.Namespace, engine: Engine) -> list[ScoredToken
     with _bar(args, total) as bar:
         for case in cases:
             bar.set_description(case.id)
-            session = Session(engine.runner.new_session(case.ctx), chunk=args.chunk)
+            session = EngineSession(engine.runner.new_session(case.ctx), chunk=args.chunk)
             rows += score_case(session, engine.tokenizer, index, case, progress=_advance(bar))
     return rows
 

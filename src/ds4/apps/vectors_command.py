@@ -22,7 +22,7 @@ from ds4.apps.flag_types import MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.vectors_files import RecordedCase, load_vectors, write_vectors
 from ds4.apps.vectors_report import case_text, report_json, summary_text
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.vectors.judge import DEFAULT_TOLERANCE
 from ds4.domain.vectors.local_run import CaseReport, check_case, prompt_ids, record_case
@@ -167,8 +167,8 @@ def _advance(bar: tqdm[Never]) -> Callable[[int], None]:
     return advance
 
 
-def _session(engine: Engine, case: VectorCase, chunk: int) -> Session:
-    return Session(engine.runner.new_session(case.ctx), chunk=chunk)
+def _session(engine: Engine, case: VectorCase, chunk: int) -> EngineSession:
+    return EngineSession(engine.runner.new_session(case.ctx), chunk=chunk)
 
 
 def _check(

@@ -29,17 +29,15 @@ from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.agent_sessions import SessionIndex
 from ds4.ports.browser import Browser
 from ds4.ports.checkpoint import Checkpoint
-from ds4.ports.clock import Clock
 from ds4.ports.compute import ModelRunner
 from ds4.ports.dequantizer import Dequantizer
 from ds4.ports.drafter import DraftModel
 from ds4.ports.kv_store import KVStore
 from ds4.ports.model_file import ModelFile
-from ds4.ports.pacing import Pacer
 from ds4.ports.quantizer import Quantizer
 from ds4.ports.random_source import RandomSource
 from ds4.ports.shell import Shell
-from ds4.ports.timer import Timer
+from ds4.ports.time import Clock, Pacer, Timer
 from ds4.ports.tokenizer import Tokenizer
 from ds4.ports.workspace import Workspace
 
@@ -358,19 +356,19 @@ def atomic_write(path: Path) -> Iterator[BinaryIO]:
 
 def random_source() -> RandomSource:
     """Unpredictable bytes for tool ids and unseeded sampling (the OS CSPRNG)."""
-    from ds4.adapters.system_random import SystemRandom
+    from ds4.adapters.system import SystemRandom
 
     return SystemRandom()
 
 
 def pacer() -> Pacer:
-    from ds4.adapters.system_pacer import SystemPacer
+    from ds4.adapters.system import SystemClock
 
-    return SystemPacer()
+    return SystemClock()
 
 
 def system_clock() -> Clock:
-    from ds4.adapters.system_clock import SystemClock
+    from ds4.adapters.system import SystemClock
 
     return SystemClock()
 
@@ -429,9 +427,9 @@ def endpoint_answerer(
 
 
 def system_timer() -> Timer:
-    from ds4.adapters.system_timer import SystemTimer
+    from ds4.adapters.system import SystemClock
 
-    return SystemTimer()
+    return SystemClock()
 
 
 def eval_text_file(path: str) -> str:

@@ -14,7 +14,7 @@ from types import TracebackType
 
 from ds4.apps import bootstrap, wiring
 from ds4.apps.flag_types import MAX_CTX, MAX_THREADS, model_file_problem
-from ds4.domain.engine.session import Session as LiveSession
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
 from ds4.lib._checks import int_in
@@ -106,7 +106,7 @@ class Model:
         int_in("ctx", ctx, 2, MAX_CTX)
         int_in("chunk", chunk, 0, MAX_CTX)
         live = self._engine.runner.new_session(ctx)
-        return Session(live, LiveSession(live, chunk=chunk), self._engine.tokenizer)
+        return Session(live, EngineSession(live, chunk=chunk), self._engine.tokenizer)
 
     def kv_files(
         self,

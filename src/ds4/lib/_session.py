@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from ds4.apps.flag_types import INT_MAX, SEED_MAX
 from ds4.domain.engine.cancel import CancelCheck, never_cancel
-from ds4.domain.engine.session import Session as LiveSession
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished, GenerationEvent
 from ds4.domain.generation.loop import (
@@ -66,7 +66,7 @@ class Session:
     Get one from `Model.new_session`. Not thread-safe: one caller at a time.
     """
 
-    def __init__(self, compute: ComputeSession, live: LiveSession, tokenizer: Tokenizer) -> None:
+    def __init__(self, compute: ComputeSession, live: EngineSession, tokenizer: Tokenizer) -> None:
         self._compute = compute
         self._live = live
         self._tokenizer = tokenizer
@@ -223,6 +223,6 @@ class Session:
         state and raises Ds4Error."""
         self._live.load_payload(payload)
 
-    def _live_session(self) -> LiveSession:
+    def _live_session(self) -> EngineSession:
         """The domain session (for KvFiles, the other face that drives it)."""
         return self._live

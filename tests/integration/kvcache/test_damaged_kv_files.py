@@ -21,7 +21,7 @@ from tests.unit.generation.byte_tokenizer import VOCAB
 from tests.unit.serving.fake_server import TOK, FixedClock
 
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.kvc_header import HEADER_SIZE, PREFIX_SIZE, KvcFlags, KvcHeader, SaveReason
 from ds4.domain.kvcache.kvc_integrity import FOOTER_SIZE
@@ -118,7 +118,7 @@ def test_a_damaged_ktm_trailer_is_never_imported(tmp_path: Path) -> None:
     log: list[str] = []
     cache = DiskCache(DiskKVStore(tmp_path, log=log.append), FixedClock(), OPTS,
                       quant_bits=2, model_tag=0)  # fmt: skip
-    session = Session(FakeComputeSession(ctx=4096))
+    session = EngineSession(FakeComputeSession(ctx=4096))
     prefilled(session, list(range(10)))
     assert cache.save(session, b"a key with a tool call", SaveReason.EVICT, trailer=trailer)
     assert cache.tool_trailers() == [trailer]

@@ -10,7 +10,7 @@ from tests.support.fake_compute import FakeComputeSession
 from tests.support.sessions import prefilled
 
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.kvc_header import KvcFlags, KvcHeader, SaveReason, cache_key_name
@@ -35,11 +35,11 @@ def make_cache(tmp: Path, opts: KvCacheOptions = OPTS, clock: Clock | None = Non
                      log=(log.append if log is not None else lambda _: None))  # fmt: skip
 
 
-def empty_session() -> Session:
-    return Session(FakeComputeSession(ctx=4096))
+def empty_session() -> EngineSession:
+    return EngineSession(FakeComputeSession(ctx=4096))
 
 
-def session_with(tokens: list[int]) -> Session:
+def session_with(tokens: list[int]) -> EngineSession:
     session = empty_session()
     prefilled(session, tokens)
     return session

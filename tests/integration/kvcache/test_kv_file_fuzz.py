@@ -19,7 +19,7 @@ from tests.support.sessions import prefilled
 from tests.unit.serving.fake_server import FixedClock
 
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.kvc_header import HEADER_SIZE, SaveReason, cache_key_name
 from ds4.domain.kvcache.policy import KvCacheOptions
@@ -37,7 +37,7 @@ def open_cache(directory: Path, log: list[str]) -> DiskCache:
 @cache
 def pristine() -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
-        session = Session(FakeComputeSession(ctx=4096))
+        session = EngineSession(FakeComputeSession(ctx=4096))
         prefilled(session, TOKENS)
         assert open_cache(Path(tmp), []).save(session, KEY, SaveReason.EVICT, trailer=b"KTM")
         return (Path(tmp) / cache_key_name(KEY)).read_bytes()
@@ -69,7 +69,7 @@ def test_any_bytes_load_verified_or_are_a_logged_miss(data: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / cache_key_name(KEY)).write_bytes(data)
         log: list[str] = []
-        session = Session(FakeComputeSession(ctx=4096))
+        session = EngineSession(FakeComputeSession(ctx=4096))
         loaded = open_cache(Path(tmp), log).load(session, KEY + b"and the next turn")
     if loaded is not None:
         assert data == pristine() and list(session.tokens) == TOKENS

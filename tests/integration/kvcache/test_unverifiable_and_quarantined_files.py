@@ -17,7 +17,7 @@ from tests.support.sessions import prefilled
 from tests.unit.serving.fake_server import FixedClock
 
 from ds4.adapters.storage.kv_disk_store import KEEP, DiskKVStore
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.kvc_header import KvcFlags, KvcHeader, SaveReason, cache_key_name
 from ds4.domain.kvcache.policy import KvCacheOptions
@@ -31,8 +31,8 @@ def cache_in(directory: Path, log: list[str], opts: KvCacheOptions = OPTS) -> Di
     return DiskCache(store, FixedClock(), opts, quant_bits=2, model_tag=0, log=log.append)
 
 
-def session_with(tokens: list[int]) -> Session:
-    session = Session(FakeComputeSession(ctx=4096))
+def session_with(tokens: list[int]) -> EngineSession:
+    session = EngineSession(FakeComputeSession(ctx=4096))
     if tokens:
         prefilled(session, tokens)
     return session

@@ -14,7 +14,7 @@ import pytest
 from tools.demo.files import GOLDENS
 
 from ds4.apps.bootstrap import Engine, load_engine
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.engine.state_session import StateSession
 from ds4.domain.generation.loop import TurnSettings, decode_tokens, decode_turn, prefill
 from ds4.domain.sampling.params import GREEDY, SamplingParams
@@ -41,15 +41,17 @@ def engine(model: Path, mtp: Path, backend: str, numerics: str) -> Engine:
     return load_engine(str(model), backend=backend, numerics=numerics, threads=2, mtp=str(mtp))
 
 
-def greedy(engine: Engine, ids: list[int], n: int, speculative: bool) -> tuple[list[int], Session]:
+def greedy(
+    engine: Engine, ids: list[int], n: int, speculative: bool
+) -> tuple[list[int], EngineSession]:
     compute = engine.runner.new_session(512)
-    session = engine.session_over(compute) if speculative else Session(compute)
+    session = engine.session_over(compute) if speculative else EngineSession(compute)
     for _ in prefill(session, ids):
         pass
     return list(decode_tokens(session, GREEDY, n, eos=-1)), session
 
 
-def stats(session: Session) -> tuple[int, int]:
+def stats(session: EngineSession) -> tuple[int, int]:
     assert isinstance(session.drafter, MtpDrafter)
     return session.drafter.stats.proposed, session.drafter.stats.accepted
 
@@ -89,7 +91,7 @@ def test_a_chat_turn_is_the_same_with_mtp() -> None:
     finals = []
     for speculative in (False, True):
         compute = e.runner.new_session(1024)
-        session = e.session_over(compute) if speculative else Session(compute)
+        session = e.session_over(compute) if speculative else EngineSession(compute)
         for _ in prefill(session, prompt):
             pass
         settings = TurnSettings(GREEDY, max_tokens=60, thinking=True)
@@ -116,7 +118,9 @@ def test_the_blocks_window_cache_equals_one_rebuilt_from_scratch(
     cp = compute.checkpoint()
     list(decode_tokens(session, GREEDY, 20, eos=-1))  # rows for 20 more positions
     compute.restore(cp)  # back 20 tokens; then other tokens in their place, undrafted
-    out += decode_tokens(Session(compute), SamplingParams(temperature=1.5, seed=5), 20, eos=-1)
+    out += decode_tokens(
+        EngineSession(compute), SamplingParams(temperature=1.5, seed=5), 20, eos=-1
+    )
     assert list(compute.tokens) == [*ids, *out]
     _, fresh = greedy(e, [*ids, *out], 0, speculative=True)
     mine, theirs = session.drafter, fresh.drafter

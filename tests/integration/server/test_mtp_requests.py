@@ -13,7 +13,6 @@ import pytest
 from tests.integration.server.live_server import LiveServer, live_server
 from tools.demo.files import DEMO
 
-from ds4.domain.engine.duty_cycle import PacedDrafter
 from ds4.domain.speculative.mtp_drafter import MtpDrafter
 
 DEMO_MTP = DEMO.with_name("demo-mtp.gguf")
@@ -35,8 +34,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 def drafter(server: LiveServer) -> MtpDrafter:
     (worker,) = server.built.workers
     d = worker.session.drafter
-    if isinstance(d, PacedDrafter):  # --power (100 by default) paces every session
-        d = d.inner
     assert isinstance(d, MtpDrafter)
     return d
 

@@ -16,7 +16,7 @@ from ds4.domain.agent.core import AgentCore, AgentSettings
 from ds4.domain.agent.library import SessionLibrary
 from ds4.domain.agent.toolbox import ToolBox
 from ds4.domain.chat.messages import ThinkMode
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.sampling.params import SamplingParams
 
 TOKENIZER = ByteTokenizer()
@@ -91,7 +91,7 @@ def make_rig(
         auto_approve=auto_approve,
     )
     tools = ToolBox(workspace, shell, None, edit_upto=False)
-    session = Session(runner.new_session(ctx), chunk=chunk)
+    session = EngineSession(runner.new_session(ctx), chunk=chunk)
     agent = Agent(AgentCore(session, TOKENIZER, settings, tools, io, library))
     agent.start()
     return Rig(agent, io, workspace, shell, runner, kv, index)

@@ -8,7 +8,8 @@ import numpy.typing as npt
 import pytest
 from tests.support.fake_compute import FakeComputeSession
 
-from ds4.domain.engine.duty_cycle import DutyCycle, PacedDrafter, PacedSession
+from ds4.domain.engine.duty_cycle import DutyCycle
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 
 
@@ -37,12 +38,16 @@ class TimedSession(FakeComputeSession):
         return super()._append(token)
 
 
+def paced(pacer: FakePacer, cycle: DutyCycle, chunk: int = 0) -> EngineSession:
+    return EngineSession(TimedSession(pacer), chunk=chunk, policies=(cycle,))
+
+
 def test_each_evaluation_and_each_chunk_is_followed_by_its_pause() -> None:
     pacer = FakePacer()
-    session = PacedSession(TimedSession(pacer), DutyCycle(pacer, 25))
-    session.prefill([1, 2, 3, 4, 5, 6], chunk=4)  # chunks of 4 and 2 tokens
+    session = paced(pacer, DutyCycle(pacer, 25), chunk=4)
+    list(session.extend([1, 2, 3, 4, 5, 6]))  # chunks of 4 and 2 tokens
     session.eval(7)
-    session.prefill([8, 9])  # one unit
+    list(session.extend([8, 9]))  # one unit
     assert pacer.sleeps == [12.0, 6.0, 3.0, 6.0]  # busy * 75 / 25
     busy = 6 + 1 + 2
     assert busy / pacer.now == pytest.approx(0.25)
@@ -52,8 +57,8 @@ def test_each_evaluation_and_each_chunk_is_followed_by_its_pause() -> None:
 def test_full_power_never_pauses_and_the_share_can_change() -> None:
     pacer = FakePacer()
     cycle = DutyCycle(pacer)
-    session = PacedSession(TimedSession(pacer), cycle)
-    session.prefill([1, 2, 3])
+    session = paced(pacer, cycle)
+    list(session.extend([1, 2, 3]))
     assert pacer.sleeps == []
     cycle.percent = 50
     session.eval(4)
@@ -67,9 +72,7 @@ def test_progress_still_reaches_the_caller_and_drafting_is_paced() -> None:
     pacer = FakePacer()
     cycle = DutyCycle(pacer, 50)
     seen: list[tuple[int, int]] = []
-    PacedSession(TimedSession(pacer), cycle).prefill(
-        [1, 2, 3], chunk=2, progress=lambda d, t: seen.append((d, t))
-    )
+    seen.extend(paced(pacer, cycle, chunk=2).extend([1, 2, 3]))
     assert seen == [(2, 3), (3, 3)]
 
     class SlowDrafter:
@@ -81,7 +84,8 @@ def test_progress_still_reaches_the_caller_and_drafting_is_paced() -> None:
             pass
 
     pacer.sleeps.clear()
-    assert PacedDrafter(SlowDrafter(), cycle).draft(3, 2) == [3, 3]
+    drafting = EngineSession(TimedSession(pacer), drafter=SlowDrafter(), draft=2, policies=(cycle,))
+    assert drafting.draft(3, 2) == [3, 3]
     assert pacer.sleeps == [0.5]
 
 
@@ -92,7 +96,7 @@ def test_a_pause_that_overran_is_taken_off_the_next_ones() -> None:
             self.now += 4.0  # the timer wakes late
 
     pacer = CoarsePacer()
-    session = PacedSession(TimedSession(pacer), DutyCycle(pacer, 50))
+    session = paced(pacer, DutyCycle(pacer, 50))
     for token in range(1, 9):
         session.eval(token)
     # the first pause takes 5 s for the 1 s owed: nothing more is owed until 6 s busy

@@ -1,4 +1,4 @@
-"""Session through loop.prefill: longest-prefix reuse, exact rewind points, cancellation,
+"""EngineSession through loop.prefill: longest-prefix reuse, exact rewind points, cancellation,
 payloads."""
 
 from __future__ import annotations
@@ -11,14 +11,16 @@ from tests.support.fake_compute import FakeComputeSession
 from tests.support.sessions import prefilled
 
 from ds4.domain.engine.cancel import CancelledError
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import PrefillProgress
 
 
-def make(ctx: int = 64, rewind_step: int = 1, chunk: int = 0) -> tuple[Session, FakeComputeSession]:
+def make(
+    ctx: int = 64, rewind_step: int = 1, chunk: int = 0
+) -> tuple[EngineSession, FakeComputeSession]:
     compute = FakeComputeSession(ctx=ctx, rewind_step=rewind_step)
-    return Session(compute, chunk=chunk), compute
+    return EngineSession(compute, chunk=chunk), compute
 
 
 def test_first_sync_evaluates_everything_and_reuses_nothing() -> None:

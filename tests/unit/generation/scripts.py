@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from tests.support.fake_compute import FakeComputeSession, Scripted
 from tests.unit.generation.byte_tokenizer import VOCAB, ByteTokenizer
 
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 
 TOKENIZER = ByteTokenizer()
 EOS = TOKENIZER.special.eos
@@ -34,6 +34,8 @@ class SpeechScript:
         return self.steps[k] if k < len(self.steps) else Scripted(EOS)
 
 
-def speaking(text: str, *, ctx: int = 512, chunk: int = 0) -> tuple[Session, FakeComputeSession]:
+def speaking(
+    text: str, *, ctx: int = 512, chunk: int = 0
+) -> tuple[EngineSession, FakeComputeSession]:
     compute = FakeComputeSession(vocab=VOCAB, ctx=ctx, script=SpeechScript([(text, 30.0)]))
-    return Session(compute, chunk=chunk), compute
+    return EngineSession(compute, chunk=chunk), compute

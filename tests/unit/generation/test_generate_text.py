@@ -12,7 +12,7 @@ from tests.support.sessions import prefilled
 from tests.unit.generation.byte_tokenizer import VOCAB
 from tests.unit.generation.scripts import EOS, PROMPT, TOKENIZER, SpeechScript, speaking
 
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.generation.events import (
     Finished,
     GenerationEvent,
@@ -25,7 +25,7 @@ from ds4.domain.sampling.params import SamplingParams
 
 
 def run(
-    session: Session, settings_: TurnSettings, prompt: list[int] = PROMPT
+    session: EngineSession, settings_: TurnSettings, prompt: list[int] = PROMPT
 ) -> list[GenerationEvent]:
     return list(generate(session, prompt, TOKENIZER, settings_))
 
@@ -170,14 +170,14 @@ def test_engine_failure_mid_turn_finishes_with_error() -> None:
     compute = FakeComputeSession(
         vocab=VOCAB, ctx=512, script=SpeechScript([("abcdef", 30.0)]), fail_after=len(PROMPT) + 2
     )
-    done = final(run(Session(compute), TurnSettings()))
+    done = final(run(EngineSession(compute), TurnSettings()))
     assert (done.finish, done.content) == ("error", "ab")
     assert done.error == "fake engine failure"
 
 
 def test_sampling_is_reproducible_per_seed() -> None:
     def once(seed: int) -> tuple[int, ...]:
-        session = Session(FakeComputeSession(vocab=VOCAB, ctx=256))
+        session = EngineSession(FakeComputeSession(vocab=VOCAB, ctx=256))
         return final(run(session, TurnSettings(SamplingParams(seed=seed), max_tokens=20))).tokens
 
     assert once(42) == once(42)

@@ -9,7 +9,7 @@ from tests.support.sessions import prefilled
 from tests.unit.generation.byte_tokenizer import VOCAB
 from tests.unit.generation.scripts import EOS, PROMPT, TOKENIZER, SpeechScript
 
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.generation.events import (
     Finished,
     GenerationEvent,
@@ -36,7 +36,7 @@ HOT = SamplingParams(temperature=50.0, seed=7)  # near-uniform unless the logit 
 
 
 def run(script: SpeechScript, settings: TurnSettings, ctx: int = 1024) -> list[GenerationEvent]:
-    session = Session(FakeComputeSession(vocab=VOCAB, ctx=ctx, script=script))
+    session = EngineSession(FakeComputeSession(vocab=VOCAB, ctx=ctx, script=script))
     return list(generate(session, PROMPT, TOKENIZER, settings))
 
 
@@ -135,7 +135,7 @@ class ForcedCloseScript:
 
 def test_call_begun_inside_reasoning_forces_think_close_and_is_reissued() -> None:
     script = ForcedCloseScript()
-    session = Session(FakeComputeSession(vocab=VOCAB, ctx=1024, script=script))
+    session = EngineSession(FakeComputeSession(vocab=VOCAB, ctx=1024, script=script))
     settings = TurnSettings(thinking=True, tools_active=True)
     events = list(generate(session, PROMPT, TOKENIZER, settings))
     done = finished(events)
@@ -147,7 +147,7 @@ def test_call_begun_inside_reasoning_forces_think_close_and_is_reissued() -> Non
 
 
 def test_on_token_follows_every_evaluated_token_forced_ones_included() -> None:
-    session = Session(FakeComputeSession(vocab=VOCAB, ctx=1024, script=ForcedCloseScript()))
+    session = EngineSession(FakeComputeSession(vocab=VOCAB, ctx=1024, script=ForcedCloseScript()))
     settings = TurnSettings(thinking=True, tools_active=True)
     prefilled(session, PROMPT)
     seen: list[tuple[int, int]] = []  # (token, live length when the callback ran)

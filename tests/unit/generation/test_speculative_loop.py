@@ -13,7 +13,7 @@ from tests.unit.generation.byte_tokenizer import VOCAB
 from tests.unit.generation.scripts import EOS, PROMPT, TOKENIZER, SpeechScript
 from tests.unit.generation.test_generate_tools import BLOCK, ForcedCloseScript
 
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.generation.events import Finished, GenerationEvent
 from ds4.domain.generation.loop import TurnSettings, decode_tokens, decode_turn
 from ds4.domain.sampling.params import GREEDY, SamplingParams
@@ -60,7 +60,7 @@ def decode(
 ) -> tuple[list[GenerationEvent], FakeComputeSession, list[tuple[int, int]], ScriptDrafter | None]:
     compute = FakeComputeSession(vocab=VOCAB, ctx=2048, script=script)
     drafter = ScriptDrafter(compute, script, wrong) if wrong is not None else None
-    session = Session(compute, drafter=drafter, draft=draft)
+    session = EngineSession(compute, drafter=drafter, draft=draft)
     prefilled(session, PROMPT)
     seen: list[tuple[int, int]] = []
     events = list(
@@ -127,7 +127,7 @@ def test_decode_tokens_is_the_same_with_drafts() -> None:
     for wrong in (None, "none", "some", "all"):
         compute = FakeComputeSession(vocab=VOCAB, ctx=512, script=script)
         drafter = ScriptDrafter(compute, script, wrong) if wrong else None
-        session = Session(compute, drafter=drafter, draft=3)
+        session = EngineSession(compute, drafter=drafter, draft=3)
         prefilled(session, PROMPT)
         tokens = list(decode_tokens(session, GREEDY, 20, eos=EOS))
         assert list(session.tokens) == PROMPT + tokens

@@ -14,7 +14,7 @@ from tests.unit.generation.byte_tokenizer import ByteTokenizer
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
 from ds4.apps.server_command import register
 from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.gguf.records import TensorInfo, meta_u32
 from ds4.domain.kvcache.disk_cache import DiskCache
@@ -54,14 +54,14 @@ def make(tmp: Path, opts: KvCacheOptions = OPTS) -> tuple[KvCheckpoints, list[st
     return KvCheckpoints(disk, TOK, memory, log=log.append), log
 
 
-def session_at(text: str, ctx: int = 256, chunk: int = 0) -> Session:
-    session = Session(FakeComputeSession(ctx=ctx), chunk=chunk)
+def session_at(text: str, ctx: int = 256, chunk: int = 0) -> EngineSession:
+    session = EngineSession(FakeComputeSession(ctx=ctx), chunk=chunk)
     if text:
         prefilled(session, TOK.encode(text))
     return session
 
 
-def run_prefill(kv: KvCheckpoints, session: Session, text: str, *, cold: bool) -> int:
+def run_prefill(kv: KvCheckpoints, session: EngineSession, text: str, *, cold: bool) -> int:
     """KvCheckpoints.prefill to its end; the reused token count."""
     events = kv.prefill(session, TOK.encode(text), cold=cold, cancel=lambda: False)
     while True:
@@ -173,7 +173,7 @@ def test_tool_memory_is_imported_from_every_trailer_at_start(tmp_path: Path) -> 
     assert fresh.import_tool_memory() == 1
 
 
-def decode(kv: KvCheckpoints, session: Session, text: str, *, tools_active: bool) -> None:
+def decode(kv: KvCheckpoints, session: EngineSession, text: str, *, tools_active: bool) -> None:
     """What decode_turn does with the callback: evaluate a token, then call it."""
     on_token = kv.continued_saver(session, tools_active=tools_active)
     for token in TOK.encode(text):

@@ -21,7 +21,7 @@ from ds4.domain.chat.renderer import render_chat
 from ds4.domain.chat.tool_schemas import tool_schema
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.dsml.render import render_tool_calls
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.generation.events import Finished, Usage
 from ds4.domain.serving.canonicalize import (
     Outcome,
@@ -70,7 +70,7 @@ def finished(raw: str | None = SAMPLED) -> Finished:
 
 
 def run(
-    session: Session, tokenizer: CharTokenizer, rendered: str, prompt: int, **kwargs: object
+    session: EngineSession, tokenizer: CharTokenizer, rendered: str, prompt: int, **kwargs: object
 ) -> tuple[Outcome, int]:
     generator = canonicalize_tool_checkpoint(
         session,
@@ -90,9 +90,9 @@ def run(
 
 def live(
     text: str, tokenizer: CharTokenizer, *, ctx: int = 512, rewind_step: int = 1
-) -> tuple[Session, FakeComputeSession]:
+) -> tuple[EngineSession, FakeComputeSession]:
     compute = FakeComputeSession(vocab=512, ctx=ctx, rewind_step=rewind_step)
-    session = Session(compute)
+    session = EngineSession(compute)
     prefilled(session, tokenizer.encode(text))
     compute.evaluated.clear()
     return session, compute
@@ -193,7 +193,7 @@ def test_a_rebuild_prefers_a_longer_disk_checkpoint() -> None:
     canonical = tuple(tokenizer.encode(PROMPT + SUFFIX))
     asked: list[tuple[str, int]] = []
 
-    def disk_load(target: Session, text: str, more_than: int) -> tuple[int, ...]:
+    def disk_load(target: EngineSession, text: str, more_than: int) -> tuple[int, ...]:
         asked.append((text, more_than))
         target.invalidate()
         prefilled(target, canonical[:-3])  # the restored file; the suffix is still to prefill

@@ -10,19 +10,19 @@ from __future__ import annotations
 from tests.support.fake_compute import FakeComputeSession
 from tests.unit.generation.byte_tokenizer import VOCAB, ByteTokenizer
 
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.serving.memory_checkpoints import MemoryCheckpoints
 
 TOK = ByteTokenizer()
 OWNER = object()  # one runner: checkpoints move between its sessions
 
 
-def session(history: int | None = None, ctx: int = 4096) -> Session:
+def session(history: int | None = None, ctx: int = 4096) -> EngineSession:
     compute = FakeComputeSession(vocab=VOCAB, ctx=ctx, rewind_history=history, owner=OWNER)
-    return Session(compute)
+    return EngineSession(compute)
 
 
-def state(text: str, history: int | None = None) -> Session:
+def state(text: str, history: int | None = None) -> EngineSession:
     s = session(history)
     s.extend(TOK.encode(text)).__next__()  # one chunk: the whole text
     return s

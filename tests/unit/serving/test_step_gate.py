@@ -18,7 +18,8 @@ import numpy.typing as npt
 import pytest
 from tests.support.fake_compute import FakeComputeSession, FakeRunner
 
-from ds4.adapters.compute.batching import GatedSession, StepGate
+from ds4.adapters.compute.batching import StepGate
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.ports.compute import ComputeSession
 
@@ -58,8 +59,20 @@ class BatchingRunner(FakeRunner):
         return out
 
 
-def slots(n: int, runner: FakeRunner, gate: StepGate, ctx: int = 64) -> list[GatedSession]:
-    sessions = [gate.session(runner.new_session(ctx)) for _ in range(n)]
+class Slot:
+    """A slot of the gate: its number and the engine session the gate batches."""
+
+    def __init__(self, gate: StepGate, compute: ComputeSession, chunk: int = 0) -> None:
+        self.slot = gate.add(compute)
+        self.session = EngineSession(compute, chunk=chunk, policies=(gate,))
+
+    def prefill(self, prompt: list[int]) -> F32:
+        list(self.session.extend(prompt))
+        return self.session.logits()
+
+
+def slots(n: int, runner: FakeRunner, gate: StepGate, ctx: int = 64) -> list[Slot]:
+    sessions = [Slot(gate, runner.new_session(ctx)) for _ in range(n)]
     for s in sessions:
         gate.enter(s.slot)
     return sessions
@@ -88,7 +101,7 @@ def run_threads(*jobs: Callable[[], None]) -> None:
 
 
 def greedy(
-    gate: StepGate, session: GatedSession, prompt: list[int], steps: int, out: list[F32]
+    gate: StepGate, session: Slot, prompt: list[int], steps: int, out: list[F32]
 ) -> Callable[[], None]:
     """A slot's job: prefill, then `steps` greedy decode tokens; then it leaves."""
 
@@ -96,7 +109,7 @@ def greedy(
         logits = session.prefill(prompt)
         out.append(logits.copy())
         for _ in range(steps):
-            logits = session.eval(int(np.argmax(logits)))
+            logits = session.session.eval(int(np.argmax(logits)))
             out.append(logits.copy())
         gate.leave(session.slot)
 
@@ -145,7 +158,7 @@ def test_a_slot_that_leaves_no_longer_holds_the_others() -> None:
 def test_prefill_chunks_share_their_steps_with_another_slots_decode() -> None:
     runner = BatchingRunner()
     gate = StepGate(runner, patience=None)
-    decoding, prefilling = (gate.session(runner.new_session(64)) for _ in range(2))
+    decoding, prefilling = (Slot(gate, runner.new_session(64), chunk=4) for _ in range(2))
     decoding.prefill([5, 6])  # alone: nobody else takes part yet
     for s in (decoding, prefilling):
         gate.enter(s.slot)
@@ -153,26 +166,26 @@ def test_prefill_chunks_share_their_steps_with_another_slots_decode() -> None:
     long_prompt = list(range(20))
 
     def decode() -> None:
-        logits = decoding.logits()
+        logits = decoding.session.logits()
         for _ in range(5):
-            logits = decoding.eval(int(np.argmax(logits)))
+            logits = decoding.session.eval(int(np.argmax(logits)))
         gate.leave(decoding.slot)
 
     def prefill() -> None:
-        prefilling.prefill(long_prompt, chunk=4)
+        prefilling.prefill(long_prompt)  # in chunks of 4
         gate.leave(prefilling.slot)
 
     run_threads(decode, prefill)
     assert sorted(map(sorted, runner.batches)) == [[1, 4]] * 5
-    assert list(prefilling.tokens) == long_prompt
-    assert np.array_equal(prefilling.logits(), alone(long_prompt, 0)[0])
+    assert list(prefilling.session.tokens) == long_prompt
+    assert np.array_equal(prefilling.session.logits(), alone(long_prompt, 0)[0])
 
 
 def test_a_failing_row_fails_only_its_own_slot() -> None:
     runner = BatchingRunner()
     gate = StepGate(runner, patience=None)
-    good = gate.session(runner.new_session(64))
-    failing = gate.session(FakeComputeSession(ctx=64, fail_after=3))
+    good = Slot(gate, runner.new_session(64))
+    failing = Slot(gate, FakeComputeSession(ctx=64, fail_after=3))
     for s in (good, failing):
         gate.enter(s.slot)
     outcome: dict[str, object] = {}
@@ -192,7 +205,7 @@ def test_a_failing_row_fails_only_its_own_slot() -> None:
     assert runner.batches == []  # the batch failed; each row then ran alone
     assert np.array_equal(np.asarray(outcome["good"]), alone([1, 2, 3, 4], 0)[0])
     assert isinstance(outcome["failing"], Ds4Error)
-    assert list(failing.tokens) == [1, 2, 3]  # as far as the fake engine got alone
+    assert list(failing.session.tokens) == [1, 2, 3]  # as far as the fake engine got alone
 
 
 def test_a_slot_that_hands_in_nothing_is_waited_for_only_so_long() -> None:
@@ -205,15 +218,17 @@ def test_a_slot_that_hands_in_nothing_is_waited_for_only_so_long() -> None:
     run_threads(greedy(gate, working, [1, 2], 4, out))
     assert all(np.array_equal(a, b) for a, b in zip(out, alone([1, 2], 4), strict=True))
     assert (gate.steps, gate.rows, gate.missed) == (5, 5, 1)  # waited for it once
-    assert list(busy_elsewhere.tokens) == []
+    assert list(busy_elsewhere.session.tokens) == []
 
 
 def test_a_prompt_beyond_the_context_fails_before_any_chunk() -> None:
     runner = BatchingRunner()
     gate = StepGate(runner, patience=None)
-    (session,) = slots(1, runner, gate, ctx=8)
+    compute = runner.new_session(8)
+    gate.enter(gate.add(compute))
+    session = EngineSession(compute, chunk=2, policies=(gate,))
     with pytest.raises(Ds4Error, match="do not fit the context of 8"):
-        session.prefill(list(range(9)), chunk=2)
+        list(session.extend(list(range(9))))
     assert list(session.tokens) == [] and gate.steps == 0
 
 
@@ -244,7 +259,7 @@ def test_work_handed_in_during_a_long_step_waits_for_that_steps_slots() -> None:
     runner, clock = BatchingRunner(), ManualClock()
     gate = StepGate(runner, patience=1.0, clock=clock)
     a, b = slots(2, runner, gate)
-    newcomer = gate.session(runner.new_session(64))
+    newcomer = Slot(gate, runner.new_session(64))
     runner.hold = threading.Event()
     released = runner.hold
 

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from ds4.adapters.system_random import SystemRandom
+from ds4.adapters.system import SystemRandom
 from ds4.domain.chat.messages import AssistantMessage, Message, ThinkMode, UserMessage
 from ds4.domain.chat.renderer import render_chat
 from ds4.domain.dsml.calls import ToolCall

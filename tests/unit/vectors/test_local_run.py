@@ -11,7 +11,7 @@ from tests.unit.generation.byte_tokenizer import VOCAB, ByteTokenizer
 from tests.unit.vectors.vector_fixtures import token
 
 from ds4.domain.chat.constants import ASSISTANT, BOS, UNTHINK, USER
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.vectors.local_run import check_case, prompt_ids, record_case
 from ds4.domain.vectors.records import VectorCase, VectorStep
@@ -25,9 +25,9 @@ def case(steps: tuple[VectorStep, ...] = (), prompt: str = "hi", ctx: int = 64) 
     return VectorCase("c", "short", prompt, ctx, steps, "prompts/c.txt", "official/c.json", None)
 
 
-def fake(ctx: int = 64, script: object = None) -> tuple[Session, FakeComputeSession]:
+def fake(ctx: int = 64, script: object = None) -> tuple[EngineSession, FakeComputeSession]:
     compute = FakeComputeSession(vocab=VOCAB, ctx=ctx, script=script)  # type: ignore[arg-type]
-    return Session(compute, chunk=3), compute
+    return EngineSession(compute, chunk=3), compute
 
 
 def test_the_prompt_is_one_user_turn_with_empty_system_and_thinking_off() -> None:

@@ -10,7 +10,7 @@ from tests.support.fake_compute import FakeComputeSession
 from tests.unit.generation.byte_tokenizer import VOCAB, ByteTokenizer
 from tests.unit.vectors.vector_fixtures import steps_of
 
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.vectors.local_run import prompt_ids
 from ds4.domain.vectors.nll import score_case, score_text, text_budget
@@ -27,7 +27,7 @@ def nll_after(history: list[int], token: int) -> float:
 
 def test_a_case_scores_each_recorded_token_after_the_ones_before_it() -> None:
     case = VectorCase("c", "short", "hi", 64, steps_of("a", "b", "c"), "p", "o", None)
-    session = Session(FakeComputeSession(vocab=VOCAB, ctx=64))
+    session = EngineSession(FakeComputeSession(vocab=VOCAB, ctx=64))
     rows = score_case(session, TOKENIZER, TokenIndex(TOKENIZER), case)
     ids = prompt_ids(TOKENIZER, "hi")
     assert [(r.case, r.index, r.raw) for r in rows] == [
@@ -41,7 +41,7 @@ def test_a_case_scores_each_recorded_token_after_the_ones_before_it() -> None:
 
 def test_recorded_bytes_no_token_has_are_an_error() -> None:
     case = VectorCase("c", "short", "hi", 64, steps_of("ab"), "p", "o", None)
-    session = Session(FakeComputeSession(vocab=VOCAB, ctx=64))
+    session = EngineSession(FakeComputeSession(vocab=VOCAB, ctx=64))
     with pytest.raises(Ds4Error, match="case c step 0: no token of this model has"):
         score_case(session, TOKENIZER, TokenIndex(TOKENIZER), case)
 

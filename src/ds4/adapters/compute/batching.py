@@ -1,8 +1,9 @@
 """Several live sessions decoded as one batch: a step gate over ModelRunner.eval_batch.
 
 With `ds4 server --sessions N` each slot runs its job on its own thread through the
-ordinary blocking generation loop, over a `GatedSession`: its eval and prefill hand the
-work to the shared `StepGate` and wait for the result. The gate runs a step as soon as
+ordinary blocking generation loop, over an engine session whose step policy is the
+shared `StepGate` (domain/engine/session.py): its decode tokens and prefill chunks are
+handed to the gate, which the slot's thread waits on for the result. The gate runs a step as soon as
 every slot taking part has handed in its work: one `runner.eval_batch` over all of it
 (a decode token, or a prefill chunk as a longer list), so the weights are read once per
 step for every row and a prefill chunk shares its pass with the other slots' decode
@@ -28,16 +29,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from ds4.domain.engine.forwarding_session import ForwardingSession
+from ds4.domain.engine.session import Step
 from ds4.domain.errors import Ds4Error
 from ds4.ports.compute import ComputeSession, ModelRunner
 
 F32 = npt.NDArray[np.float32]
+T = TypeVar("T")
 
 # How long a step waits for a slot that takes part but has not handed in its work. A
 # decode step of every slot comes back within the time it takes to sample a token
@@ -46,36 +49,37 @@ DEFAULT_PATIENCE = 0.05
 
 
 class _Work:
-    """One slot's hand-in for one step: a decode token or a prefill chunk."""
+    """One slot's hand-in for one step: a decode token or a prefill chunk, and how to
+    evaluate it alone (the rest of its session's policy chain)."""
 
-    def __init__(self, slot: int, session: ComputeSession, tokens: list[int], decode: bool):
+    def __init__(self, slot: int, step: Step, alone: Callable[[Step], Any]):
         self.slot = slot
-        self.session = session
-        self.tokens = tokens
-        self.decode = decode
+        self.step = step
+        self.alone = alone
         self.result: F32 | None = None
         self.error: BaseException | None = None
         self.done = False
 
-    def run_alone(self) -> None:
-        """Evaluate through the session's own call (what one live session does)."""
-        try:
-            if self.decode:
-                self.result = self.session.eval(self.tokens[0])
-            else:
-                self.result = self.session.prefill(self.tokens)
-        except Exception as error:  # handed back to the slot's own thread
-            self.error = error
 
-    def outcome(self) -> F32:
-        if self.error is not None:
-            raise self.error
-        if self.result is None:
-            raise Ds4Error("the batched step ended without a result")
-        return self.result
+def _run_alone(work: _Work) -> None:
+    """Evaluate through the session's own call (what one live session does)."""
+    try:
+        work.result = work.alone(work.step)
+    except Exception as error:  # handed back to the slot's own thread
+        work.error = error
+
+
+def _outcome(work: _Work) -> F32:
+    if work.error is not None:
+        raise work.error
+    if work.result is None:
+        raise Ds4Error("the batched step ended without a result")
+    return work.result
 
 
 class StepGate:
+    """A step policy shared by every slot's engine session (`policies=(gate,)`)."""
+
     def __init__(
         self,
         runner: ModelRunner,
@@ -98,13 +102,31 @@ class StepGate:
         self.steps = 0  # steps run
         self.rows = 0  # slot hand-ins evaluated (rows / steps: sessions per step)
         self.missed = 0  # times a step stopped waiting for a slot (patience ran out)
+        self._slot_of: dict[int, int] = {}  # id(compute session) -> its slot
+        self._computes: list[ComputeSession] = []  # keeps those ids taken
 
-    def session(self, inner: ComputeSession) -> GatedSession:
-        """A new slot over `inner` (a session of this gate's runner)."""
+    def add(self, compute: ComputeSession) -> int:
+        """A new slot over `compute` (a session of this gate's runner): its number."""
         with self._cond:
             slot = self._slots
             self._slots += 1
-        return GatedSession(self, slot, inner)
+            self._slot_of[id(compute)] = slot
+            self._computes.append(compute)
+        return slot
+
+    def slot(self, compute: ComputeSession) -> int:
+        return self._slot_of[id(compute)]
+
+    def around(self, step: Step, proceed: Callable[[Step], T]) -> T:
+        """Decode tokens and prefill chunks wait for the next batched step; a rewind or
+        a whole pass takes the engine lock (a forward call of its own); a draft runs on
+        the drafter's own state."""
+        if step.kind in ("decode", "chunk") and step.tokens:
+            return cast(T, self.evaluate(self.slot(step.compute), step, proceed))
+        if step.kind == "draft":
+            return proceed(step)
+        with self.engine:  # a rewind re-evaluates the last kept token
+            return proceed(step)
 
     @property
     def pending(self) -> int:
@@ -123,11 +145,9 @@ class StepGate:
             self._present.discard(slot)
             self._cond.notify_all()
 
-    def evaluate(
-        self, slot: int, session: ComputeSession, tokens: Sequence[int], *, decode: bool
-    ) -> F32:
+    def evaluate(self, slot: int, step: Step, alone: Callable[[Step], Any]) -> F32:
         """Hand in one piece of work and wait for its step; the logits after it."""
-        work = _Work(slot, session, list(tokens), decode)
+        work = _Work(slot, step, alone)
         with self._cond:
             if slot in self._pending:
                 raise Ds4Error(f"slot {slot} handed in work twice for one step")
@@ -139,7 +159,7 @@ class StepGate:
             batch = self._await(work)
         if batch is not None:
             self._run(batch)
-        return work.outcome()
+        return _outcome(work)
 
     # ---- the step ------------------------------------------------------------
 
@@ -194,65 +214,17 @@ class StepGate:
     def _evaluate(self, batch: list[_Work]) -> None:
         if len(batch) == 1 or not self._runner.batches_in_one_pass:
             for work in batch:
-                work.run_alone()
+                _run_alone(work)
             return
         try:
             results = self._runner.eval_batch(
-                [work.session for work in batch], [work.tokens for work in batch]
+                [work.step.compute for work in batch], [list(work.step.tokens) for work in batch]
             )
         except Exception:
             # a failed batch changes no session: each runs alone for its own outcome
             # (say one session's context is full; the others must not fail with it)
             for work in batch:
-                work.run_alone()
+                _run_alone(work)
             return
         for work, logits in zip(batch, results, strict=True):
             work.result = logits
-
-
-class GatedSession(ForwardingSession):
-    """A ComputeSession (the port) whose evaluations go through a StepGate; reading or
-    replacing its own state passes through (only this slot's thread changes it)."""
-
-    def __init__(self, gate: StepGate, slot: int, inner: ComputeSession) -> None:
-        super().__init__(inner)
-        self._gate = gate
-        self._slot = slot
-
-    @property
-    def slot(self) -> int:
-        return self._slot
-
-    def eval(self, token: int) -> F32:
-        return self._gate.evaluate(self._slot, self._inner, (token,), decode=True)
-
-    def prefill(
-        self,
-        tokens: Sequence[int],
-        *,
-        chunk: int = 0,
-        progress: Callable[[int, int], None] | None = None,
-        all_logits: bool = False,
-    ) -> F32:
-        ids = list(tokens)
-        if all_logits or not ids:  # not a server path: one pass on its own
-            with self._gate.engine:
-                return self._inner.prefill(
-                    ids, chunk=chunk, progress=progress, all_logits=all_logits
-                )
-        held, total = len(self._inner.tokens), len(ids)
-        if held + total > self.ctx:
-            raise Ds4Error(f"{held + total} tokens do not fit the context of {self.ctx}")
-        step = chunk if chunk > 0 else total
-        logits = None
-        for begin in range(0, total, step):
-            piece = ids[begin : begin + step]
-            logits = self._gate.evaluate(self._slot, self._inner, piece, decode=False)
-            if progress is not None:
-                progress(min(begin + step, total), total)
-        assert logits is not None
-        return logits
-
-    def rewind(self, n: int) -> None:
-        with self._gate.engine:  # it re-evaluates the last kept token
-            self._inner.rewind(n)

@@ -12,7 +12,7 @@ import httpx
 
 from ds4.domain.dsml.syntax import THINK_CLOSE
 from ds4.domain.engine.cancel import CancelCheck, CancelledError
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.eval.prompts import CasePrompt
 from ds4.domain.eval.think_close import NATURAL, ThinkCloser
@@ -37,7 +37,7 @@ class EngineAnswerer:
         self._runner = runner
         self._backend = backend
         self._chunk = chunk
-        self._session: Session | None = None
+        self._session: EngineSession | None = None
         self._encoded: dict[str, list[int]] = {}
 
     @property
@@ -50,7 +50,7 @@ class EngineAnswerer:
 
     def open(self, ctx: int) -> None:
         """Allocate the session every case runs in."""
-        self._session = Session(self._runner.new_session(ctx), chunk=self._chunk)
+        self._session = EngineSession(self._runner.new_session(ctx), chunk=self._chunk)
 
     def close(self) -> None:
         self._session = None

@@ -177,7 +177,7 @@ async def handle_post(
     except RequestError as error:  # a bad body, a prompt too long, shutdown begun
         await send_error(send, scope, error, api)
         return
-    ctx = reply_context(parsed, next(state.sequence), int(state.clock()), state.random)
+    ctx = reply_context(parsed, next(state.sequence), state.clock.now(), state.random)
     watcher = asyncio.create_task(_watch_disconnect(receive, job))
     try:
         if parsed.generation.stream:

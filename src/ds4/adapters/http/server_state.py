@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ds4.adapters.http.job_queue import JobQueue
 from ds4.adapters.http.large_bodies import LargeBodies
 from ds4.adapters.http.metrics import ServerMetrics
+from ds4.adapters.system import SystemClock
 from ds4.domain.chat.prefix_file import PrefixTurn
 from ds4.domain.serving.live_bindings import KnownIds
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.ports.random_source import RandomSource
+from ds4.ports.time import Clock
 from ds4.ports.tokenizer import Tokenizer
 from ds4.wire.models import DEFAULT_MODEL
 
@@ -62,6 +62,6 @@ class ServerState:
     metrics: ServerMetrics  # this server's own registry (docs/adr/0046-observability.md)
     longest_token: int | None = None  # bytes; prompt_bound refuses hopeless prompts early
     prefix: tuple[PrefixTurn, ...] = ()  # --prefix-file turns before every conversation
-    clock: Callable[[], float] = time.time
+    clock: Clock = field(default_factory=SystemClock)  # the replies' `created` stamps
     sequence: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     large_bodies: LargeBodies = field(default_factory=LargeBodies)

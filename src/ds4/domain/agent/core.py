@@ -24,7 +24,7 @@ from ds4.domain.chat.constants import ASSISTANT, UNTHINK
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.chat.tool_schemas import tools_system_text
 from ds4.domain.engine.cancel import never_cancel
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.loop import prefill
 from ds4.domain.sampling.params import SamplingParams
@@ -58,7 +58,7 @@ class Conversation:
 class AgentCore:
     def __init__(
         self,
-        session: Session,
+        session: EngineSession,
         tokenizer: Tokenizer,
         settings: AgentSettings,
         tools: ToolBox,

@@ -11,24 +11,22 @@ the REPL).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import TypeVar
 
-import numpy as np
-import numpy.typing as npt
-
-from ds4.domain.engine.forwarding_session import ForwardingSession
+from ds4.domain.engine.session import Step
 from ds4.domain.errors import Ds4Error
-from ds4.ports.compute import ComputeSession
-from ds4.ports.drafter import Drafter
-from ds4.ports.pacing import Pacer
+from ds4.ports.time import Pacer
 
-F32 = npt.NDArray[np.float32]
+T = TypeVar("T")
 MIN_POWER, MAX_POWER = 1, 100
 
 
 class DutyCycle:
-    """Accounts busy and paused time since the share was set: each pause makes up what
-    is owed, so a pause that overran (a coarse timer) is taken off the next ones."""
+    """A step policy (EngineSession's `policies`) that rests after every step; within a
+    pass it rests after each chunk. It accounts busy and paused time since the share
+    was set: each pause makes up what is owed, so a pause that overran (a coarse timer)
+    is taken off the next ones."""
 
     def __init__(self, pacer: Pacer, percent: int = MAX_POWER) -> None:
         self._pacer = pacer
@@ -64,56 +62,21 @@ class DutyCycle:
             self._pacer.sleep(owed)
             self._paused += self._pacer.monotonic() - before
 
+    def around(self, step: Step, proceed: Callable[[Step], T]) -> T:
+        if step.kind == "pass":  # it reports every chunk: rest after each of them
+            return proceed(step.with_progress(self._paced(step.progress)))
+        started = self.start()
+        out = proceed(step)
+        self.rest(started)
+        return out
 
-class PacedSession(ForwardingSession):
-    """A ComputeSession that rests after every evaluation (everything else passes through)."""
+    def _paced(self, progress: Callable[[int, int], None] | None) -> Callable[[int, int], None]:
+        mark = [self.start()]
 
-    def __init__(self, inner: ComputeSession, cycle: DutyCycle) -> None:
-        super().__init__(inner)
-        self._cycle = cycle
-
-    def prefill(
-        self,
-        tokens: Sequence[int],
-        *,
-        chunk: int = 0,
-        progress: Callable[[int, int], None] | None = None,
-        all_logits: bool = False,
-    ) -> F32:
-        mark = [self._cycle.start()]
-
-        def paced(done: int, total: int) -> None:  # after each chunk
-            self._cycle.rest(mark[0])
+        def paced(done: int, total: int) -> None:
+            self.rest(mark[0])
             if progress is not None:
                 progress(done, total)
-            mark[0] = self._cycle.start()
+            mark[0] = self.start()
 
-        return self._inner.prefill(tokens, chunk=chunk, progress=paced, all_logits=all_logits)
-
-    def eval(self, token: int) -> F32:
-        started = self._cycle.start()
-        out = self._inner.eval(token)
-        self._cycle.rest(started)
-        return out
-
-    def rewind(self, n: int) -> None:
-        started = self._cycle.start()
-        self._inner.rewind(n)
-        self._cycle.rest(started)
-
-
-class PacedDrafter:
-    """A Drafter that rests after drafting (the MTP block's work counts too)."""
-
-    def __init__(self, inner: Drafter, cycle: DutyCycle) -> None:
-        self.inner = inner
-        self._cycle = cycle
-
-    def draft(self, token: int, limit: int) -> list[int]:
-        started = self._cycle.start()
-        out = self.inner.draft(token, limit)
-        self._cycle.rest(started)
-        return out
-
-    def settle(self, proposed: int, accepted: int) -> None:
-        self.inner.settle(proposed, accepted)
+        return paced

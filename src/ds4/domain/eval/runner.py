@@ -28,7 +28,7 @@ from ds4.domain.eval.think_close import ReplyLimits
 from ds4.domain.eval.trace_format import TraceHeader, TraceRecord, render_record, render_summary
 from ds4.domain.sampling.params import SamplingParams
 from ds4.ports.case_answerer import Answer, AnswerLimits, AnswerObserver, CaseAnswerer
-from ds4.ports.timer import Timer
+from ds4.ports.time import Timer
 
 SKIP_NO_FIT = "prompt does not fit context"
 SKIP_NO_ROOM = "prompt leaves no generation room"

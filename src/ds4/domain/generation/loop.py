@@ -1,6 +1,6 @@
 """Generation as a few free functions: prefill, then decode a chat turn or raw tokens.
 
-The engine side (Session) sees token ids only; this module turns sampled ids into
+The engine side (EngineSession) sees token ids only; this module turns sampled ids into
 the events of generation.events. One turn:
 1. prefill: reuse the live prefix, evaluate the rest chunk by chunk (progress events);
 2. decode: the decoded text goes through generation.lexer, which says what to do:
@@ -33,7 +33,7 @@ from ds4.domain.dsml.syntax import THINK_CLOSE
 from ds4.domain.dsml.turn import FinishReason as TurnFinish
 from ds4.domain.dsml.turn import finish_turn
 from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import (
     Finished,
@@ -80,7 +80,7 @@ class TurnSettings:
 
 
 def prefill(
-    session: Session, prompt: Sequence[int], *, cancel: CancelCheck = never_cancel
+    session: EngineSession, prompt: Sequence[int], *, cancel: CancelCheck = never_cancel
 ) -> Generator[PrefillProgress, None, int]:
     """Sync the session to `prompt`, yielding progress; returns the reused token count.
 
@@ -93,7 +93,7 @@ def prefill(
 
 
 def generate(
-    session: Session,
+    session: EngineSession,
     prompt: Sequence[int],
     tokenizer: Tokenizer,
     settings: TurnSettings,
@@ -203,19 +203,18 @@ class _Turn:
 BlockEnd = tuple[npt.NDArray[np.float32], int | None, FinishReason | None]
 
 
-def drafts_for(session: Session, token: int, room: int, eos: int) -> list[int]:
+def drafts_for(session: EngineSession, token: int, room: int, eos: int) -> list[int]:
     """The drafter's proposals to verify with `token`: at most `room` (and what the
     session allows and the context holds), none from EOS on (EOS is never evaluated)."""
-    drafter = session.drafter
     limit = min(session.draft_limit, room, session.ctx - session.pos - 1)
-    if drafter is None or limit <= 0:
+    if session.drafter is None or limit <= 0:
         return []
-    drafts = drafter.draft(token, limit)
+    drafts = session.draft(token, limit)
     return drafts[: drafts.index(eos)] if eos in drafts else drafts
 
 
 def decode_turn(
-    session: Session,
+    session: EngineSession,
     tokenizer: Tokenizer,
     settings: TurnSettings,
     *,
@@ -293,7 +292,7 @@ def cut_by_context(finished: Finished, max_tokens: int) -> bool:
 
 
 def _verify_block(
-    session: Session,
+    session: EngineSession,
     turn: _Turn,
     token: int,
     drafts: list[int],
@@ -326,7 +325,7 @@ def _verify_block(
 
 
 def decode_tokens(
-    session: Session,
+    session: EngineSession,
     sampling: SamplingParams,
     max_tokens: int,
     *,

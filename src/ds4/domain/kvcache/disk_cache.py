@@ -1,7 +1,7 @@
 """Save and load live sessions as `.kv` checkpoints (docs/reference/formats.md §10.3–10.5,
 docs/reference/server.md §4.3).
 
-The orchestration between the live Session (its payload bytes and token history), the
+The orchestration between the live EngineSession (its payload bytes and token history), the
 store (files) and the policy (lengths, budget, scores). A checkpoint that fails to
 load is deleted, never retried; a loaded checkpoint is kept (only the budget evicts it).
 Every file is written with the integrity footer (ADR 0007); the store verifies it before
@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.kvc_header import KvcFlags, KvcHeader, SaveReason
 from ds4.domain.kvcache.policy import (
@@ -24,8 +24,8 @@ from ds4.domain.kvcache.policy import (
     find_prefix_entry,
     required_bytes,
 )
-from ds4.ports.clock import Clock
 from ds4.ports.kv_store import KVStore
+from ds4.ports.time import Clock
 
 Log = Callable[[str], None]
 MAX_LOAD_ATTEMPTS = 8  # failed loads delete their file; this only bounds a racing writer
@@ -59,7 +59,7 @@ class DiskCache:
 
     def save(
         self,
-        session: Session,
+        session: EngineSession,
         key_text: bytes,
         reason: SaveReason,
         *,
@@ -172,7 +172,7 @@ class DiskCache:
     # ---- loading -------------------------------------------------------------
 
     def load(
-        self, session: Session, prompt_text: bytes, *, more_than: int = 0
+        self, session: EngineSession, prompt_text: bytes, *, more_than: int = 0
     ) -> LoadedCheckpoint | None:
         """Restore the longest usable checkpoint whose key prefixes `prompt_text`.
 
@@ -197,7 +197,7 @@ class DiskCache:
         return None
 
     def _load_entry(
-        self, session: Session, prompt_text: bytes, entry: CacheEntry
+        self, session: EngineSession, prompt_text: bytes, entry: CacheEntry
     ) -> LoadedCheckpoint | None:
         kv = self.store.read(entry.sha)
         if kv is None:

@@ -24,7 +24,7 @@ from ds4.domain.chat.constants import EOS, UNTHINK
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.dsml.render import render_tool_calls
 from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished, PrefillProgress
 from ds4.domain.generation.loop import prefill
@@ -33,7 +33,7 @@ from ds4.ports.tokenizer import Tokenizer
 Trace = Callable[[str], None]
 # Loads the longest disk checkpoint whose text prefixes `rendered` (more than
 # `more_than` tokens) into the session; returns the tokens to sync to, or None.
-DiskLoad = Callable[[Session, str, int], tuple[int, ...] | None]
+DiskLoad = Callable[[EngineSession, str, int], tuple[int, ...] | None]
 
 
 class Outcome(Enum):
@@ -68,7 +68,7 @@ def checkpoint_suffix(finished: Finished, thinking: bool) -> str:
 
 
 def canonicalize_tool_checkpoint(
-    session: Session,
+    session: EngineSession,
     tokenizer: Tokenizer,
     rendered: str,
     prompt_tokens: int,

@@ -1,6 +1,6 @@
 """One job on the inference worker: cache decision, prefill, decode, tool ids.
 
-Pure orchestration over the engine Session and the generation loop; the HTTP
+Pure orchestration over the EngineSession and the generation loop; the HTTP
 adapter runs it on its single worker thread and maps the events per API.
 Cache decision (docs/reference/server.md §4.2, serving.decision): the live bindings of
 docs/reference/server.md §5 (Responses visible transcript and call ids, Anthropic tool_use ids, the
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from ds4.domain.chat.renderer import has_tool_context
 from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished, PrefillProgress, ToolCallStarted, Usage
 from ds4.domain.generation.loop import (
@@ -81,7 +81,7 @@ class Worker:
     """What one inference worker owns: a live session and what lives next to it (the
     server runs one, or one per slot with `--sessions N`)."""
 
-    session: Session
+    session: EngineSession
     tokenizer: Tokenizer
     memory: ToolReplayMemory
     random: RandomSource
@@ -370,7 +370,9 @@ class Worker:
         )
         self.trace(f"--- tool checkpoint canonicalization {outcome.value} ---")
 
-    def _disk_load(self, session: Session, text: str, more_than: int) -> tuple[int, ...] | None:
+    def _disk_load(
+        self, session: EngineSession, text: str, more_than: int
+    ) -> tuple[int, ...] | None:
         hit = self.kv.load(session, text, more_than=more_than) if self.kv is not None else None
         return None if hit is None else hit.tokens
 

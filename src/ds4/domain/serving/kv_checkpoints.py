@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from ds4.domain.engine.cancel import CancelCheck
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import PrefillProgress
 from ds4.domain.generation.loop import OnToken, prefill
@@ -86,7 +86,7 @@ class KvCheckpoints:
     # ---- saving --------------------------------------------------------------
 
     def store(
-        self, session: Session, reason: SaveReason, n: int, key: DiskKey | None = None
+        self, session: EngineSession, reason: SaveReason, n: int, key: DiskKey | None = None
     ) -> bool:
         """Save the live state, which must hold exactly `n` tokens, as `reason`; keyed by
         `key` (a visible transcript) when given, else by the tokens' text."""
@@ -121,18 +121,18 @@ class KvCheckpoints:
             self._frontier = max(self._frontier, n)
         return saved
 
-    def save_evicted(self, session: Session, key: DiskKey | None = None) -> None:
+    def save_evicted(self, session: EngineSession, key: DiskKey | None = None) -> None:
         """The live state does not serve the next request: save it (`evict`) and start
         the frontiers of a new conversation."""
         self._frontier = 0
         if session.pos >= self.opts.min_tokens:
             self.store(session, SaveReason.EVICT, session.pos, key)
 
-    def save_at_shutdown(self, session: Session, key: DiskKey | None = None) -> None:
+    def save_at_shutdown(self, session: EngineSession, key: DiskKey | None = None) -> None:
         if session.pos >= self.opts.min_tokens:
             self.store(session, SaveReason.SHUTDOWN, session.pos, key)
 
-    def _save_frontier(self, session: Session) -> None:
+    def _save_frontier(self, session: EngineSession) -> None:
         """A `continued` save when the live state sits on a frontier not yet saved."""
         if continued_target(session.pos, self._frontier, self.opts):
             self.store(session, SaveReason.CONTINUED, session.pos)
@@ -140,7 +140,7 @@ class KvCheckpoints:
     # ---- prefill and decode --------------------------------------------------
 
     def prefill(
-        self, session: Session, prompt: Sequence[int], *, cold: bool, cancel: CancelCheck
+        self, session: EngineSession, prompt: Sequence[int], *, cold: bool, cancel: CancelCheck
     ) -> Generator[PrefillProgress, None, int]:
         """loop.prefill with the request's saves; returns the reused token count.
 
@@ -168,7 +168,7 @@ class KvCheckpoints:
         return reused if cached < 0 else cached
 
     def _prefill_saving(
-        self, session: Session, prompt: Sequence[int], cancel: CancelCheck
+        self, session: EngineSession, prompt: Sequence[int], cancel: CancelCheck
     ) -> Generator[PrefillProgress, None, int]:
         """loop.prefill, checking for a continued frontier after every chunk."""
         events = prefill(session, prompt, cancel=cancel)
@@ -180,7 +180,7 @@ class KvCheckpoints:
             self._save_frontier(session)
             yield event
 
-    def continued_saver(self, session: Session, *, tools_active: bool) -> OnToken:
+    def continued_saver(self, session: EngineSession, *, tools_active: bool) -> OnToken:
         """The per-token callback of one decode (loop.decode_turn's on_token): a
         `continued` save at each frontier, until a tools-enabled turn begins a call."""
         tail = bytearray()
@@ -211,7 +211,9 @@ class KvCheckpoints:
 
     # ---- loading -------------------------------------------------------------
 
-    def load(self, session: Session, prompt_text: str, *, more_than: int = 0) -> DiskHit | None:
+    def load(
+        self, session: EngineSession, prompt_text: str, *, more_than: int = 0
+    ) -> DiskHit | None:
         """Restore the longest checkpoint whose key prefixes the prompt
         (docs/reference/server.md §4.3)."""
         prompt = prompt_text.encode("utf-8")

@@ -3,14 +3,14 @@
 The live state forgets: its rewind history is bounded, so a request that parts from it
 further back than that (a retry after a long reply, a side request in between) would
 prefill from the start what was prefilled before. The worker keeps whole-state copies
-(`Session.checkpoint()`) here:
+(`EngineSession.checkpoint()`) here:
 
 - a prompt's end, when its turn is over and the live state can no longer rewind to it
   exactly (the reply outgrew the history, or the state was rewritten);
 - the live state a miss replaces (`evict`).
 
 A request the live state cannot continue takes the entry that keeps the most of it: by
-token prefix, cut to the entry's exact rewind floors (what `Session.reuse` would keep
+token prefix, cut to the entry's exact rewind floors (what `EngineSession.reuse` would keep
 once restored), or by text prefix (the entry's tokens plus the tokenization of the rest
 of the prompt text, as the live `memory-text` continuation does). The worker takes it
 only when it keeps more than the live state can.
@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.ports.compute import StateCheckpoint
 from ds4.ports.tokenizer import Tokenizer
 
@@ -61,7 +61,7 @@ class MemoryHit:
 
 
 def _reach(
-    session: Session, entry: _Entry, prompt: Sequence[int], prompt_text: str
+    session: EngineSession, entry: _Entry, prompt: Sequence[int], prompt_text: str
 ) -> tuple[int, str]:
     """What restoring `entry` keeps of the prompt: by token prefix, or all of it when
     its text is a proper prefix of the prompt's."""
@@ -115,7 +115,7 @@ class MemoryCheckpoints:
                     return False
         return True
 
-    def keep_live(self, session: Session, reason: str) -> bool:
+    def keep_live(self, session: EngineSession, reason: str) -> bool:
         """Store a copy of the live state (when `worth_keeping`)."""
         if not self.worth_keeping(session.tokens):
             return False
@@ -152,7 +152,9 @@ class MemoryCheckpoints:
         )
         return True
 
-    def best(self, session: Session, prompt: Sequence[int], prompt_text: str) -> MemoryHit | None:
+    def best(
+        self, session: EngineSession, prompt: Sequence[int], prompt_text: str
+    ) -> MemoryHit | None:
         """The entry that keeps the most of `prompt` once restored into `session`
         (ties: a token match, then the most recently used); None when none keeps any.
         Nothing changes until the caller takes it (`taken`)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ds4.domain.chat.messages import ThinkMode, UserMessage
 from ds4.domain.chat.renderer import render_chat
 from ds4.domain.engine.cancel import CancelCheck, never_cancel
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.loop import prefill
 from ds4.domain.sampling.logprobs import StepLogprobs
@@ -46,7 +46,7 @@ def check_fits(case_id: str, ids: Sequence[int], steps: int, ctx: int) -> None:
 
 
 def greedy_steps(
-    session: Session,
+    session: EngineSession,
     ids: Sequence[int],
     steps: int,
     *,
@@ -97,7 +97,7 @@ class CaseReport:
 
 
 def check_case(
-    session: Session,
+    session: EngineSession,
     tokenizer: Tokenizer,
     index: TokenIndex,
     case: VectorCase,
@@ -123,7 +123,7 @@ def check_case(
 
 
 def record_case(
-    session: Session,
+    session: EngineSession,
     tokenizer: Tokenizer,
     case: VectorCase,
     steps: int,

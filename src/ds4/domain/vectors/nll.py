@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
-from ds4.domain.engine.session import Session
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.loop import prefill
 from ds4.domain.sampling.logprobs import StepLogprobs
@@ -37,7 +37,7 @@ class ScoredToken:
 
 
 def score_case(
-    session: Session,
+    session: EngineSession,
     tokenizer: Tokenizer,
     index: TokenIndex,
     case: VectorCase,
