@@ -44,11 +44,10 @@ from ds4.domain.expert_cache.options import StreamingOptions
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.model_identity import model_tag_for
 from ds4.domain.model.hparams import DeepSeekV4HParams
+from ds4.domain.serving.checkpoints import KvCheckpoints, MemoryCheckpoints
 from ds4.domain.serving.job import Worker
-from ds4.domain.serving.kv_checkpoints import KvCheckpoints
-from ds4.domain.serving.live_bindings import EverySlotBindings
-from ds4.domain.serving.memory_checkpoints import MemoryCheckpoints
-from ds4.domain.serving.prompt_bound import longest_token_bytes
+from ds4.domain.serving.live import EverySlotBindings
+from ds4.domain.serving.prepare import longest_token_bytes
 from ds4.domain.speculative.mtp_drafter import MtpDrafter
 from ds4.domain.steering.directions import Steering, directions_from_bytes, steering_scales
 from ds4.domain.tools.replay_memory import ToolReplayMemory

@@ -20,7 +20,7 @@ from ds4.domain.generation.events import (
     ToolCallFinished,
     Usage,
 )
-from ds4.domain.serving.served_events import (
+from ds4.domain.serving.exchange import (
     PromptReady,
     ServedEvent,
     ToolCallOpened,

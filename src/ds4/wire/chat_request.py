@@ -23,7 +23,7 @@ from ds4.domain.chat.messages import (
 from ds4.domain.chat.renderer import render_chat, unanswerable
 from ds4.domain.chat.tool_schemas import ToolSchema
 from ds4.domain.errors import Ds4Error, RequestError
-from ds4.domain.serving.generation_request import Api, GenerationRequest
+from ds4.domain.serving.exchange import Api, GenerationRequest
 from ds4.wire.chat_messages import WireMessage, chat_messages, chat_schemas
 from ds4.wire.json_body import InvalidJsonError, decode_body, present
 from ds4.wire.models import DEFAULT_MODEL

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ds4.domain.dsml.syntax import THINK_CLOSE
 from ds4.domain.generation.events import Finished, ReasoningDelta, TextDelta
-from ds4.domain.serving.served_events import PromptReady, ServedEvent
+from ds4.domain.serving.exchange import PromptReady, ServedEvent
 from ds4.wire.finish_reason import wire_finish
 from ds4.wire.reply_context import ReplyContext
 from ds4.wire.sse import DONE, data_frame, json_body

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import msgspec
 
 from ds4.domain.errors import ContextLengthError, ErrorKind, RequestError
-from ds4.domain.serving.generation_request import Api
+from ds4.domain.serving.exchange import Api
 
 
 @dataclass(frozen=True)

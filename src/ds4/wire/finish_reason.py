@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ds4.domain.generation.events import Finished
-from ds4.domain.serving.served_events import cut_short
+from ds4.domain.serving.exchange import cut_short
 
 
 def wire_finish(finished: Finished) -> str:

@@ -15,7 +15,7 @@ from ds4.domain.generation.events import (
     TextDelta,
     ToolCallArguments,
 )
-from ds4.domain.serving.served_events import PromptReady, ServedEvent, ToolCallOpened
+from ds4.domain.serving.exchange import PromptReady, ServedEvent, ToolCallOpened
 from ds4.wire.finish_reason import wire_finish
 from ds4.wire.reply_context import ReplyContext, arguments_string
 from ds4.wire.sse import DONE, data_frame, json_body

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ds4.domain.serving.generation_request import GenerationRequest
+from ds4.domain.serving.exchange import GenerationRequest
 
 
 @dataclass(frozen=True)

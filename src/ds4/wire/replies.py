@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ds4.domain.generation.events import Finished
-from ds4.domain.serving.generation_request import Api
-from ds4.domain.serving.served_events import PromptReady, ServedEvent
+from ds4.domain.serving.exchange import Api, PromptReady, ServedEvent
 from ds4.ports.random_source import RandomSource
 from ds4.wire.anthropic_reply import MessageStream, message_body
 from ds4.wire.completions_reply import CompletionStream, completion_body

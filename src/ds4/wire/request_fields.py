@@ -9,7 +9,7 @@ to the free context anyway, and the sampler caps top_k at 1024).
 from __future__ import annotations
 
 from ds4.domain.errors import RequestError
-from ds4.domain.serving.generation_request import Sampling
+from ds4.domain.serving.exchange import Sampling
 
 INT_MAX = 2**31 - 1
 MAX_STOPS = 16

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.generation.events import Finished, ReasoningDelta, TextDelta
-from ds4.domain.serving.served_events import PromptReady, ServedEvent, cut_reason, cut_short
+from ds4.domain.serving.exchange import PromptReady, ServedEvent, cut_reason, cut_short
 from ds4.wire.custom_tools import custom_call_input
 from ds4.wire.parsed_request import WireTool
 from ds4.wire.reply_context import ReplyContext, arguments_object, arguments_string

@@ -11,7 +11,7 @@ from tests.support.fake_compute import FakeComputeSession
 from tests.unit.generation.byte_tokenizer import VOCAB, ByteTokenizer
 
 from ds4.domain.engine.session import Session
-from ds4.domain.serving.memory_checkpoints import MemoryCheckpoints
+from ds4.domain.serving.checkpoints import MemoryCheckpoints
 
 TOK = ByteTokenizer()
 OWNER = object()  # one runner: checkpoints move between its sessions

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ds4.domain.serving.slot_choice import (
+from ds4.domain.serving.prepare import (
     NEVER_USED,
     SlotCandidate,
     SlotLedger,

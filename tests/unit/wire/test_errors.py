@@ -9,8 +9,7 @@ import pytest
 
 from ds4.domain.errors import ContextLengthError, ErrorKind, RequestError
 from ds4.domain.generation.events import Finished, Usage
-from ds4.domain.serving.generation_request import Api
-from ds4.domain.serving.served_events import cut_kind
+from ds4.domain.serving.exchange import Api, cut_kind
 from ds4.wire.errors import (
     STATUSES,
     anthropic_error_body,

@@ -17,8 +17,7 @@ from ds4.domain.generation.events import (
     ToolCallFinished,
     Usage,
 )
-from ds4.domain.serving.generation_request import Api
-from ds4.domain.serving.served_events import PromptReady, ToolCallOpened
+from ds4.domain.serving.exchange import Api, PromptReady, ToolCallOpened
 from ds4.wire.anthropic_reply import MessageStream, message_body
 from ds4.wire.completions_reply import CompletionStream, completion_body
 from ds4.wire.errors import anthropic_error_body, openai_error_body

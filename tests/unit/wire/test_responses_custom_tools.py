@@ -16,7 +16,7 @@ from ds4.domain.dsml.render import render_tool_calls
 from ds4.domain.dsml.turn import finish_turn
 from ds4.domain.errors import RequestError
 from ds4.domain.generation.events import Finished, Usage
-from ds4.domain.serving.generation_request import GenerationRequest
+from ds4.domain.serving.exchange import GenerationRequest
 from ds4.wire.custom_tools import custom_call_input
 from ds4.wire.errors import http_status
 from ds4.wire.parsed_request import ParsedRequest

@@ -28,7 +28,7 @@ from ds4.adapters.http.metrics_route import METRICS_PATH, metrics_route
 from ds4.adapters.http.post_route import Parser, handle_count_tokens, handle_post
 from ds4.adapters.http.server_state import ServerState
 from ds4.domain.errors import ErrorKind, RequestError
-from ds4.domain.serving.generation_request import Api
+from ds4.domain.serving.exchange import Api
 from ds4.wire.anthropic_request import parse_messages
 from ds4.wire.chat_request import parse_chat_completion, parse_completion
 from ds4.wire.errors import error_body, http_status

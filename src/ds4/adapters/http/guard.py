@@ -13,7 +13,7 @@ from typing import Any
 from ds4.adapters.http.request_checks import cross_site, host_allowed, key_matches, text_plain_body
 from ds4.adapters.http.server_state import HttpConfig
 from ds4.domain.errors import ErrorKind, RequestError
-from ds4.domain.serving.generation_request import Api
+from ds4.domain.serving.exchange import Api
 from ds4.wire.errors import error_body, http_status
 
 Scope = MutableMapping[str, Any]

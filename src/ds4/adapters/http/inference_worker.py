@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from ds4.domain.errors import ComputeUnavailableError, Ds4Error, ErrorKind, RequestError
 from ds4.domain.generation.events import Finished, Usage
 from ds4.domain.generation.loop import OnToken, ignore_token
+from ds4.domain.serving.exchange import ServedEvent
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.prepare import PreparedJob
-from ds4.domain.serving.served_events import ServedEvent
 
 log = logging.getLogger("ds4.server")
 

@@ -21,9 +21,8 @@ from ds4.adapters.http.server_state import HttpConfig, ServerState
 from ds4.domain.chat.prefix_file import with_prefix
 from ds4.domain.errors import ErrorKind, RequestError
 from ds4.domain.generation.events import Finished, PrefillProgress
-from ds4.domain.serving.generation_request import Api, GenerationRequest
+from ds4.domain.serving.exchange import Api, GenerationRequest, PromptReady
 from ds4.domain.serving.prepare import PreparedJob, prepare_job
-from ds4.domain.serving.served_events import PromptReady
 from ds4.wire.count_tokens import count_tokens_body
 from ds4.wire.errors import stream_error_frame
 from ds4.wire.parsed_request import ParsedRequest

@@ -25,7 +25,7 @@ from typing import Protocol
 
 from ds4.adapters.http.inference_worker import JobFailed, JobOutput
 from ds4.domain.generation.events import Finished
-from ds4.domain.serving.served_events import PromptReady
+from ds4.domain.serving.exchange import PromptReady
 
 # The status logged when the client left before any response was sent (nginx's 499).
 CLIENT_GONE = 499

@@ -31,7 +31,7 @@ from ds4.adapters.http.inference_worker import (
     ShuttingDownError,
 )
 from ds4.domain.generation.events import Finished
-from ds4.domain.serving.slot_choice import SlotCandidate, SlotLedger, choose_slot
+from ds4.domain.serving.prepare import SlotCandidate, SlotLedger, choose_slot
 
 log = logging.getLogger("ds4.server")
 

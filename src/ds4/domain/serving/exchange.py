@@ -1,0 +1,129 @@
+"""What every POST endpoint is reduced to before the worker sees it (docs/reference/server.md §2.1).
+
+The wire package (ds4.wire: chat_request, anthropic_request, responses_request)
+builds these from JSON; the serving layer renders and runs them. Nothing here knows
+JSON, HTTP or a reply's shape (docs/adr/0048-wire-formats-at-the-edge.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from ds4.domain.chat.messages import Message, ThinkMode
+from ds4.domain.chat.tool_schemas import ToolSchema
+from ds4.domain.errors import ErrorKind
+from ds4.domain.generation.events import (
+    Finished,
+    PrefillProgress,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArguments,
+    ToolCallFinished,
+    Usage,
+)
+
+
+class Api(Enum):
+    """The protocol a conversation arrives through. The serving rules depend on it, not
+    only the wire: which live bindings a turn leaves and may continue from, and how
+    tool ids look (docs/reference/server.md §5)."""
+
+    CHAT = "chat"  # POST /v1/chat/completions
+    COMPLETIONS = "completions"  # POST /v1/completions
+    ANTHROPIC = "anthropic"  # POST /v1/messages
+    RESPONSES = "responses"  # POST /v1/responses
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Client knobs (docs/reference/server.md §2.3); thinking mode overrides them in the loop."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.05
+    seed: int = 0  # <= 0: random
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    api: Api
+    model: str
+    messages: tuple[Message, ...]  # completions: the fixed system message and the prompt
+    schemas: tuple[ToolSchema, ...]  # active schemas (tool_choice none -> empty)
+    think_mode: ThinkMode  # as requested; the server applies the context fallback
+    max_tokens: int | None  # None: the server default (--tokens)
+    sampling: Sampling = Sampling()
+    stops: tuple[str, ...] = ()
+    stream: bool = False
+    # Responses: the client sees reasoning as summary items, so the visible transcript
+    # the live binding keeps includes it (serving.live_bindings).
+    reasoning_summary: bool = False
+    speculative: bool = True  # False: no MTP drafts for this request (X-DS4-MTP: off)
+
+    @property
+    def tools_active(self) -> bool:
+        return bool(self.schemas)
+
+
+# ---- served events ---------------------------------------------------------
+# The events the API mappers consume: the generation loop's, plus two the serving job
+# adds (the prompt's token accounting once it is synced, and the id a streamed tool
+# call was shown under, drawn by the job so tool replay memory knows it).
+
+
+@dataclass(frozen=True, slots=True)
+class PromptReady:
+    """The prompt is in the state: `cached_tokens` of `prompt_tokens` were reused.
+
+    `source` is the state the prefill continued from (serving.decision's source, or
+    "disk-text" after a disk load): the access log and /metrics report it.
+    """
+
+    prompt_tokens: int
+    cached_tokens: int
+    source: str = "none"
+
+    def usage(self) -> Usage:
+        return Usage(self.prompt_tokens, self.cached_tokens, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallOpened:
+    """A tool call's invoke header is complete; the client sees it under `call_id`."""
+
+    index: int
+    name: str
+    call_id: str
+
+
+ServedEvent = (
+    PrefillProgress
+    | PromptReady
+    | TextDelta
+    | ReasoningDelta
+    | ToolCallOpened
+    | ToolCallArguments
+    | ToolCallFinished
+    | Finished
+)
+
+
+def cut_short(finished: Finished) -> bool:
+    """The server ended the turn, not the model or the budget: the engine failed, or
+    the job was cancelled while its client was still listening — only shutdown does
+    that (a disconnected client's cancel reaches nobody)."""
+    return finished.finish in ("error", "cancelled")
+
+
+def cut_reason(finished: Finished) -> str:
+    """What the client is told about a turn cut short (the 503 and the stream error
+    events say the same)."""
+    return "server shutting down" if finished.finish == "cancelled" else "generation failed"
+
+
+def cut_kind(finished: Finished) -> ErrorKind:
+    """The error kind of a turn cut short: shutdown makes the server unavailable, an
+    engine failure is internal (Anthropic's error event type follows from it)."""
+    return ErrorKind.UNAVAILABLE if finished.finish == "cancelled" else ErrorKind.INTERNAL
