@@ -1,8 +1,11 @@
-"""What every POST endpoint is reduced to before the worker sees it (docs/reference/server.md §2.1).
+"""What every POST endpoint is reduced to before the worker sees it, and what the
+serving job hands back (docs/reference/server.md §2.1, §5).
 
-The wire package (ds4.wire: chat_request, anthropic_request, responses_request)
-builds these from JSON; the serving layer renders and runs them. Nothing here knows
-JSON, HTTP or a reply's shape (docs/adr/0048-wire-formats-at-the-edge.md).
+The wire package (ds4.wire: one module per API, the APIS table in ds4.wire.apis)
+builds GenerationRequests from JSON and maps served events to replies; the serving
+layer renders and runs them. Nothing here knows JSON, HTTP or a reply's shape
+(docs/adr/0048-wire-formats-at-the-edge.md). What the serving rules need to know of
+an API is one row of SERVING_RULES, read through `Api.rules`.
 """
 
 from __future__ import annotations
@@ -22,17 +25,57 @@ from ds4.domain.generation.events import (
     ToolCallFinished,
     Usage,
 )
+from ds4.domain.tools.tool_ids import ToolApi
 
 
 class Api(Enum):
     """The protocol a conversation arrives through. The serving rules depend on it, not
     only the wire: which live bindings a turn leaves and may continue from, and how
-    tool ids look (docs/reference/server.md §5)."""
+    tool ids look (docs/reference/server.md §5); `rules` holds those facts."""
 
     CHAT = "chat"  # POST /v1/chat/completions
     COMPLETIONS = "completions"  # POST /v1/completions
     ANTHROPIC = "anthropic"  # POST /v1/messages
     RESPONSES = "responses"  # POST /v1/responses
+
+    @property
+    def rules(self) -> ServingRules:
+        return SERVING_RULES[self]
+
+
+class LiveTools(Enum):
+    """The live tool state a turn with calls leaves for the client's next request
+    (docs/reference/server.md §5.3, §5.4): tool results that name the calls' ids continue
+    from the live state instead of replaying the calls."""
+
+    TRANSCRIPT = "transcript"  # the visible transcript and the call ids (Responses)
+    CALL_IDS = "call-ids"  # the call ids alone (Anthropic)
+
+
+@dataclass(frozen=True)
+class ServingRules:
+    """What the serving layer needs to know of one API."""
+
+    live_tools: LiveTools | None  # None: tool results are always replayed in full
+    # a tool-less thinking turn binds its visible transcript, which the next request
+    # may continue from (docs/reference/server.md §5.5)
+    thinking_continuation: bool
+    # calls the next request cannot replay exactly get their canonical checkpoint
+    # before the reply goes out (docs/reference/server.md §6)
+    canonicalizes_calls: bool
+    tool_ids: ToolApi  # how a fresh tool call id looks
+
+
+SERVING_RULES: dict[Api, ServingRules] = {
+    Api.CHAT: ServingRules(None, thinking_continuation=True, canonicalizes_calls=True,
+                           tool_ids="openai"),
+    Api.COMPLETIONS: ServingRules(None, thinking_continuation=False, canonicalizes_calls=False,
+                                  tool_ids="openai"),
+    Api.ANTHROPIC: ServingRules(LiveTools.CALL_IDS, thinking_continuation=True,
+                                canonicalizes_calls=True, tool_ids="anthropic"),
+    Api.RESPONSES: ServingRules(LiveTools.TRANSCRIPT, thinking_continuation=False,
+                                canonicalizes_calls=False, tool_ids="openai"),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -58,7 +101,7 @@ class GenerationRequest:
     stops: tuple[str, ...] = ()
     stream: bool = False
     # Responses: the client sees reasoning as summary items, so the visible transcript
-    # the live binding keeps includes it (serving.live_bindings).
+    # the live binding keeps includes it (serving.live).
     reasoning_summary: bool = False
     speculative: bool = True  # False: no MTP drafts for this request (X-DS4-MTP: off)
 

@@ -53,7 +53,7 @@ from ds4.domain.serving.checkpoints import (
     KvCheckpoints,
     MemoryCheckpoints,
 )
-from ds4.domain.serving.exchange import Api, PromptReady, ServedEvent, ToolCallOpened
+from ds4.domain.serving.exchange import PromptReady, ServedEvent, ToolCallOpened
 from ds4.domain.serving.live import (
     RESPONSES_TOOL_OUTPUT,
     RESPONSES_VISIBLE,
@@ -279,7 +279,7 @@ class Worker:
         cancel: CancelCheck,
         on_token: OnToken,
     ) -> Iterator[ServedEvent]:
-        api: ToolApi = "anthropic" if job.request.api is Api.ANTHROPIC else "openai"
+        api: ToolApi = job.request.api.rules.tool_ids
         shown: list[str] = []
         settings = self.settings(job)
         for event in decode_turn(
@@ -355,7 +355,7 @@ class Worker:
     ) -> Iterator[PrefillProgress]:
         """docs/reference/server.md §6, before the reply goes out: only chat and Anthropic turns
         with calls the next request cannot replay exactly."""
-        if job.request.api not in (Api.CHAT, Api.ANTHROPIC) or finished.finish == "cancelled":
+        if not job.request.api.rules.canonicalizes_calls or finished.finish == "cancelled":
             return
         if not should_canonicalize(finished.tool_calls, finished.raw_dsml, self.memory.enabled):
             return

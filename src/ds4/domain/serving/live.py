@@ -29,7 +29,7 @@ from ds4.domain.dsml.render import render_tool_calls
 from ds4.domain.errors import RequestError
 from ds4.domain.generation.events import Finished
 from ds4.domain.kvcache.kvc_header import KvcFlags
-from ds4.domain.serving.exchange import Api
+from ds4.domain.serving.exchange import Api, LiveTools
 
 RESPONSES_VISIBLE = "responses-visible"
 RESPONSES_TOOL_OUTPUT = "responses-tool-output"
@@ -87,10 +87,16 @@ class LiveBindings:
 
     def known_ids(self, api: Api) -> frozenset[str]:
         """Call ids a client may send without replaying the call (parse-time check)."""
-        binding = self.responses if api is Api.RESPONSES else self.anthropic
-        if api not in (Api.RESPONSES, Api.ANTHROPIC) or binding is None:
-            return frozenset()
-        return binding.call_ids
+        binding = self.tool_binding(api.rules.live_tools)
+        return frozenset() if binding is None else binding.call_ids
+
+    def tool_binding(self, live_tools: LiveTools | None) -> Binding | None:
+        """The binding that holds this kind of live tool state (None: no kind)."""
+        if live_tools is LiveTools.TRANSCRIPT:
+            return self.responses
+        if live_tools is LiveTools.CALL_IDS:
+            return self.anthropic
+        return None
 
     def keep_only(self, source: str) -> None:
         """After a successful prefill: drop every binding this request did not continue."""
@@ -114,16 +120,17 @@ class LiveBindings:
         ok = finished.finish not in _FAILED and turn.pos > 0
         calls = finished.tool_calls
         ids = frozenset(c.id for c in calls if c.id)
-        if turn.api is Api.RESPONSES:
+        live_tools = turn.api.rules.live_tools
+        if live_tools is LiveTools.TRANSCRIPT:
             self.responses = (
                 Binding(turn.pos, turn.prompt_text + responses_suffix(turn, finished), ids)
                 if ok
                 else None
             )
-        if turn.api is Api.ANTHROPIC:
+        if live_tools is LiveTools.CALL_IDS:
             self.anthropic = Binding(turn.pos, "", ids) if ok and calls else None
         self.thinking = None
-        if not calls and turn.api is not Api.RESPONSES and thinking_gate(turn, finished):
+        if not calls and thinking_gate(turn, finished):
             visible = thinking_visible(turn.prompt_text, finished.content)
             if visible is not None:
                 self.thinking = Binding(turn.pos, visible)
@@ -167,7 +174,7 @@ def thinking_gate(turn: TurnFacts, finished: Finished) -> bool:
     text = turn.prompt_text + finished.text
     outside = text.rfind(UNTHINK) >= text.rfind(THINK)
     return (
-        turn.api in (Api.CHAT, Api.ANTHROPIC)
+        turn.api.rules.thinking_continuation
         and not turn.tools_active
         and not turn.preserves_reasoning
         and turn.thinking
@@ -262,13 +269,14 @@ def plan_for(
     api: Api, messages: Sequence[Message], mode: ThinkMode, *, live_state: bool, reasoning: bool
 ) -> LivePlan:
     """The plan of a validated request (`live_state`/`reasoning`: the validation flags)."""
-    if api is Api.RESPONSES:
+    live_tools = api.rules.live_tools
+    if live_tools is LiveTools.TRANSCRIPT:
         ids, suffix = responses_tail(messages, mode)
-    elif api is Api.ANTHROPIC:
+    elif live_tools is LiveTools.CALL_IDS:
         ids, suffix = anthropic_tail(messages, mode)
     else:
         return NO_PLAN
-    return LivePlan(ids, suffix, live_state, reasoning and api is Api.RESPONSES)
+    return LivePlan(ids, suffix, live_state, reasoning and live_tools is LiveTools.TRANSCRIPT)
 
 
 # ---- tool results ----------------------------------------------------------

@@ -16,7 +16,7 @@ from ds4.domain.chat.messages import ThinkMode, effective_think_mode
 from ds4.domain.chat.renderer import render_chat
 from ds4.domain.engine.session import common_prefix
 from ds4.domain.errors import ContextLengthError, ErrorKind, RequestError
-from ds4.domain.serving.exchange import Api, GenerationRequest
+from ds4.domain.serving.exchange import GenerationRequest, LiveTools
 from ds4.domain.serving.live import (
     ANTHROPIC_TOOL_OUTPUT,
     NO_PLAN,
@@ -49,9 +49,10 @@ def live_plan(request: GenerationRequest, mode: ThinkMode, bindings: KnownIds | 
     api, messages = request.api, request.messages
     known = bindings.known_ids(api) if bindings is not None else frozenset()
     reasoning = False
-    if api is Api.RESPONSES:
+    live_tools = api.rules.live_tools
+    if live_tools is LiveTools.TRANSCRIPT:
         live_state, reasoning = validate_tool_outputs(messages, known, mode.thinking)
-    elif api is Api.ANTHROPIC:
+    elif live_tools is LiveTools.CALL_IDS:
         live_state = validate_tool_results(messages, known)
     else:
         return NO_PLAN
@@ -153,7 +154,8 @@ def cache_decision(
         line = f"{note} cached={pos} prompt={len(tokens)}"
         return CacheDecision(tokens, source, pos, line)
 
-    responses = bindings.responses if api is Api.RESPONSES else None
+    live_tools = api.rules.live_tools
+    responses = bindings.responses if live_tools is LiveTools.TRANSCRIPT else None
     if responses is not None and responses.at(pos):
         suffix = responses.visible_prefix(prompt_text)
         if suffix is not None:
@@ -166,17 +168,17 @@ def cache_decision(
                 f"ids={len(plan.call_ids)}"
             )
             return continue_with(plan.suffix, RESPONSES_TOOL_OUTPUT, note)
-    anthropic = bindings.anthropic if api is Api.ANTHROPIC else None
+    anthropic = bindings.anthropic if live_tools is LiveTools.CALL_IDS else None
     if anthropic is not None and anthropic.at(pos) and anthropic.ids_match(plan.call_ids):
         note = f"anthropic live continuation match=tool-output-ids ids={len(plan.call_ids)}"
         return continue_with(plan.suffix, ANTHROPIC_TOOL_OUTPUT, note)
-    if plan.requires_live_tool_state and api is Api.RESPONSES:
+    if plan.requires_live_tool_state and live_tools is LiveTools.TRANSCRIPT:
         raise RequestError(RESPONSES_GONE, ErrorKind.CONFLICT)
-    if plan.requires_live_tool_state and api is Api.ANTHROPIC:
+    if plan.requires_live_tool_state and live_tools is LiveTools.CALL_IDS:
         raise RequestError(ANTHROPIC_GONE, ErrorKind.CONFLICT)
     if live and common == pos and len(job.prompt_tokens) >= pos:
         return CacheDecision(job.prompt_tokens, "memory-token", common)
-    thinking = bindings.thinking if api in (Api.CHAT, Api.ANTHROPIC) else None
+    thinking = bindings.thinking if api.rules.thinking_continuation else None
     if thinking is not None and thinking.at(pos):
         suffix = thinking.visible_prefix(prompt_text)
         if suffix is not None:
