@@ -15,7 +15,7 @@ from ds4.domain.serving.live import NO_PLAN, Binding, LiveBindings, LivePlan
 from ds4.domain.serving.prepare import PreparedJob, cache_decision
 from ds4.domain.tools.replay_memory import ReplayStats
 from ds4.ports.tokenizer import Tokenizer
-from ds4.wire.errors import http_status
+from ds4.wire.replies import http_status
 
 
 class CharTokenizer:

@@ -25,8 +25,8 @@ from ds4.domain.serving.live import (
     validate_tool_results,
 )
 from ds4.domain.serving.prepare import live_plan
-from ds4.wire.anthropic_request import parse_messages
-from ds4.wire.errors import http_status
+from ds4.wire.anthropic import parse_messages
+from ds4.wire.replies import http_status
 from ds4.wire.responses_request import parse_responses
 
 LS = [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}}]

@@ -1,4 +1,4 @@
-"""The in-memory checkpoint store (serving.memory_checkpoints, ADR 0049): what it keeps
+"""The in-memory checkpoint store (serving.checkpoints.MemoryCheckpoints, ADR 0049): what it keeps
 within its budget, what it evicts, and which entry a prompt continues from.
 
 Checkpoints come from the fake engine (8 bytes per token); a `rewind_history` bounds

@@ -15,36 +15,20 @@ from litestar.handlers import asgi
 from litestar.params import FromPath
 
 from ds4.adapters.http.access_log import observed
-from ds4.adapters.http.guard import (
-    ASGIApp,
-    Receive,
-    Scope,
-    Send,
-    guarded,
-    is_anthropic_path,
-    send_error,
-)
+from ds4.adapters.http.guard import ASGIApp, Receive, Scope, Send, guarded, send_error
 from ds4.adapters.http.metrics_route import METRICS_PATH, metrics_route
-from ds4.adapters.http.post_route import Parser, handle_count_tokens, handle_post
+from ds4.adapters.http.post_route import handle_count_tokens, handle_post
 from ds4.adapters.http.server_state import ServerState
 from ds4.domain.errors import ErrorKind, RequestError
-from ds4.domain.serving.exchange import Api
-from ds4.wire.anthropic_request import parse_messages
-from ds4.wire.chat_request import parse_chat_completion, parse_completion
-from ds4.wire.errors import error_body, http_status
-from ds4.wire.models import MODEL_ALIASES, model_list, model_object
-from ds4.wire.responses_request import parse_responses
+from ds4.wire.apis import APIS, ApiSpec, api_of_path, error_body
+from ds4.wire.replies import MODEL_ALIASES, http_status, model_list, model_object
 
-POST_ROUTES: dict[str, tuple[Api, Parser]] = {
-    "/v1/chat/completions": (Api.CHAT, parse_chat_completion),
-    "/v1/completions": (Api.COMPLETIONS, parse_completion),
-    "/v1/messages": (Api.ANTHROPIC, parse_messages),
-    "/v1/responses": (Api.RESPONSES, parse_responses),
-}
+# Each API's POST routes, from the APIS table (ds4.wire.apis).
+POST_ROUTES: dict[str, ApiSpec] = {path: spec for spec in APIS.values() for path in spec.paths}
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 # The `api` label of the access log and of /metrics; a key ending in "/" is a prefix.
 ROUTE_LABELS = {
-    **{path: api.value for path, (api, _) in POST_ROUTES.items()},
+    **{path: spec.api.value for path, spec in POST_ROUTES.items()},
     COUNT_TOKENS_PATH: "count_tokens",
     "/v1/models": "models",
     "/v1/models/": "models",
@@ -70,9 +54,9 @@ def _post_only(path: str, handle: ASGIApp) -> object:
     return asgi(path, name=f"post {path}", copy_scope=False)(route)
 
 
-def _post_handler(state: ServerState, path: str, api: Api, parse: Parser) -> object:
+def _post_handler(state: ServerState, path: str, spec: ApiSpec) -> object:
     async def handle(scope: Scope, receive: Receive, send: Send) -> None:
-        await handle_post(state, api, parse, scope, receive, send)
+        await handle_post(state, spec, scope, receive, send)
 
     return _post_only(path, handle)
 
@@ -98,8 +82,7 @@ def _framework_error(exc: Exception) -> RequestError:
 
 def _error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     error = _framework_error(exc)
-    api = Api.ANTHROPIC if is_anthropic_path(request.url.path) else None
-    return _json(error_body(error, api), http_status(error.kind))
+    return _json(error_body(error, api_of_path(request.url.path)), http_status(error.kind))
 
 
 def build_app(state: ServerState) -> ASGIApp:
@@ -125,7 +108,7 @@ def build_app(state: ServerState) -> ASGIApp:
         return _json(b'{"status":"' + status.encode() + b'"}\n', 200 if status == "ok" else 503)
 
     handlers: list[object] = [models, model, health, metrics_route(state.metrics)]
-    handlers += [_post_handler(state, p, api, parse) for p, (api, parse) in POST_ROUTES.items()]
+    handlers += [_post_handler(state, path, spec) for path, spec in POST_ROUTES.items()]
     handlers.append(_count_tokens_handler(state))
     app = Litestar(
         route_handlers=handlers,  # type: ignore[arg-type]

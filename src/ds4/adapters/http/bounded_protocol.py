@@ -25,7 +25,7 @@ from uvicorn.server import ServerState
 
 from ds4.adapters.http.rate_limited_log import RateLimitedWarning
 from ds4.domain.errors import ErrorKind, RequestError
-from ds4.wire.errors import openai_error_body
+from ds4.wire.apis import openai_error_body
 
 log = RateLimitedWarning(logging.getLogger("ds4.server"))
 

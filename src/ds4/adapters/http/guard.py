@@ -14,7 +14,8 @@ from ds4.adapters.http.request_checks import cross_site, host_allowed, key_match
 from ds4.adapters.http.server_state import HttpConfig
 from ds4.domain.errors import ErrorKind, RequestError
 from ds4.domain.serving.exchange import Api
-from ds4.wire.errors import error_body, http_status
+from ds4.wire.apis import api_of_path, error_body
+from ds4.wire.replies import http_status
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -36,10 +37,6 @@ def header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-def is_anthropic_path(path: str) -> bool:
-    return path.rstrip("/").startswith("/v1/messages")
-
-
 async def send_json(
     send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
 ) -> None:
@@ -57,8 +54,8 @@ async def send_error(
 ) -> None:
     """The error in the shape of `api` (by default the one the path belongs to);
     `close`: the request was not read to its end, so the connection cannot be reused."""
-    if api is None and is_anthropic_path(scope.get("path", "")):
-        api = Api.ANTHROPIC
+    if api is None:
+        api = api_of_path(scope.get("path", ""))
     body = error_body(error, api)
     status = http_status(error.kind)
     await send_json(send, status, body, [(b"connection", b"close")] if close else None)

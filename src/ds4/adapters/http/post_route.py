@@ -10,7 +10,6 @@ also while the job is still queued. SSE keepalive comments go out after
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import replace
 
 from ds4.adapters.http.access_log import request_record
@@ -21,16 +20,12 @@ from ds4.adapters.http.server_state import HttpConfig, ServerState
 from ds4.domain.chat.prefix_file import with_prefix
 from ds4.domain.errors import ErrorKind, RequestError
 from ds4.domain.generation.events import Finished, PrefillProgress
-from ds4.domain.serving.exchange import Api, GenerationRequest, PromptReady
+from ds4.domain.serving.exchange import GenerationRequest, PromptReady
 from ds4.domain.serving.prepare import PreparedJob, prepare_job
-from ds4.wire.count_tokens import count_tokens_body
-from ds4.wire.errors import stream_error_frame
-from ds4.wire.parsed_request import ParsedRequest
-from ds4.wire.replies import reply_body, reply_context, stream_mapper
-from ds4.wire.reply_context import ReplyContext
-from ds4.wire.sse import KEEPALIVE
-
-Parser = Callable[[bytes], ParsedRequest]
+from ds4.wire.anthropic import count_tokens_body
+from ds4.wire.apis import ApiSpec
+from ds4.wire.replies import KEEPALIVE, ReplyContext
+from ds4.wire.requests import ParsedRequest
 
 
 class _ClientGoneError(Exception):
@@ -110,7 +105,7 @@ def _speculation_choice(scope: Scope, parsed: ParsedRequest) -> ParsedRequest:
 
 def _prepare(state: ServerState, request: GenerationRequest) -> PreparedJob:
     # --prefix-file: the turns go before a conversation, not before a raw completion
-    if state.prefix and request.api is not Api.COMPLETIONS:
+    if state.prefix and request.api.rules.conversation:
         request = replace(request, messages=with_prefix(request.messages, state.prefix))
     with state.memory_lock:
         return prepare_job(
@@ -138,18 +133,20 @@ async def handle_count_tokens(
             )  # fmt: skip
     except _ClientGoneError:
         return
-    except _BodyRefusedError as refused:
-        await send_error(send, scope, refused.error, Api.ANTHROPIC, close=True)
+    except _BodyRefusedError as refused:  # the path is under /v1/messages: Anthropic's shape
+        await send_error(send, scope, refused.error, close=True)
         return
     except RequestError as error:
-        await send_error(send, scope, error, Api.ANTHROPIC)
+        await send_error(send, scope, error)
         return
     await send_json(send, 200, reply)
 
 
 async def handle_post(
-    state: ServerState, api: Api, parse: Parser, scope: Scope, receive: Receive, send: Send
+    state: ServerState, spec: ApiSpec, scope: Scope, receive: Receive, send: Send
 ) -> None:
+    """`spec`: the route's row of APIS (its parser, reply mappers and error shape)."""
+    api = spec.api
     loop = asyncio.get_running_loop()
     outputs: asyncio.Queue[JobOutput] = asyncio.Queue()
     record = request_record(scope)  # the access line's tokens, cache source, times
@@ -162,7 +159,7 @@ async def handle_post(
         large = is_large(header(scope, b"content-length"))
         async with state.large_bodies.turn(large):
             body = await _read_body(scope, receive, state.config)
-            parsed = await state.large_bodies.run(large, parse, body)
+            parsed = await state.large_bodies.run(large, spec.parse, body)
             parsed = _speculation_choice(scope, parsed)
             del body  # up to --max-body-mb, not needed while rendering and tokenizing
             prepared = await state.large_bodies.run(large, _prepare, state, parsed.generation)
@@ -176,21 +173,22 @@ async def handle_post(
     except RequestError as error:  # a bad body, a prompt too long, shutdown begun
         await send_error(send, scope, error, api)
         return
-    ctx = reply_context(parsed, next(state.sequence), int(state.clock()), state.random)
+    ctx = spec.context(parsed, next(state.sequence), int(state.clock()), state.random)
     watcher = asyncio.create_task(_watch_disconnect(receive, job))
     try:
         if parsed.generation.stream:
-            await _stream(state, api, ctx, outputs, scope, send)
+            await _stream(state, spec, ctx, outputs, scope, send)
         else:
-            await _json(scope, api, ctx, outputs, send)
+            await _json(scope, spec, ctx, outputs, send)
     finally:
         job.cancel.set()  # no-op once finished; stops the worker if we left early
         watcher.cancel()
 
 
 async def _json(
-    scope: Scope, api: Api, ctx: ReplyContext, outputs: asyncio.Queue[JobOutput], send: Send
+    scope: Scope, spec: ApiSpec, ctx: ReplyContext, outputs: asyncio.Queue[JobOutput], send: Send
 ) -> None:
+    api = spec.api
     while True:
         output = await outputs.get()
         if isinstance(output, JobFailed):
@@ -201,13 +199,13 @@ async def _json(
                 error = RequestError("request cancelled", ErrorKind.UNAVAILABLE)
                 await send_error(send, scope, error, api)
                 return
-            await send_json(send, 200, reply_body(api, ctx, output))
+            await send_json(send, 200, spec.reply(ctx, output))
             return
 
 
 async def _stream(
     state: ServerState,
-    api: Api,
+    spec: ApiSpec,
     ctx: ReplyContext,
     outputs: asyncio.Queue[JobOutput],
     scope: Scope,
@@ -230,7 +228,7 @@ async def _stream(
             await send({"type": "http.response.body", "body": b"".join(frames), "more_body": True})
             last_write = loop.time()
 
-    mapper = stream_mapper(api, ctx)
+    mapper = spec.stream(ctx)
     opened = False
     while True:
         wait = max(0.0, keepalive - (loop.time() - last_write))
@@ -241,9 +239,9 @@ async def _stream(
             continue
         if isinstance(output, JobFailed):
             if output.refused and not head_sent:
-                await send_error(send, scope, output.error(), api)
+                await send_error(send, scope, output.error(), spec.api)
                 return
-            frame = stream_error_frame(output.message, output.kind, anthropic=api is Api.ANTHROPIC)
+            frame = spec.errors.stream_frame(output.message, output.kind)
             await write([frame])
             break
         if isinstance(output, PrefillProgress):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Iterable
 
-from ds4.wire.loopback import host_name, is_loopback_host
+from ds4.wire.requests import host_name, is_loopback_host
 
 Headers = Iterable[tuple[bytes, bytes]]
 

@@ -17,7 +17,7 @@ from ds4.domain.serving.live import KnownIds
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 from ds4.ports.random_source import RandomSource
 from ds4.ports.tokenizer import Tokenizer
-from ds4.wire.models import DEFAULT_MODEL
+from ds4.wire.requests import DEFAULT_MODEL
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024

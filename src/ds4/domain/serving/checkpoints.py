@@ -1,6 +1,7 @@
-"""The server's side of the disk KV cache (docs/reference/server.md §4.2–4.5).
+"""The server's checkpoints: its side of the disk KV cache (docs/reference/server.md
+§4.2–4.5) and the in-memory state checkpoints (memory checkpoints, below).
 
-What the worker asks of it, in job order: on a live miss, save the outgoing state
+The disk cache: what the worker asks of it, in job order: on a live miss, save the outgoing state
 (`save_evicted`) and try a disk text-prefix load (`load`); prefill with the request's
 saves (`prefill`: the `cold` checkpoint of a full miss, `continued` ones at every
 frontier passed); decode with a per-token callback that saves continued frontiers

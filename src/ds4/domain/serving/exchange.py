@@ -64,13 +64,16 @@ class ServingRules:
     # before the reply goes out (docs/reference/server.md §6)
     canonicalizes_calls: bool
     tool_ids: ToolApi  # how a fresh tool call id looks
+    # its messages are a client's conversation, which --prefix-file turns go before
+    # (completions' are a fixed template around the raw prompt)
+    conversation: bool = True
 
 
 SERVING_RULES: dict[Api, ServingRules] = {
     Api.CHAT: ServingRules(None, thinking_continuation=True, canonicalizes_calls=True,
                            tool_ids="openai"),
     Api.COMPLETIONS: ServingRules(None, thinking_continuation=False, canonicalizes_calls=False,
-                                  tool_ids="openai"),
+                                  tool_ids="openai", conversation=False),
     Api.ANTHROPIC: ServingRules(LiveTools.CALL_IDS, thinking_continuation=True,
                                 canonicalizes_calls=True, tool_ids="anthropic"),
     Api.RESPONSES: ServingRules(LiveTools.TRANSCRIPT, thinking_continuation=False,
@@ -120,7 +123,7 @@ class GenerationRequest:
 class PromptReady:
     """The prompt is in the state: `cached_tokens` of `prompt_tokens` were reused.
 
-    `source` is the state the prefill continued from (serving.decision's source, or
+    `source` is the state the prefill continued from (prepare.cache_decision's source, or
     "disk-text" after a disk load): the access log and /metrics report it.
     """
 

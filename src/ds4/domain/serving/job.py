@@ -2,14 +2,14 @@
 
 Pure orchestration over the engine Session and the generation loop; the HTTP
 adapter runs it on its single worker thread and maps the events per API.
-Cache decision (docs/reference/server.md §4.2, serving.decision): the live bindings of
+Cache decision (docs/reference/server.md §4.2, prepare.cache_decision): the live bindings of
 docs/reference/server.md §5 (Responses visible transcript and call ids, Anthropic tool_use ids, the
 tool-less thinking transcript), the live tokens as a prefix ("memory-token"), the live text as
 a byte prefix ("memory-text"); otherwise (a miss, docs/kv-cache.md's decision order) the
 outgoing state is kept (in memory, and on disk as "evict", keyed by its visible transcript
 when bound), and the prompt continues from whichever keeps the most of it: the live
 state rewound to an exact point, an in-memory checkpoint ("memory-checkpoint",
-serving.memory_checkpoints), a stored text prefix ("disk-text"); with nothing kept a
+checkpoints.MemoryCheckpoints), a stored text prefix ("disk-text"); with nothing kept a
 "cold" checkpoint may be cut (docs/reference/server.md §4.4). Continued
 checkpoints are written at aligned frontiers while prefilling and, through the decode loop's
 per-token callback, while decoding (docs/reference/server.md §4.5); a prompt's end stays in
@@ -18,7 +18,7 @@ and the in-memory checkpoints.
 After a successful prefill the bindings the job did not continue from are dropped; after the
 turn they are remembered or cleared (docs/reference/server.md §4.8), and a chat or Anthropic turn
 whose calls cannot be replayed exactly has its live state rewritten to the canonical rendering
-before the reply goes out (docs/reference/server.md §6, serving.canonicalize).
+before the reply goes out (docs/reference/server.md §6, canonicalize below).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
-"""The three live bindings kept next to the session (docs/reference/server.md §5, §4.1).
+"""Live continuation (docs/reference/server.md §5, §4.1): the three live bindings kept
+next to the session, the tail a tool-output request appends to the live state, and
+the check of tool results against the history and the bindings' ids.
 
-Each names the live state by its token count (it matches only while the session
+The bindings: each names the live state by its token count (it matches only while the session
 sits exactly there) and carries what a client will send back instead of the hidden
 state: the Responses binding the visible transcript and the generated call ids, the
 Anthropic binding the call ids, the thinking binding the visible transcript of a
@@ -285,7 +287,7 @@ def plan_for(
 #
 # A result for a call neither replayed nor live is refused (the client must replay the
 # full history); one for a live-only call makes the request depend on the live tool
-# state, which the worker then continues (serving.decision) or refuses as gone.
+# state, which the worker then continues (prepare.cache_decision) or refuses as gone.
 
 
 def validate_tool_outputs(

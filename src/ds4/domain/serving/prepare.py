@@ -1,4 +1,6 @@
-"""A parsed request to the prompt the worker will run (docs/reference/server.md §2.8, §1.4).
+"""A parsed request to the prompt the worker will run (docs/reference/server.md §2.8, §1.4),
+and the choices made with it: the certain-overflow bound, the cache decision (which
+state the prompt continues from) and, with several slots, which slot it goes to.
 
 Runs on the request side, concurrently with the worker: exact DSML replay from tool
 memory (docs/reference/chat-and-dsml.md §4.3), rendering, tokenizing, and the context-length
