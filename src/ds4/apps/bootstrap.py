@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from ds4.adapters.compute.batching import StepGate
     from ds4.adapters.eval.engine_answerer import EngineAnswerer
     from ds4.adapters.http.guard import ASGIApp
-    from ds4.adapters.http.job_queue import JobQueue
+    from ds4.adapters.http.inference_worker import JobQueue
     from ds4.adapters.http.server_state import ServerState
 
 kv_log = logging.getLogger("ds4.kvcache")
@@ -273,8 +273,8 @@ def bind_listener(host: str, port: int, max_connections: int) -> socket.socket:
     """The server's socket, bound (not yet listening); ListenError (exit 1) when the
     address is taken or cannot be resolved, Ds4Error when the open-file limit has no
     room for `max_connections`. Bound before the model loads."""
-    from ds4.adapters.http.fd_limit import ensure_fd_room
-    from ds4.adapters.http.listener import bind_listener as bind
+    from ds4.adapters.http.serve import bind_listener as bind
+    from ds4.adapters.http.serve import ensure_fd_room
 
     ensure_fd_room(max_connections)
     return bind(host, port)

@@ -9,8 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ds4.adapters.http.job_queue import JobQueue
-from ds4.adapters.http.large_bodies import LargeBodies
+from ds4.adapters.http.inference_worker import JobQueue, LargeBodies
 from ds4.adapters.http.metrics import ServerMetrics
 from ds4.domain.chat.prefix_file import PrefixTurn
 from ds4.domain.serving.live import KnownIds
