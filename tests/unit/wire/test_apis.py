@@ -22,8 +22,8 @@ def test_each_row_has_every_piece(api: Api) -> None:
     for piece in dataclasses.fields(ApiSpec):
         assert getattr(spec, piece.name) is not None, f"{api}: no {piece.name}"
     assert spec.paths and all(path.startswith("/v1/") for path in spec.paths)
-    for piece in (spec.parse, spec.context, spec.reply, spec.stream):
-        assert callable(piece)
+    for mapper in (spec.parse, spec.context, spec.reply, spec.stream):
+        assert callable(mapper)
     assert isinstance(spec.errors, ErrorShape)
     assert callable(spec.errors.body) and callable(spec.errors.stream_frame)
     assert spec.prompt_param
