@@ -66,19 +66,39 @@ class ServingRules:
     tool_ids: ToolApi  # how a fresh tool call id looks
     # its messages are a client's conversation, which --prefix-file turns go before
     # (completions' are a fixed template around the raw prompt)
-    conversation: bool = True
+    conversation: bool
 
 
 SERVING_RULES: dict[Api, ServingRules] = {
-    Api.CHAT: ServingRules(None, thinking_continuation=True, canonicalizes_calls=True,
-                           tool_ids="openai"),
-    Api.COMPLETIONS: ServingRules(None, thinking_continuation=False, canonicalizes_calls=False,
-                                  tool_ids="openai", conversation=False),
-    Api.ANTHROPIC: ServingRules(LiveTools.CALL_IDS, thinking_continuation=True,
-                                canonicalizes_calls=True, tool_ids="anthropic"),
-    Api.RESPONSES: ServingRules(LiveTools.TRANSCRIPT, thinking_continuation=False,
-                                canonicalizes_calls=False, tool_ids="openai"),
-}  # fmt: skip
+    Api.CHAT: ServingRules(
+        live_tools=None,
+        thinking_continuation=True,
+        canonicalizes_calls=True,
+        tool_ids="openai",
+        conversation=True,
+    ),
+    Api.COMPLETIONS: ServingRules(
+        live_tools=None,
+        thinking_continuation=False,
+        canonicalizes_calls=False,
+        tool_ids="openai",
+        conversation=False,
+    ),
+    Api.ANTHROPIC: ServingRules(
+        live_tools=LiveTools.CALL_IDS,
+        thinking_continuation=True,
+        canonicalizes_calls=True,
+        tool_ids="anthropic",
+        conversation=True,
+    ),
+    Api.RESPONSES: ServingRules(
+        live_tools=LiveTools.TRANSCRIPT,
+        thinking_continuation=False,
+        canonicalizes_calls=False,
+        tool_ids="openai",
+        conversation=True,
+    ),
+}
 
 
 @dataclass(frozen=True)
