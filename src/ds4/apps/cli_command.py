@@ -34,7 +34,7 @@ from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.errors import Ds4Error
 from ds4.domain.sampling.params import MAX_TOP_K
 from ds4.ports.tokenizer import Tokenizer
-from ds4.wire.chat_request import render_chat_request
+from ds4.wire.chat import render_chat_request
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

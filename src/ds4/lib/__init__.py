@@ -52,7 +52,7 @@ from ds4.lib._model import Model, open_model
 from ds4.lib._session import OnEvent, OnProgress, Session, Snapshot
 from ds4.lib._tools import parse_tool_calls, tool_memory
 from ds4.ports.tokenizer import SpecialTokenIds
-from ds4.wire.chat_request import ChatRequestError
+from ds4.wire.chat import ChatRequestError
 
 __all__ = [
     "AssistantMessage",

@@ -23,7 +23,7 @@ from ds4.domain.dsml.calls import ToolCall
 from ds4.domain.dsml.render import render_tool_calls
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.generation.events import Finished, Usage
-from ds4.domain.serving.canonicalize import (
+from ds4.domain.serving.job import (
     Outcome,
     canonicalize_tool_checkpoint,
     checkpoint_suffix,

@@ -16,13 +16,11 @@ from ds4.domain.dsml.render import render_tool_calls
 from ds4.domain.dsml.turn import finish_turn
 from ds4.domain.errors import RequestError
 from ds4.domain.generation.events import Finished, Usage
-from ds4.domain.serving.generation_request import GenerationRequest
-from ds4.wire.custom_tools import custom_call_input
-from ds4.wire.errors import http_status
-from ds4.wire.parsed_request import ParsedRequest
-from ds4.wire.reply_context import ReplyContext
+from ds4.domain.serving.exchange import GenerationRequest
+from ds4.wire.replies import ReplyContext, http_status
+from ds4.wire.requests import ParsedRequest
 from ds4.wire.responses_reply import ResponseStream, response_body
-from ds4.wire.responses_request import parse_responses
+from ds4.wire.responses_request import custom_call_input, parse_responses
 
 D = "｜DSML｜"
 GRAMMAR = 'start: "*** Begin Patch" LF hunk+ "*** End Patch"'

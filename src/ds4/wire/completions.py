@@ -1,18 +1,62 @@
-"""Generation events to /v1/completions JSON and chunks (docs/reference/server.md §3.6).
+"""POST /v1/completions (docs/reference/server.md §3.6): the body, and generation events
+to JSON and chunks.
 
-The legacy endpoint returns the raw generated text: with thinking on (the default)
-that is the reasoning, `</think>`, then the answer, as the reference does.
+A completion becomes a two-message chat whose rendering is byte-identical to the
+reference's fixed completion template; the members it shares with chat completions
+are read as chat reads them (chat.OpenAIBody). The legacy endpoint returns the raw
+generated text: with thinking on (the default) that is the reasoning, `</think>`,
+then the answer, as the reference does.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import msgspec
+
+from ds4.domain.chat.messages import SystemMessage, UserMessage
 from ds4.domain.dsml.syntax import THINK_CLOSE
+from ds4.domain.errors import RequestError
 from ds4.domain.generation.events import Finished, ReasoningDelta, TextDelta
-from ds4.domain.serving.served_events import PromptReady, ServedEvent
-from ds4.wire.finish_reason import wire_finish
-from ds4.wire.reply_context import ReplyContext
-from ds4.wire.sse import DONE, data_frame, json_body
-from ds4.wire.usage import openai_usage
+from ds4.domain.serving.exchange import Api, PromptReady, ServedEvent
+from ds4.ports.random_source import RandomSource
+from ds4.wire.chat import OpenAIBody, openai_reply_options, openai_request, openai_think_mode_of
+from ds4.wire.replies import DONE, ReplyContext, data_frame, json_body, openai_usage, wire_finish
+from ds4.wire.requests import (
+    ParsedRequest,
+    check_choices,
+    check_logprobs,
+    check_tool_count,
+    decode_body,
+    present,
+)
+
+COMPLETION_SYSTEM = "You are a helpful assistant"
+
+
+class CompletionBody(OpenAIBody):
+    prompt: object = msgspec.UNSET
+    best_of: object = None
+
+
+def _prompt_text(value: object) -> str:
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        return value[0]
+    return value if isinstance(value, str) else ""
+
+
+def parse_completion(body: bytes) -> ParsedRequest:
+    completion = decode_body(body, CompletionBody)
+    check_tool_count(len(completion.tools or ()))
+    if not present(completion.prompt):
+        raise RequestError("missing prompt")
+    check_choices({"n": completion.n, "best_of": completion.best_of})
+    check_logprobs(completion.logprobs, completion.top_logprobs, completions=True)
+    mode = openai_think_mode_of(completion)
+    prompt = _prompt_text(completion.prompt)
+    base = openai_request(completion, Api.COMPLETIONS, mode)
+    messages = (SystemMessage(COMPLETION_SYSTEM), UserMessage(prompt))
+    return ParsedRequest(replace(base, messages=messages), openai_reply_options(completion))
 
 
 def raw_text(finished: Finished) -> str:
@@ -90,3 +134,15 @@ class CompletionStream:
             frames.append(DONE)
             return frames
         return []
+
+
+def completion_context(
+    parsed: ParsedRequest, sequence: int, created: int, random: RandomSource
+) -> ReplyContext:
+    """Ids cmpl-<n>, n the server's request sequence."""
+    return ReplyContext(
+        reply_id=f"cmpl-{sequence}",
+        created=created,
+        model=parsed.generation.model,
+        include_usage=parsed.reply.include_usage,
+    )
