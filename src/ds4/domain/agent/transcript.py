@@ -1,17 +1,24 @@
-"""The text the agent's session starts with (docs/agent.md "What the model sees").
-
-BOS, the Think-Max prefix when that mode is on, the tool block exactly as the server
-renders tools for any client (so the model reads the same DSML instructions it was
-trained on), then the agent's working guidance and the user's extra system text.
+"""What the model sees and what the trace records (docs/agent.md "What the model sees",
+"Trace"): the session's opening text, the pieces appended to the token transcript, and
+the --trace file's records.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ds4.domain.chat.constants import BOS, MAX_PREFIX
+from ds4.domain.chat.constants import BOS, MAX_PREFIX, TOOL_RESULT_CLOSE, TOOL_RESULT_OPEN, USER
 from ds4.domain.chat.messages import ThinkMode
+from ds4.domain.chat.renderer import protect_tool_result
 from ds4.domain.chat.tool_schemas import ToolSchema, tools_system_text
+from ds4.ports.tokenizer import Tokenizer
+
+# --- system prompt ---
+# The text the agent's session starts with (docs/agent.md "What the model sees").
+#
+# BOS, the Think-Max prefix when that mode is on, the tool block exactly as the server
+# renders tools for any client (so the model reads the same DSML instructions it was
+# trained on), then the agent's working guidance and the user's extra system text.
 
 DEFAULT_SYSTEM = "You are a helpful coding assistant running inside ds4 agent."
 
@@ -82,3 +89,69 @@ def datetime_note(local_time: str) -> str:
         f"\n\nThe session started at {local_time} (local time). Use the date and time "
         "only when they matter to the task."
     )
+
+
+# --- transcript text ---
+# The pieces the agent appends to its token transcript, rendered exactly as the
+# server's chat renderer writes the same turns (docs/reference/chat-and-dsml.md §2.3):
+# each piece starts at a special token, so encoding pieces one by one gives the ids of
+# encoding the whole text.
+
+
+def user_turn(text: str) -> str:
+    return USER + text
+
+
+def tool_turn(text: str) -> str:
+    """A tool result as the user turn that carries it; only the wrapper's own close
+    tag inside the text is neutralized."""
+    return USER + TOOL_RESULT_OPEN + protect_tool_result(text) + TOOL_RESULT_CLOSE
+
+
+def combined_results(results: Sequence[tuple[str, str]]) -> str:
+    """Several calls' results as one message: `Tool result <i> (<name>):` headers."""
+    parts = []
+    for index, (name, text) in enumerate(results, start=1):
+        body = text if text.endswith("\n") else text + "\n"
+        parts.append(f"Tool result {index} ({name}):\n{body}")
+    return "".join(parts)
+
+
+def queued_message(texts: Sequence[str]) -> str:
+    """Prompts typed while the model worked, delivered as one user message."""
+    if len(texts) == 1:
+        return texts[0]
+    return "\n\n".join(f"Queued user message {i}:\n{t}" for i, t in enumerate(texts, start=1))
+
+
+# --- trace text ---
+# The --trace file's escaping and token records (docs/agent.md "Trace").
+
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", '"': '\\"'}
+
+
+def escape(text: str) -> str:
+    out = []
+    for ch in text:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def text_record(label: str, text: str) -> str:
+    return f'{label}="{escape(text)}"'
+
+
+def token_records(tokenizer: Tokenizer, label: str, start: int, ids: Sequence[int]) -> list[str]:
+    lines = [f"tokens label={label} start={start} len={len(ids)}"]
+    for i, token in enumerate(ids):
+        raw = tokenizer.token_bytes(token)
+        shown = escape(raw.decode("utf-8", errors="replace"))
+        lines.append(
+            f'token index={start + i} id={token} bytes={len(raw)} text="{shown}" hex={raw.hex()}'
+        )
+    return lines
