@@ -10,7 +10,7 @@ the events of generation.events. One turn:
    evaluated), the token budget, a full context or cancellation; `on_token(token)` runs after each
    token is evaluated, before the next step (the server's continued KV saves); `steer`
    may force a token instead of sampling one (ds4 eval's reply budgets,
-   domain/eval/think_close.py);
+   domain/eval/prompts.py);
 3. finish: flush held text, parse the turn (dsml.turn.finish_turn), report usage.
 
 With a drafter on the session (docs/mtp.md) a decode step may take several tokens: the

@@ -1,17 +1,25 @@
-"""The eval trace file (docs/reference/eval.md §6): render the header, one record per
-case and the summary; parse a trace back for --regrade-trace and --compare.
-
-Prompts and the model output are written as counted blocks (`LABEL_BEGIN bytes=N`, N
-bytes of UTF-8, a newline if the text lacks one, `LABEL_END`), so the parser copies
-them exactly and never mistakes marker-like text inside them for structure.
+"""The eval trace file (docs/reference/eval.md §6): render the header, one record per case
+and the summary; parse a trace back, re-grade it without a model (§6.2), and compare two
+runs side by side (`ds4 eval --compare`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 
 from ds4.domain.eval.cases import CHOICE_LETTERS, AnswerKind, EvalCase
+from ds4.domain.eval.grading import Grade, grade_output
+
+# --- trace format ---
+# The eval trace file (docs/reference/eval.md §6): render the header, one record per
+# case and the summary; parse a trace back for --regrade-trace and --compare.
+#
+# Prompts and the model output are written as counted blocks (`LABEL_BEGIN bytes=N`, N
+# bytes of UTF-8, a newline if the text lacks one, `LABEL_END`), so the parser copies
+# them exactly and never mistakes marker-like text inside them for structure.
 
 TITLE = "# ds4-eval trace"
 CASE_MARK = b"===== CASE "
@@ -282,3 +290,172 @@ def parse_trace(data: bytes) -> ParsedTrace:
         cases.append(_parse_case(data, pos, len(data) if following is None else following))
         pos = following
     return ParsedTrace(header, cases)
+
+
+# --- compare ---
+# `ds4 eval --compare A.trace B.trace`: two runs of the same cases side by side (this
+# engine against another server on identical prompts, or before and after a change).
+#
+# Cases are matched by source/id; the statuses and picks are the traces' own (regrade
+# each trace first to compare under today's extractor).
+
+HEADER = "#   A        B        A given  B given  expected    A gen    B gen  test"
+
+
+@dataclass(frozen=True)
+class Side:
+    status: str
+    picked: str
+    generated: str
+
+    @staticmethod
+    def of(record: TraceCase | None) -> Side:
+        if record is None:
+            return Side("-", "-", "-")
+        f = record.fields
+        return Side(
+            f.get("status", "") or "?", f.get("picked", "-"), f.get("generated_tokens", "-")
+        )
+
+
+@dataclass
+class Comparison:
+    lines: list[str]
+    both_passed: int = 0
+    only_a: int = 0
+    only_b: int = 0
+    both_failed: int = 0
+    not_comparable: int = 0
+
+    def summary(self) -> str:
+        return (
+            f"ds4-eval compare: both passed={self.both_passed} only A passed={self.only_a} "
+            f"only B passed={self.only_b} both failed={self.both_failed} "
+            f"not comparable={self.not_comparable}"
+        )
+
+
+def _key(record: TraceCase) -> tuple[str, str]:
+    return record.fields.get("source", ""), record.fields.get("id", "")
+
+
+def _describe(trace: ParsedTrace) -> str:
+    h = trace.header
+    return f"{h.get('backend', '?')} {h.get('model', '?')}, temperature {h.get('temperature', '?')}"
+
+
+def compare_traces(a: ParsedTrace, b: ParsedTrace, a_name: str, b_name: str) -> Comparison:
+    a_cases = {_key(r): r for r in a.cases}  # a case traced twice (SWITCHED): the last wins
+    b_cases = {_key(r): r for r in b.cases}
+    keys = list(a_cases) + [k for k in b_cases if k not in a_cases]
+    out = Comparison([f"A: {a_name} ({_describe(a)})", f"B: {b_name} ({_describe(b)})", HEADER])
+    for number, key in enumerate(keys, 1):
+        left, right = Side.of(a_cases.get(key)), Side.of(b_cases.get(key))
+        expected = (a_cases.get(key) or b_cases[key]).fields.get("expected", "-")
+        graded = {"PASSED", "FAILED"}
+        if left.status in graded and right.status in graded:
+            a_ok, b_ok = left.status == "PASSED", right.status == "PASSED"
+            if a_ok and b_ok:
+                out.both_passed += 1
+            elif a_ok:
+                out.only_a += 1
+            elif b_ok:
+                out.only_b += 1
+            else:
+                out.both_failed += 1
+        else:
+            out.not_comparable += 1
+        mark = "  *" if left.status != right.status or left.picked != right.picked else ""
+        out.lines.append(
+            f"{number:3d} {left.status:<8} {right.status:<8} {left.picked:<8} {right.picked:<8} "
+            f"{expected:<8} {left.generated:>8} {right.generated:>8}  {key[0]}/{key[1]}{mark}"
+        )
+    out.lines.append(out.summary())
+    return out
+
+
+# --- regrade ---
+# Re-grade a trace without a model (docs/reference/eval.md §6.2): each record's model
+# output goes through today's extractor against the case's key.
+
+GRADED_STATUSES = ("PASSED", "FAILED", "")  # "" : a legacy trace without statuses
+_NUMBER = re.compile(r"===== CASE (\d+)/")
+
+CaseLookup = Callable[[str, str], EvalCase | None]
+
+
+class Outcome(Enum):
+    PASSED = "PASSED"
+    FAILED = "FAILED"
+    NOT_GRADED = "NOT_GRADED"
+
+
+def regrade_one(case: EvalCase, status: str, output: str) -> tuple[Outcome, Grade]:
+    grade = grade_output(case, output)
+    if status not in GRADED_STATUSES:
+        return Outcome.NOT_GRADED, grade
+    return (Outcome.PASSED if grade.correct else Outcome.FAILED), grade
+
+
+@dataclass
+class RegradeSummary:
+    total: int = 0
+    passed: int = 0
+    failed: int = 0
+    changed: int = 0
+    not_graded: int = 0
+    unknown: int = 0
+    parse_errors: int = 0
+    lines: list[str] = field(default_factory=list)  # one per changed, unknown or bad record
+
+    def line(self, path: str) -> str:
+        return (
+            f"ds4-eval: regraded {self.total} cases from {path}: passed={self.passed} "
+            f"failed={self.failed} changed={self.changed} not_graded={self.not_graded} "
+            f"unknown={self.unknown} parse_errors={self.parse_errors}"
+        )
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.unknown or self.parse_errors or self.total == 0 else 0
+
+
+def case_number(record: TraceCase, ordinal: int) -> int:
+    match = _NUMBER.match(record.header)
+    return int(match.group(1)) if match else ordinal
+
+
+def regrade(trace: ParsedTrace, lookup: CaseLookup) -> RegradeSummary:
+    out = RegradeSummary()
+    for ordinal, record in enumerate(trace.cases, 1):
+        out.total += 1
+        number = case_number(record, ordinal)
+        source, case_id = record.fields.get("source", ""), record.fields.get("id", "")
+        output = record.text("MODEL_OUTPUT")
+        if not source or not case_id or output is None:
+            out.parse_errors += 1
+            out.lines.append(f"case {number}: no source, id or MODEL_OUTPUT block")
+            continue
+        case = lookup(source, case_id)
+        if case is None:
+            out.unknown += 1
+            out.lines.append(f"case {number} {source}/{case_id}: not in the loaded cases")
+            continue
+        status, traced_pick = record.fields.get("status", ""), record.fields.get("picked")
+        outcome, grade = regrade_one(case, status, output)
+        if outcome is Outcome.NOT_GRADED:
+            out.not_graded += 1
+            continue
+        if outcome is Outcome.PASSED:
+            out.passed += 1
+        else:
+            out.failed += 1
+        status_changed = status not in ("", outcome.value)
+        pick_changed = bool(traced_pick) and traced_pick != grade.picked
+        if status_changed or pick_changed:
+            out.changed += 1
+            out.lines.append(
+                f"case {number} {source}/{case_id}: trace {status} picked={traced_pick} -> "
+                f"regrade {outcome.value} picked={grade.picked} expected={case.answer}"
+            )
+    return out
