@@ -27,9 +27,8 @@ from ds4.domain.chat.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.render import render_tool_calls
-from ds4.domain.dsml.turn import Recovery, TurnResult
+from ds4.domain.dsml.parser import Recovery, TurnResult
+from ds4.domain.dsml.syntax import ToolCall, render_tool_calls
 from ds4.domain.engine.cancel import CancelCheck, CancelledError
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import (

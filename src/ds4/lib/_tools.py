@@ -8,7 +8,7 @@ tool_memory builds the server's ToolReplayMemory (docs/reference/chat-and-dsml.m
 from __future__ import annotations
 
 from ds4.apps import wiring
-from ds4.domain.dsml.turn import TurnResult, finish_turn
+from ds4.domain.dsml.parser import TurnResult, finish_turn
 from ds4.domain.errors import Ds4Error
 from ds4.domain.tools.replay_memory import DEFAULT_MAX_BYTES, DEFAULT_MAX_IDS, ToolReplayMemory
 from ds4.lib._checks import int_in

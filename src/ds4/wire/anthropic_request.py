@@ -20,7 +20,7 @@ from ds4.domain.chat.messages import (
 )
 from ds4.domain.chat.renderer import unanswerable
 from ds4.domain.chat.tool_schemas import ToolSchema, tool_schema
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.errors import Ds4Error, RequestError
 from ds4.domain.serving.generation_request import Api, GenerationRequest
 from ds4.wire.chat_messages import content_text

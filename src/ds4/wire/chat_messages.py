@@ -19,7 +19,7 @@ from ds4.domain.chat.messages import (
     UserMessage,
 )
 from ds4.domain.chat.tool_schemas import ToolSchema, tool_schema
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.errors import RequestError
 
 # The roles the renderer has a message for (docs/reference/server.md §2.4).

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from ds4.domain.dsml.json_text import object_members, parse_json
+from ds4.domain.dsml.syntax import object_members, parse_json
 from ds4.wire.json_body import InvalidJsonError
 
 INPUT_PARAMETER = "arguments"

@@ -8,7 +8,7 @@ the end, so every parsed call reaches the client exactly once.
 
 from __future__ import annotations
 
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.generation.events import (
     Finished,
     ReasoningDelta,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from ds4.domain.dsml.json_text import object_members
+from ds4.domain.dsml.syntax import object_members
 from ds4.wire.parsed_request import WireTool
 
 

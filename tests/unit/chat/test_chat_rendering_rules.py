@@ -19,8 +19,7 @@ from ds4.domain.chat.messages import (
 )
 from ds4.domain.chat.renderer import render_chat, render_continuation_tail
 from ds4.domain.chat.tool_schemas import ToolSchemaError, tool_schema
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.syntax import FULL, escape_attribute
+from ds4.domain.dsml.syntax import FULL, ToolCall, escape_attribute
 from ds4.wire.chat_request import ChatRequestError, render_chat_request
 
 SCHEMA = tool_schema({"name": "bash", "parameters": {}})

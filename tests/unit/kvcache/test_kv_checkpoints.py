@@ -13,7 +13,7 @@ from tests.unit.generation.byte_tokenizer import ByteTokenizer
 
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
 from ds4.apps.server_command import register
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.engine.session import Session
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.gguf.records import TensorInfo, meta_u32

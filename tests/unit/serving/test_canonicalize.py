@@ -19,8 +19,7 @@ from ds4.domain.chat.messages import (
 )
 from ds4.domain.chat.renderer import render_chat
 from ds4.domain.chat.tool_schemas import tool_schema
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.render import render_tool_calls
+from ds4.domain.dsml.syntax import ToolCall, render_tool_calls
 from ds4.domain.engine.session import Session
 from ds4.domain.generation.events import Finished, Usage
 from ds4.domain.serving.canonicalize import (

@@ -10,7 +10,7 @@ import pytest
 
 from ds4.domain.chat.constants import EOS
 from ds4.domain.chat.messages import ThinkMode
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.errors import RequestError
 from ds4.domain.generation.events import Finished, FinishReason, Usage
 from ds4.domain.kvcache.kvc_header import KvcFlags

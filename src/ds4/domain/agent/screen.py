@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from enum import Enum
 
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.generation.events import (
     GenerationEvent,
     ReasoningDelta,

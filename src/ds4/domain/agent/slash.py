@@ -13,8 +13,8 @@ from ds4.domain.agent.library import SessionLibrary
 from ds4.domain.agent.screen import DIM, GREEN, AgentState, TerminalRenderer, styled, tool_line
 from ds4.domain.agent.session_meta import listing_text
 from ds4.domain.chat.constants import ASSISTANT, EOS, TOOL_RESULT_CLOSE, TOOL_RESULT_OPEN, USER
+from ds4.domain.dsml.parser import finish_turn
 from ds4.domain.dsml.syntax import THINK_CLOSE, THINK_OPEN
-from ds4.domain.dsml.turn import finish_turn
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import ReasoningDelta, TextDelta
 

@@ -35,7 +35,7 @@ from ds4.domain.agent.tool_catalog import (
     tool_error,
     tool_names,
 )
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.engine.cancel import CancelCheck
 from ds4.ports.browser import Browser
 from ds4.ports.shell import JobSnapshot, Shell

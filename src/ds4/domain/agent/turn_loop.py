@@ -31,10 +31,8 @@ from ds4.domain.agent.transcript import (
     user_turn,
 )
 from ds4.domain.chat.constants import ASSISTANT, THINK, UNTHINK
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.parser import find_block_start
-from ds4.domain.dsml.syntax import THINK_CLOSE
-from ds4.domain.dsml.turn import Recovery
+from ds4.domain.dsml.parser import Recovery, find_block_start
+from ds4.domain.dsml.syntax import THINK_CLOSE, ToolCall
 from ds4.domain.engine.cancel import CancelledError
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished

@@ -11,7 +11,7 @@ from enum import Enum
 import msgspec
 
 from ds4.domain.chat.constants import THINK_MAX_MIN_CONTEXT
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.syntax import ToolCall
 
 
 class ThinkMode(Enum):

@@ -31,7 +31,7 @@ from ds4.domain.chat.messages import (
     UserMessage,
 )
 from ds4.domain.chat.tool_schemas import ToolSchema, tools_system_text
-from ds4.domain.dsml.render import render_tool_calls
+from ds4.domain.dsml.syntax import render_tool_calls
 
 _PROTECTED_RESULT_CLOSE = "&lt;" + TOOL_RESULT_CLOSE[1:]
 

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 from enum import Enum
 
-from ds4.domain.dsml.block_lexer import Element, Tag
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.json_text import json_string
 from ds4.domain.dsml.parser import is_string_value, value_json
-from ds4.domain.dsml.syntax import Spelling
+from ds4.domain.dsml.stream import Element, Tag
+from ds4.domain.dsml.syntax import Spelling, ToolCall, json_string
 from ds4.domain.generation.events import ToolCallArguments, ToolCallFinished, ToolCallStarted
 
 ToolEvent = ToolCallStarted | ToolCallArguments | ToolCallFinished

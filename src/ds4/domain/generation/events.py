@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.turn import Recovery
+from ds4.domain.dsml.parser import Recovery
+from ds4.domain.dsml.syntax import ToolCall
 
 # stop: EOS (not evaluated into the state) or a stop string; length: max tokens or
 # the context is full; tool_calls: a tool block closed and parsed into >= 1 call;

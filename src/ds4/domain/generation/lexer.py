@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import Enum
 
-from ds4.domain.dsml.block_lexer import BlockLexer, Structure
+from ds4.domain.dsml.stream import BlockLexer, Structure, ThinkCall, ThinkCallWatch
 from ds4.domain.dsml.syntax import (
     SPELLINGS,
     THINK_CLOSE,
@@ -32,7 +32,6 @@ from ds4.domain.dsml.syntax import (
     Spelling,
     partial_tag_at,
 )
-from ds4.domain.dsml.think_call import ThinkCall, ThinkCallWatch
 from ds4.domain.generation.call_stream import CallStream, ToolEvent
 from ds4.domain.generation.events import ReasoningDelta, TextDelta
 from ds4.domain.generation.stop_strings import StopHit, StopStrings

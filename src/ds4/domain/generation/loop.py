@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from ds4.domain.dsml.parser import FinishReason as TurnFinish
+from ds4.domain.dsml.parser import finish_turn
 from ds4.domain.dsml.syntax import THINK_CLOSE
-from ds4.domain.dsml.turn import FinishReason as TurnFinish
-from ds4.domain.dsml.turn import finish_turn
 from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error

@@ -21,8 +21,7 @@ from collections.abc import Callable, Generator, Sequence
 from enum import Enum
 
 from ds4.domain.chat.constants import EOS, UNTHINK
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.render import render_tool_calls
+from ds4.domain.dsml.syntax import ToolCall, render_tool_calls
 from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ds4.domain.chat.constants import EOS, THINK, UNTHINK
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.render import render_tool_calls
+from ds4.domain.dsml.syntax import ToolCall, render_tool_calls
 from ds4.domain.generation.events import Finished
 from ds4.domain.kvcache.kvc_header import KvcFlags
 from ds4.domain.serving.generation_request import Api

@@ -17,7 +17,7 @@ from enum import Enum
 import msgspec
 
 from ds4.domain.chat.messages import AssistantMessage, Message
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.tools.ktm import decode_ktm, dsml_blocks, encode_ktm
 from ds4.domain.tools.tool_ids import ToolApi, new_tool_id
 from ds4.ports.random_source import RandomSource
