@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, BinaryIO, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ds4.domain.convert.planned import Chunk, PlannedTensor
+from ds4.domain.convert.plan import Chunk, PlannedTensor
 from ds4.domain.distributed.target import DistributedOptions
 from ds4.domain.engine_math.numerics import numerics_named
 from ds4.domain.errors import Ds4Error
