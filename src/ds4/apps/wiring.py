@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from ds4.domain.convert.plan import Chunk, PlannedTensor
 from ds4.domain.distributed.target import DistributedOptions
-from ds4.domain.engine_math.numerics import numerics_named
+from ds4.domain.engine_math.lowprec import numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.eval.case_schema import CaseSet
 from ds4.domain.expert_cache.options import ExpertCacheStats, StreamingOptions

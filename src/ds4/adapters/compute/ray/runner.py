@@ -30,7 +30,7 @@ from ds4.domain.distributed.layer_split import (
 )
 from ds4.domain.distributed.target import DistributedTarget
 from ds4.domain.engine.state_runner import StateRunner
-from ds4.domain.engine_math.numerics import Numerics, check_numerics_fit, numerics_named
+from ds4.domain.engine_math.lowprec import Numerics, check_numerics_fit, numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.model_identity import model_tag_for
 from ds4.domain.model.hparams import DeepSeekV4HParams

@@ -34,7 +34,7 @@ from ds4.adapters.quant.native_dequant import NativeDequantizer
 from ds4.domain.distributed.layer_split import layer_bytes, range_text
 from ds4.domain.distributed.prefix_hash import EMPTY, rolling_hashes
 from ds4.domain.engine.dsv4_payload import LayerSnapshot, SessionSnapshot
-from ds4.domain.engine_math.numerics import numerics_named
+from ds4.domain.engine_math.lowprec import numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.model_identity import model_tag_for
 
