@@ -10,7 +10,7 @@ from __future__ import annotations
 from ds4.apps import wiring
 from ds4.domain.dsml.parser import TurnResult, finish_turn
 from ds4.domain.errors import Ds4Error
-from ds4.domain.tools.replay_memory import DEFAULT_MAX_BYTES, DEFAULT_MAX_IDS, ToolReplayMemory
+from ds4.domain.tools import DEFAULT_MAX_BYTES, DEFAULT_MAX_IDS, ToolReplayMemory
 from ds4.lib._checks import int_in
 
 MAX_MEMORY_IDS = 1 << 32

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import msgspec
 
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolResultMessage,
+    ToolSchema,
     UserMessage,
+    tool_schema,
+    unanswerable,
 )
-from ds4.domain.chat.renderer import unanswerable
-from ds4.domain.chat.tool_schemas import ToolSchema, tool_schema
 from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.errors import Ds4Error, RequestError
 from ds4.domain.serving.generation_request import Api, GenerationRequest

@@ -11,14 +11,15 @@ from collections.abc import Sequence
 
 import msgspec
 
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolResultMessage,
+    ToolSchema,
     UserMessage,
+    tool_schema,
 )
-from ds4.domain.chat.tool_schemas import ToolSchema, tool_schema
 from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.errors import RequestError
 

@@ -13,15 +13,16 @@ from dataclasses import dataclass, replace
 
 import msgspec
 
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
     Message,
     SystemMessage,
     ThinkMode,
+    ToolSchema,
     UserMessage,
     effective_think_mode,
+    render_chat,
+    unanswerable,
 )
-from ds4.domain.chat.renderer import render_chat, unanswerable
-from ds4.domain.chat.tool_schemas import ToolSchema
 from ds4.domain.errors import Ds4Error, RequestError
 from ds4.domain.serving.generation_request import Api, GenerationRequest
 from ds4.wire.chat_messages import WireMessage, chat_messages, chat_schemas

@@ -10,8 +10,7 @@ of earlier tool calls, rarely their count by more than a few tokens).
 
 from __future__ import annotations
 
-from ds4.domain.chat.messages import effective_think_mode
-from ds4.domain.chat.renderer import render_chat
+from ds4.domain.chat import effective_think_mode, render_chat
 from ds4.domain.serving.prompt_bound import refuse_certain_overflow
 from ds4.ports.tokenizer import Tokenizer
 from ds4.wire.anthropic_request import read_messages

@@ -13,15 +13,17 @@ from collections.abc import Collection
 
 import msgspec
 
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolResultMessage,
+    ToolSchema,
     UserMessage,
+    canonical_json,
+    tool_schema,
+    unanswerable,
 )
-from ds4.domain.chat.renderer import unanswerable
-from ds4.domain.chat.tool_schemas import ToolSchema, canonical_json, tool_schema
 from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.errors import Ds4Error, RequestError
 from ds4.domain.serving.generation_request import Api, GenerationRequest

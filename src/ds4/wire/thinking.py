@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ds4.domain.chat.messages import ThinkMode
+from ds4.domain.chat import ThinkMode
 from ds4.wire.json_body import InvalidJsonError, present
 
 EFFORTS = {

@@ -14,7 +14,7 @@ from tests.integration.server.live_server import LiveServer, live_server
 from tools.demo.files import DEMO
 
 from ds4.domain.engine.duty_cycle import PacedDrafter
-from ds4.domain.speculative.mtp_drafter import MtpDrafter
+from ds4.domain.speculative import MtpDrafter
 
 DEMO_MTP = DEMO.with_name("demo-mtp.gguf")
 BODY = {

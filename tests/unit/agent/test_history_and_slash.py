@@ -12,7 +12,7 @@ from ds4.domain.agent.slash import (
     usage_error,
     when_busy,
 )
-from ds4.domain.chat.constants import ASSISTANT, EOS, USER
+from ds4.domain.chat import ASSISTANT, EOS, USER
 
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
 

@@ -10,7 +10,7 @@ from tests.support.fake_compute import FakeComputeSession, Scripted
 from tests.unit.generation.byte_tokenizer import VOCAB, ByteTokenizer
 from tests.unit.vectors.vector_fixtures import token
 
-from ds4.domain.chat.constants import ASSISTANT, BOS, UNTHINK, USER
+from ds4.domain.chat import ASSISTANT, BOS, UNTHINK, USER
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
 from ds4.domain.vectors.local_run import TokenIndex, check_case, prompt_ids, record_case

@@ -14,7 +14,7 @@ from ds4.domain.errors import ContextLengthError, RequestError
 from ds4.domain.serving.generation_request import Api
 from ds4.domain.serving.prepare import prepare_job
 from ds4.domain.serving.prompt_bound import longest_token_bytes, tokens_at_least
-from ds4.domain.tools.replay_memory import ToolReplayMemory
+from ds4.domain.tools import ToolReplayMemory
 from ds4.wire.anthropic_request import parse_messages
 from ds4.wire.chat_request import parse_chat_completion, parse_completion
 from ds4.wire.count_tokens import count_tokens_body

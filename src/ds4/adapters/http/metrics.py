@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from ds4.adapters.http.request_record import RequestRecord
-from ds4.domain.expert_cache.options import ExpertCacheStats
+from ds4.domain.expert_cache import ExpertCacheStats
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the text format every Prometheus reads
 

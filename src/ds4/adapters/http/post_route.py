@@ -18,7 +18,7 @@ from ds4.adapters.http.guard import Receive, Scope, Send, header, send_error, se
 from ds4.adapters.http.inference_worker import Job, JobFailed, JobOutput
 from ds4.adapters.http.large_bodies import is_large
 from ds4.adapters.http.server_state import HttpConfig, ServerState
-from ds4.domain.chat.prefix_file import with_prefix
+from ds4.domain.chat import with_prefix
 from ds4.domain.errors import ErrorKind, RequestError
 from ds4.domain.generation.events import Finished, PrefillProgress
 from ds4.domain.serving.generation_request import Api, GenerationRequest

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from ds4.adapters.http.job_queue import JobQueue
 from ds4.adapters.http.large_bodies import LargeBodies
 from ds4.adapters.http.metrics import ServerMetrics
-from ds4.domain.chat.prefix_file import PrefixTurn
+from ds4.domain.chat import PrefixTurn
 from ds4.domain.serving.live_bindings import KnownIds
-from ds4.domain.tools.replay_memory import ToolReplayMemory
+from ds4.domain.tools import ToolReplayMemory
 from ds4.ports.random_source import RandomSource
 from ds4.ports.tokenizer import Tokenizer
 from ds4.wire.models import DEFAULT_MODEL

@@ -21,7 +21,7 @@ from ds4.apps.eval.eval_flags import DEFAULT_TOKENS
 from ds4.apps.eval.plain_view import PlainView
 from ds4.apps.eval.run_control import PausableTimer, RunControls
 from ds4.apps.eval.tui_state import MIN_COLUMNS, MIN_ROWS
-from ds4.domain.chat.messages import ThinkMode, effective_think_mode
+from ds4.domain.chat import ThinkMode, effective_think_mode
 from ds4.domain.eval.cases import EvalCase, SizedContext, auto_size_context, select_cases
 from ds4.domain.eval.prompts import ReplyLimits, case_prompt
 from ds4.domain.eval.readers import source_table

@@ -18,9 +18,7 @@ from ds4.domain.agent.screen import PREFILL_LABELS, AgentState, AgentStatus
 from ds4.domain.agent.tool_catalog import agent_tool_schemas
 from ds4.domain.agent.toolbox import ToolBox
 from ds4.domain.agent.transcript import agent_guide, system_head, token_records, user_turn
-from ds4.domain.chat.constants import ASSISTANT, UNTHINK
-from ds4.domain.chat.messages import ThinkMode
-from ds4.domain.chat.tool_schemas import tools_system_text
+from ds4.domain.chat import ASSISTANT, UNTHINK, ThinkMode, tools_system_text
 from ds4.domain.engine.cancel import never_cancel
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error

@@ -12,7 +12,7 @@ from ds4.domain.agent.core import AgentCore, Conversation
 from ds4.domain.agent.library import SessionLibrary
 from ds4.domain.agent.screen import DIM, GREEN, AgentState, TerminalRenderer, styled, tool_line
 from ds4.domain.agent.session_meta import listing_text
-from ds4.domain.chat.constants import ASSISTANT, EOS, TOOL_RESULT_CLOSE, TOOL_RESULT_OPEN, USER
+from ds4.domain.chat import ASSISTANT, EOS, TOOL_RESULT_CLOSE, TOOL_RESULT_OPEN, USER
 from ds4.domain.dsml.parser import finish_turn
 from ds4.domain.dsml.syntax import THINK_CLOSE, THINK_OPEN
 from ds4.domain.errors import Ds4Error

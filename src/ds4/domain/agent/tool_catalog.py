@@ -9,7 +9,7 @@ import json
 import math
 from collections.abc import Mapping
 
-from ds4.domain.chat.tool_schemas import ToolSchema, tool_schema
+from ds4.domain.chat import ToolSchema, tool_schema
 from ds4.domain.errors import Ds4Error
 
 # --- tool catalog ---

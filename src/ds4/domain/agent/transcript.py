@@ -7,10 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ds4.domain.chat.constants import BOS, MAX_PREFIX, TOOL_RESULT_CLOSE, TOOL_RESULT_OPEN, USER
-from ds4.domain.chat.messages import ThinkMode
-from ds4.domain.chat.renderer import protect_tool_result
-from ds4.domain.chat.tool_schemas import ToolSchema, tools_system_text
+from ds4.domain.chat import (
+    BOS,
+    MAX_PREFIX,
+    TOOL_RESULT_CLOSE,
+    TOOL_RESULT_OPEN,
+    USER,
+    ThinkMode,
+    ToolSchema,
+    protect_tool_result,
+    tools_system_text,
+)
 from ds4.ports.tokenizer import Tokenizer
 
 # --- system prompt ---

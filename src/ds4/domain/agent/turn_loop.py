@@ -30,7 +30,7 @@ from ds4.domain.agent.transcript import (
     tool_turn,
     user_turn,
 )
-from ds4.domain.chat.constants import ASSISTANT, THINK, UNTHINK
+from ds4.domain.chat import ASSISTANT, THINK, UNTHINK
 from ds4.domain.dsml.parser import Recovery, find_block_start
 from ds4.domain.dsml.syntax import THINK_CLOSE, ToolCall
 from ds4.domain.engine.cancel import CancelledError

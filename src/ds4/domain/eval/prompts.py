@@ -11,8 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ds4.domain.chat.messages import SystemMessage, ThinkMode, UserMessage
-from ds4.domain.chat.renderer import render_chat
+from ds4.domain.chat import SystemMessage, ThinkMode, UserMessage, render_chat
 from ds4.domain.eval.cases import CHOICE_LETTERS, AnswerKind, EvalCase
 from ds4.domain.eval.traces import ThinkClose
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
-from ds4.domain.chat.messages import ThinkMode
+from ds4.domain.chat import ThinkMode
 from ds4.domain.eval.cases import EvalCase
 from ds4.domain.eval.grading import grade_output, has_final_answer_line
 from ds4.domain.eval.prompts import CasePrompt, ReplyLimits, case_prompt

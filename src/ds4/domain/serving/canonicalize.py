@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Sequence
 from enum import Enum
 
-from ds4.domain.chat.constants import EOS, UNTHINK
+from ds4.domain.chat import EOS, UNTHINK
 from ds4.domain.dsml.syntax import ToolCall, render_tool_calls
 from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
 from ds4.domain.engine.session import Session

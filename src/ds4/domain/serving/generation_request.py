@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from ds4.domain.chat.messages import Message, ThinkMode
-from ds4.domain.chat.tool_schemas import ToolSchema
+from ds4.domain.chat import Message, ThinkMode, ToolSchema
 
 
 class Api(Enum):

@@ -28,7 +28,7 @@ from collections.abc import Callable, Generator, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 
-from ds4.domain.chat.renderer import has_tool_context
+from ds4.domain.chat import has_tool_context
 from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error
@@ -41,7 +41,7 @@ from ds4.domain.generation.loop import (
     ignore_token,
     prefill,
 )
-from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason
+from ds4.domain.kvcache.kv_file import KvcFlags, SaveReason
 from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
 from ds4.domain.serving.canonicalize import (
     canonicalize_tool_checkpoint,
@@ -60,8 +60,7 @@ from ds4.domain.serving.live_bindings import (
 from ds4.domain.serving.memory_checkpoints import MEMORY_CHECKPOINT, MemoryCheckpoints
 from ds4.domain.serving.prepare import PreparedJob
 from ds4.domain.serving.served_events import PromptReady, ServedEvent, ToolCallOpened
-from ds4.domain.tools.replay_memory import ToolReplayMemory
-from ds4.domain.tools.tool_ids import ToolApi
+from ds4.domain.tools import ToolApi, ToolReplayMemory
 from ds4.ports.compute import StateCheckpoint
 from ds4.ports.random_source import RandomSource
 from ds4.ports.tokenizer import Tokenizer

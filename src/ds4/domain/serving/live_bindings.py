@@ -14,10 +14,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ds4.domain.chat.constants import EOS, THINK, UNTHINK
+from ds4.domain.chat import EOS, THINK, UNTHINK
 from ds4.domain.dsml.syntax import ToolCall, render_tool_calls
 from ds4.domain.generation.events import Finished
-from ds4.domain.kvcache.kvc_header import KvcFlags
+from ds4.domain.kvcache.kv_file import KvcFlags
 from ds4.domain.serving.generation_request import Api
 
 RESPONSES_VISIBLE = "responses-visible"

@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
     AssistantMessage,
     Message,
     SystemMessage,
     ThinkMode,
     ToolResultMessage,
     UserMessage,
+    render_continuation_tail,
 )
-from ds4.domain.chat.renderer import render_continuation_tail
 from ds4.domain.serving.generation_request import Api
 
 

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ds4.domain.chat.messages import ThinkMode, effective_think_mode
-from ds4.domain.chat.renderer import render_chat
+from ds4.domain.chat import ThinkMode, effective_think_mode, render_chat
 from ds4.domain.errors import ContextLengthError
 from ds4.domain.serving.generation_request import Api, GenerationRequest
 from ds4.domain.serving.live_bindings import KnownIds
 from ds4.domain.serving.live_tail import NO_PLAN, LivePlan, plan_for
 from ds4.domain.serving.prompt_bound import refuse_certain_overflow
 from ds4.domain.serving.tool_results import validate_tool_outputs, validate_tool_results
-from ds4.domain.tools.replay_memory import ReplayStats, ToolReplayMemory
+from ds4.domain.tools import ReplayStats, ToolReplayMemory
 from ds4.ports.tokenizer import Tokenizer
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from ds4.domain.chat.messages import AssistantMessage, Message, ToolResultMessage
+from ds4.domain.chat import AssistantMessage, Message, ToolResultMessage
 from ds4.domain.errors import RequestError
 
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from ds4.domain.chat.messages import ThinkMode, UserMessage
-from ds4.domain.chat.renderer import render_chat
+from ds4.domain.chat import ThinkMode, UserMessage, render_chat
 from ds4.domain.engine.cancel import CancelCheck, never_cancel
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error

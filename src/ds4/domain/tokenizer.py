@@ -1,10 +1,5 @@
-"""Checks on a GGUF's tokenizer tables (`tokenizer.ggml.*`).
-
-One function for both readers: model validation (so `ds4 gguf inspect`) and vocabulary
-loading run it, so inspect never calls valid a tokenizer the engine refuses
-(docs/adr/0004-gguf-validation.md). It covers everything the BPE tokenizers refuse:
-table types, matching lengths, merges over known tokens, the byte alphabet, non-empty
-added tokens and the special tokens the chat format needs.
+"""Tokenizer data as plain values: the GPT-2 byte-level alphabet and the checks on a
+GGUF's tokenizer tables (`tokenizer.ggml.*`).
 """
 
 from __future__ import annotations
@@ -13,7 +8,34 @@ from collections.abc import Mapping, Sequence
 
 from ds4.domain.gguf.records import INTEGER_TYPES, MetaValue, ValueType
 from ds4.domain.model.problems import Problem
-from ds4.domain.tokenizer.byte_alphabet import BYTE_TO_CHAR
+
+# --- byte alphabet ---
+# The GPT-2 byte-level alphabet: every byte is one printable code point
+# (docs/reference/chat-and-dsml.md §1.3).
+
+
+def _byte_to_char() -> tuple[str, ...]:
+    kept = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    chars: dict[int, str] = {b: chr(b) for b in kept}
+    shifted = 0x100
+    for b in range(256):
+        if b not in chars:
+            chars[b] = chr(shifted)
+            shifted += 1
+    return tuple(chars[b] for b in range(256))
+
+
+BYTE_TO_CHAR: tuple[str, ...] = _byte_to_char()
+
+
+# --- gguf tables ---
+# Checks on a GGUF's tokenizer tables (`tokenizer.ggml.*`).
+#
+# One function for both readers: model validation (so `ds4 gguf inspect`) and vocabulary
+# loading run it, so inspect never calls valid a tokenizer the engine refuses
+# (docs/adr/0004-gguf-validation.md). It covers everything the BPE tokenizers refuse:
+# table types, matching lengths, merges over known tokens, the byte alphabet, non-empty
+# added tokens and the special tokens the chat format needs.
 
 TOKENS_KEY = "tokenizer.ggml.tokens"
 MERGES_KEY = "tokenizer.ggml.merges"

@@ -1,22 +1,5 @@
-"""MtpDrafter: greedy proposals from the MTP block for one session (docs/mtp.md).
-
-The block's row at position q pairs the main model's final HC streams H_q with the
-embedding of the token that follows, x_{q+1}, and predicts x_{q+2} (the pairing the
-block was trained with). A row's cached key depends on nothing else, so the block's
-window cache is a pure function of the session: this keeps, per cached row, the very
-H_q array the session handed out and the token it was paired with, and recomputes a
-row as soon as either is no longer the session's (a rewind, a restored checkpoint or
-payload, another prompt). Rows the session holds no streams for (after a payload
-load) cannot be rebuilt: the window then starts after them (`restart`).
-
-One draft, with the session holding positions 0..P-1 and `token` sampled for P:
-1. bring the rows P-W..P-2 up to date and add row P-1 = (H_{P-1}, token) in one
-   batched block evaluation; its output's arg-max is d1 (a guess at x_{P+1});
-2. chain: row P + i - 1 pairs the previous step's output streams with d_i; its
-   arg-max is d_{i+1};
-3. drop the chained rows (their H was the block's own guess): after verification the
-   session has the real H for the accepted positions, and the next draft rebuilds
-   them from it.
+"""Speculative decoding (docs/mtp.md): MtpDrafter, greedy proposals from the MTP block for
+one session, for the main model to verify.
 """
 
 from __future__ import annotations
@@ -30,6 +13,27 @@ import numpy.typing as npt
 from ds4.domain.engine.state_session import StateSession
 from ds4.domain.sampling.sampler import argmax
 from ds4.ports.drafter import DraftModel
+
+# --- mtp drafter ---
+# MtpDrafter: greedy proposals from the MTP block for one session (docs/mtp.md).
+#
+# The block's row at position q pairs the main model's final HC streams H_q with the
+# embedding of the token that follows, x_{q+1}, and predicts x_{q+2} (the pairing the
+# block was trained with). A row's cached key depends on nothing else, so the block's
+# window cache is a pure function of the session: this keeps, per cached row, the very
+# H_q array the session handed out and the token it was paired with, and recomputes a
+# row as soon as either is no longer the session's (a rewind, a restored checkpoint or
+# payload, another prompt). Rows the session holds no streams for (after a payload
+# load) cannot be rebuilt: the window then starts after them (`restart`).
+#
+# One draft, with the session holding positions 0..P-1 and `token` sampled for P:
+# 1. bring the rows P-W..P-2 up to date and add row P-1 = (H_{P-1}, token) in one
+#    batched block evaluation; its output's arg-max is d1 (a guess at x_{P+1});
+# 2. chain: row P + i - 1 pairs the previous step's output streams with d_i; its
+#    arg-max is d_{i+1};
+# 3. drop the chained rows (their H was the block's own guess): after verification the
+#    session has the real H for the accepted positions, and the next draft rebuilds
+#    them from it.
 
 F32 = npt.NDArray[np.float32]
 
