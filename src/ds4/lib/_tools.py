@@ -1,6 +1,6 @@
 """Tool calls: DSML text to calls (and back), and the exact-replay memory.
 
-parse_tool_calls is dsml.turn.finish_turn, the parse every generated turn gets (with
+parse_tool_calls is dsml.parser.finish_turn, the parse every generated turn gets (with
 the repairs of ADR 0020); render_tool_calls is the canonical JSON -> DSML rendering;
 tool_memory builds the server's ToolReplayMemory (docs/reference/chat-and-dsml.md §4).
 """

@@ -16,7 +16,7 @@ from ds4.domain.errors import Ds4Error
 # The agent's tools as the model sees them (names, parameters, descriptions) and which
 # ones ask the user before running (docs/agent.md "Tools").
 #
-# The schemas go through the server's own tool-block renderer (chat.tool_schemas), so the
+# The schemas go through the server's own tool-block renderer (domain.chat), so the
 # model reads them exactly as it reads any API client's tools.
 
 # Tools that change something or reach outside: a timed yes/no before each call.

@@ -1,6 +1,6 @@
 """Live tool-call events from a tool block's elements (docs/reference/chat-and-dsml.md §3.7).
 
-Follows dsml.parser's grammar over the elements dsml.block_lexer reads and reports,
+Follows dsml.parser's grammar over the elements dsml.stream reads and reports,
 per call index: Started once the invoke header is complete, an arguments fragment "{"
 then one per finished parameter (`"key":value`, comma-led after the first; a loose
 nested object as one member once it ends) then "}", and Finished with the call.

@@ -15,7 +15,7 @@ Tool calls stream per call index: ToolCallStarted once the invoke header is comp
 ToolCallArguments fragments whose concatenation is the call's arguments JSON (one
 fragment per finished parameter or loose nested object, plus "{" and "}"),
 ToolCallFinished with the call as parsed. Finished carries the authoritative parse
-(dsml.turn.finish_turn); what was streamed is a prefix of it (the streamed text of
+(dsml.parser.finish_turn); what was streamed is a prefix of it (the streamed text of
 its content, the streamed calls of its calls) unless the parse had to recover a
 block, so a front end sends the rest from Finished. A front end that streamed calls
 live still takes ids-by-index from what it showed and the calls from

@@ -11,7 +11,7 @@ the events of generation.events. One turn:
    token is evaluated, before the next step (the server's continued KV saves); `steer`
    may force a token instead of sampling one (ds4 eval's reply budgets,
    domain/eval/prompts.py);
-3. finish: flush held text, parse the turn (dsml.turn.finish_turn), report usage.
+3. finish: flush held text, parse the turn (dsml.parser.finish_turn), report usage.
 
 With a drafter on the session (docs/mtp.md) a decode step may take several tokens: the
 sampled token and the drafts that follow it are evaluated together, each draft is kept
