@@ -22,7 +22,7 @@ from ds4.adapters.tokenizer.byte_level import BYTE_TO_CHAR
 from ds4.adapters.tokenizer.gguf_metadata import tokenizer_metadata
 from ds4.adapters.tokenizer.token_table import SPECIAL_STRINGS
 from ds4.adapters.tokenizer.vocabulary import AddedToken, Vocabulary
-from ds4.domain.convert.quant_presets import quant_plan
+from ds4.domain.convert.plan import quant_plan
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.gguf.records import MetaValue, meta_str
 from ds4.domain.model.catalog import TensorSpec, model_tensors

@@ -34,23 +34,23 @@ from ds4.domain.agent.agent import Agent
 from ds4.domain.agent.core import AgentCore
 from ds4.domain.agent.library import SessionLibrary
 from ds4.domain.agent.toolbox import ToolBox
-from ds4.domain.chat.prefix_file import PrefixTurn, parse_prefix_file
-from ds4.domain.distributed.target import DistributedOptions
+from ds4.domain.chat import PrefixTurn, parse_prefix_file
+from ds4.domain.distributed import DistributedOptions
 from ds4.domain.engine.duty_cycle import DutyCycle
 from ds4.domain.engine.session import EngineSession, StepPolicy
 from ds4.domain.engine.state_session import StateSession
 from ds4.domain.errors import Ds4Error
-from ds4.domain.expert_cache.options import StreamingOptions
+from ds4.domain.expert_cache import StreamingOptions
 from ds4.domain.kvcache.disk_cache import DiskCache
-from ds4.domain.kvcache.model_identity import model_tag_for
+from ds4.domain.kvcache.kv_file import model_tag_for
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.serving.checkpoints import KvCheckpoints, MemoryCheckpoints
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.live import EverySlotBindings
 from ds4.domain.serving.prepare import longest_token_bytes
-from ds4.domain.speculative.mtp_drafter import MtpDrafter
+from ds4.domain.speculative import MtpDrafter
 from ds4.domain.steering.directions import Steering, directions_from_bytes, steering_scales
-from ds4.domain.tools.replay_memory import ToolReplayMemory
+from ds4.domain.tools import ToolReplayMemory
 from ds4.ports.agent_io import AgentIO
 from ds4.ports.browser import Browser
 from ds4.ports.compute import ComputeSession, ModelRunner

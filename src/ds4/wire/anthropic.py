@@ -15,17 +15,19 @@ from collections.abc import Mapping
 
 import msgspec
 
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolResultMessage,
+    ToolSchema,
     UserMessage,
     effective_think_mode,
+    render_chat,
+    tool_schema,
+    unanswerable,
 )
-from ds4.domain.chat.renderer import render_chat, unanswerable
-from ds4.domain.chat.tool_schemas import ToolSchema, tool_schema
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.errors import Ds4Error, RequestError
 from ds4.domain.generation.events import (
     Finished,

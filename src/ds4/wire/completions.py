@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import msgspec
 
-from ds4.domain.chat.messages import SystemMessage, UserMessage
+from ds4.domain.chat import SystemMessage, UserMessage
 from ds4.domain.dsml.syntax import THINK_CLOSE
 from ds4.domain.errors import RequestError
 from ds4.domain.generation.events import Finished, ReasoningDelta, TextDelta

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from ds4.domain.dsml.json_text import object_members
+from ds4.domain.dsml.syntax import object_members
 from ds4.domain.errors import ErrorKind
 from ds4.domain.generation.events import Finished, Usage
 from ds4.domain.serving.exchange import cut_short

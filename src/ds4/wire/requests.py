@@ -24,7 +24,7 @@ from typing import TypeVar
 
 import msgspec
 
-from ds4.domain.chat.messages import ThinkMode
+from ds4.domain.chat import ThinkMode
 from ds4.domain.errors import RequestError
 from ds4.domain.serving.exchange import GenerationRequest, Sampling
 

@@ -14,17 +14,18 @@ from collections.abc import Collection, Mapping
 
 import msgspec
 
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolResultMessage,
+    ToolSchema,
     UserMessage,
+    canonical_json,
+    tool_schema,
+    unanswerable,
 )
-from ds4.domain.chat.renderer import unanswerable
-from ds4.domain.chat.tool_schemas import ToolSchema, canonical_json, tool_schema
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.json_text import object_members, parse_json
+from ds4.domain.dsml.syntax import ToolCall, object_members, parse_json
 from ds4.domain.errors import Ds4Error, RequestError
 from ds4.domain.serving.exchange import Api, GenerationRequest
 from ds4.wire.requests import (

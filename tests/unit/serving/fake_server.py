@@ -18,7 +18,7 @@ from ds4.apps.bootstrap import BuiltServer, Engine, bootstrap_server
 from ds4.apps.server_options import ServerOptions
 from ds4.domain.engine.cancel import CancelCheck, never_cancel
 from ds4.domain.generation.events import Finished, TextDelta
-from ds4.domain.kvcache.kvc_header import SaveReason
+from ds4.domain.kvcache.kv_file import SaveReason
 from ds4.domain.kvcache.policy import KvCacheOptions
 from ds4.domain.serving.exchange import PromptReady, ServedEvent
 from ds4.domain.serving.job import Worker

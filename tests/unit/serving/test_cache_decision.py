@@ -8,12 +8,12 @@ from typing import cast
 
 import pytest
 
-from ds4.domain.chat.messages import ThinkMode, UserMessage
+from ds4.domain.chat import ThinkMode, UserMessage
 from ds4.domain.errors import ErrorKind, RequestError
 from ds4.domain.serving.exchange import Api, GenerationRequest
 from ds4.domain.serving.live import NO_PLAN, Binding, LiveBindings, LivePlan
 from ds4.domain.serving.prepare import PreparedJob, cache_decision
-from ds4.domain.tools.replay_memory import ReplayStats
+from ds4.domain.tools import ReplayStats
 from ds4.ports.tokenizer import Tokenizer
 from ds4.wire.replies import http_status
 

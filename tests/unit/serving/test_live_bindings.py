@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 
-from ds4.domain.chat.constants import EOS
-from ds4.domain.chat.messages import ThinkMode
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.chat import EOS, ThinkMode
+from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.errors import RequestError
 from ds4.domain.generation.events import Finished, FinishReason, Usage
-from ds4.domain.kvcache.kvc_header import KvcFlags
+from ds4.domain.kvcache.kv_file import KvcFlags
 from ds4.domain.serving.exchange import Api, GenerationRequest
 from ds4.domain.serving.live import (
     Binding,

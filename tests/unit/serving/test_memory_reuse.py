@@ -23,7 +23,7 @@ from tests.unit.serving.fake_server import (
     texts,
 )
 
-from ds4.domain.kvcache.kvc_header import SaveReason
+from ds4.domain.kvcache.kv_file import SaveReason
 from ds4.domain.serving.exchange import ServedEvent
 from ds4.domain.serving.prepare import PreparedJob
 

@@ -13,7 +13,7 @@ from tests.unit.generation.byte_tokenizer import ByteTokenizer
 from ds4.domain.errors import ContextLengthError, RequestError
 from ds4.domain.serving.exchange import Api
 from ds4.domain.serving.prepare import longest_token_bytes, prepare_job, tokens_at_least
-from ds4.domain.tools.replay_memory import ToolReplayMemory
+from ds4.domain.tools import ToolReplayMemory
 from ds4.wire.anthropic import count_tokens_body, parse_messages
 from ds4.wire.apis import openai_error_body
 from ds4.wire.chat import parse_chat_completion

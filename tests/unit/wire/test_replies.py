@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.errors import ContextLengthError
 from ds4.domain.generation.events import (
     Finished,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
     AssistantMessage,
     SystemMessage,
     ThinkMode,

@@ -9,11 +9,9 @@ from typing import Any
 
 import pytest
 
-from ds4.domain.chat.messages import AssistantMessage, ThinkMode, ToolResultMessage
-from ds4.domain.chat.renderer import render_chat
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.render import render_tool_calls
-from ds4.domain.dsml.turn import finish_turn
+from ds4.domain.chat import AssistantMessage, ThinkMode, ToolResultMessage, render_chat
+from ds4.domain.dsml.parser import finish_turn
+from ds4.domain.dsml.syntax import ToolCall, render_tool_calls
 from ds4.domain.errors import RequestError
 from ds4.domain.generation.events import Finished, Usage
 from ds4.domain.serving.exchange import GenerationRequest

@@ -14,7 +14,7 @@ import os
 import shutil
 from typing import Any
 
-from ds4.domain.agent.errors import ToolError
+from ds4.domain.agent.tool_catalog import ToolError
 from ds4.domain.engine.cancel import CancelCheck
 
 PAGE_TIMEOUT_MS = 20_000

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ds4.adapters.files import read_limited
-from ds4.domain.agent.errors import ToolError
+from ds4.domain.agent.tool_catalog import ToolError
 from ds4.ports.workspace import MAX_FILE_BYTES, DirEntry, EntryKind, FileStamp
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from ds4.adapters.files import read_limited
 from ds4.domain.eval.case_schema import CaseDataError, CaseSet
-from ds4.domain.eval.readers.formats import AUTO, parse_case_file
+from ds4.domain.eval.readers import AUTO, parse_case_file
 
 MAX_CASE_FILE = 256 << 20  # a case file larger than this is surely not one
 

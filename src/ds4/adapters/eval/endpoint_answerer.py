@@ -18,9 +18,8 @@ from typing import Any
 import httpx
 
 from ds4.domain.engine.cancel import CancelCheck
-from ds4.domain.eval.prompts import CasePrompt
-from ds4.domain.eval.think_close import NATURAL
-from ds4.domain.eval.trace_format import ThinkClose
+from ds4.domain.eval.prompts import NATURAL, CasePrompt
+from ds4.domain.eval.traces import ThinkClose
 from ds4.ports.case_answerer import Answer, AnswerFinish, AnswerLimits, AnswerObserver
 
 CHAT_PATH = "/chat/completions"

@@ -32,7 +32,7 @@ from ds4.adapters.http.guard import (
 from ds4.adapters.http.inference_worker import Job, JobFailed, JobOutput, is_large
 from ds4.adapters.http.metrics import METRICS_PATH, metrics_route
 from ds4.adapters.http.server_state import HttpConfig, ServerState
-from ds4.domain.chat.prefix_file import with_prefix
+from ds4.domain.chat import with_prefix
 from ds4.domain.errors import ErrorKind, RequestError
 from ds4.domain.generation.events import Finished, PrefillProgress
 from ds4.domain.serving.exchange import GenerationRequest, PromptReady

@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from ds4.adapters.http.inference_worker import JobFailed, JobOutput
-from ds4.domain.expert_cache.options import ExpertCacheStats
+from ds4.domain.expert_cache import ExpertCacheStats
 from ds4.domain.generation.events import Finished
 from ds4.domain.serving.exchange import PromptReady
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from ds4.adapters.http.inference_worker import JobQueue, LargeBodies
 from ds4.adapters.http.metrics import ServerMetrics
 from ds4.adapters.system import SystemClock
-from ds4.domain.chat.prefix_file import PrefixTurn
+from ds4.domain.chat import PrefixTurn
 from ds4.domain.serving.live import KnownIds
-from ds4.domain.tools.replay_memory import ToolReplayMemory
+from ds4.domain.tools import ToolReplayMemory
 from ds4.ports.random_source import RandomSource
 from ds4.ports.time import Clock
 from ds4.ports.tokenizer import Tokenizer

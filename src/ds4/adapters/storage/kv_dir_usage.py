@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ds4.domain.kvcache.kvc_header import parse_cache_name
+from ds4.domain.kvcache.kv_file import parse_cache_name
 
 
 def kv_files_bytes(directory: str | os.PathLike[str]) -> int:

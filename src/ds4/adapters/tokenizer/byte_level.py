@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ds4.domain.tokenizer.byte_alphabet import BYTE_TO_CHAR
+from ds4.domain.tokenizer import BYTE_TO_CHAR
 
 __all__ = ["BYTE_TO_CHAR", "CHAR_TO_BYTE", "from_symbols", "to_symbols"]
 

@@ -10,7 +10,7 @@ from ds4.adapters.files import read_limited
 from ds4.adapters.tokenizer.byte_level import BYTE_TO_CHAR
 from ds4.adapters.tokenizer.vocabulary import AddedToken, TokenizerDataError, Vocabulary
 from ds4.domain.gguf.records import MetaValue
-from ds4.domain.tokenizer.gguf_tables import (
+from ds4.domain.tokenizer import (
     MERGES_KEY,
     TOKEN_TYPE_CONTROL,
     TOKEN_TYPE_USER_DEFINED,

@@ -26,10 +26,10 @@ from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import PrefillProgress
 from ds4.domain.generation.loop import OnToken, prefill
 from ds4.domain.kvcache.disk_cache import DiskCache
-from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason
+from ds4.domain.kvcache.kv_file import KvcFlags, SaveReason
 from ds4.domain.kvcache.policy import KvCacheOptions, chat_anchor, continued_target, store_len
 from ds4.domain.serving.live import DiskKey
-from ds4.domain.tools.replay_memory import ToolReplayMemory
+from ds4.domain.tools import ToolReplayMemory
 from ds4.ports.compute import StateCheckpoint
 from ds4.ports.tokenizer import Tokenizer
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from ds4.domain.chat.messages import Message, ThinkMode
-from ds4.domain.chat.tool_schemas import ToolSchema
+from ds4.domain.chat import Message, ThinkMode, ToolSchema
 from ds4.domain.errors import ErrorKind
 from ds4.domain.generation.events import (
     Finished,
@@ -25,7 +24,7 @@ from ds4.domain.generation.events import (
     ToolCallFinished,
     Usage,
 )
-from ds4.domain.tools.tool_ids import ToolApi
+from ds4.domain.tools import ToolApi
 
 
 class Api(Enum):

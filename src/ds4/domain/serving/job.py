@@ -29,10 +29,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from ds4.domain.chat.constants import EOS, UNTHINK
-from ds4.domain.chat.renderer import has_tool_context
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.render import render_tool_calls
+from ds4.domain.chat import EOS, UNTHINK, has_tool_context
+from ds4.domain.dsml.syntax import ToolCall, render_tool_calls
 from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
@@ -45,7 +43,7 @@ from ds4.domain.generation.loop import (
     ignore_token,
     prefill,
 )
-from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason
+from ds4.domain.kvcache.kv_file import KvcFlags, SaveReason
 from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
 from ds4.domain.serving.checkpoints import (
     MEMORY_CHECKPOINT,
@@ -61,8 +59,7 @@ from ds4.domain.serving.live import (
     TurnFacts,
 )
 from ds4.domain.serving.prepare import CacheDecision, PreparedJob, cache_decision
-from ds4.domain.tools.replay_memory import ToolReplayMemory
-from ds4.domain.tools.tool_ids import ToolApi
+from ds4.domain.tools import ToolApi, ToolReplayMemory
 from ds4.ports.compute import StateCheckpoint
 from ds4.ports.random_source import RandomSource
 from ds4.ports.tokenizer import Tokenizer

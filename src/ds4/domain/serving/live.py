@@ -16,21 +16,22 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ds4.domain.chat.constants import EOS, THINK, UNTHINK
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
+    EOS,
+    THINK,
+    UNTHINK,
     AssistantMessage,
     Message,
     SystemMessage,
     ThinkMode,
     ToolResultMessage,
     UserMessage,
+    render_continuation_tail,
 )
-from ds4.domain.chat.renderer import render_continuation_tail
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.render import render_tool_calls
+from ds4.domain.dsml.syntax import ToolCall, render_tool_calls
 from ds4.domain.errors import RequestError
 from ds4.domain.generation.events import Finished
-from ds4.domain.kvcache.kvc_header import KvcFlags
+from ds4.domain.kvcache.kv_file import KvcFlags
 from ds4.domain.serving.exchange import Api, LiveTools
 
 RESPONSES_VISIBLE = "responses-visible"

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ds4.domain.chat.messages import ThinkMode, effective_think_mode
-from ds4.domain.chat.renderer import render_chat
+from ds4.domain.chat import ThinkMode, effective_think_mode, render_chat
 from ds4.domain.engine.session import common_prefix
 from ds4.domain.errors import ContextLengthError, ErrorKind, RequestError
 from ds4.domain.serving.exchange import GenerationRequest, LiveTools
@@ -32,7 +31,7 @@ from ds4.domain.serving.live import (
     validate_tool_outputs,
     validate_tool_results,
 )
-from ds4.domain.tools.replay_memory import ReplayStats, ToolReplayMemory
+from ds4.domain.tools import ReplayStats, ToolReplayMemory
 from ds4.ports.tokenizer import Tokenizer
 
 

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ds4.domain.distributed.target import DistributedTarget
+from ds4.domain.distributed import DistributedTarget
 from ds4.domain.errors import Ds4Error
 
 _MIN_OBJECT_STORE = 100 << 20  # Ray's floor is 75 MiB

@@ -17,7 +17,7 @@ from typing import Any
 
 from ds4.adapters.compute.ray.pipeline import StageLostError
 from ds4.adapters.compute.ray.stage import LayerStage, StageRefusedError, StageSpec
-from ds4.domain.distributed.layer_split import range_text
+from ds4.domain.distributed import range_text
 from ds4.domain.errors import Ds4Error
 
 

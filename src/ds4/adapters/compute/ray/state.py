@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from ds4.adapters.compute.ray.pipeline import Pipeline
 from ds4.adapters.compute.ray.stage import WorkItem
-from ds4.domain.distributed.prefix_hash import EMPTY, rolling_hashes
+from ds4.domain.distributed import EMPTY, rolling_hashes
 from ds4.domain.engine.dsv4_payload import LayerSnapshot, SessionSnapshot
 from ds4.ports.compute import SequenceState
 

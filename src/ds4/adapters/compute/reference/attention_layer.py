@@ -15,12 +15,20 @@ import numpy.typing as npt
 
 from ds4.adapters.compute.reference.kv_state import CompressorHistory, LayerState
 from ds4.adapters.compute.reference.weights import WeightStore
-from ds4.domain.engine_math.attention import attend_with_sinks, indexer_scores, top_k_mask
-from ds4.domain.engine_math.compress import pool, window_candidates
-from ds4.domain.engine_math.lowprec import fp8_kv_sim, indexer_qat
-from ds4.domain.engine_math.numerics import Numerics
-from ds4.domain.engine_math.rope import RopeParams, Yarn, apply_rope, rope_angles
-from ds4.domain.engine_math.scalar_ops import f16round, rmsnorm
+from ds4.domain.engine_math.layers import (
+    RopeParams,
+    Yarn,
+    apply_rope,
+    attend_with_sinks,
+    f16round,
+    indexer_scores,
+    pool,
+    rmsnorm,
+    rope_angles,
+    top_k_mask,
+    window_candidates,
+)
+from ds4.domain.engine_math.lowprec import Numerics, fp8_kv_sim, indexer_qat
 from ds4.domain.model.hparams import DeepSeekV4HParams
 
 F32 = npt.NDArray[np.float32]

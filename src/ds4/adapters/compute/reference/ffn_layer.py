@@ -7,7 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.adapters.compute.reference.attention_layer import LayerSetup
-from ds4.domain.engine_math.routing import clamped_swiglu, route
+from ds4.domain.engine_math.layers import clamped_swiglu, route
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]

@@ -12,9 +12,15 @@ from ds4.adapters.compute.reference.attention_layer import LayerSetup, attention
 from ds4.adapters.compute.reference.ffn_layer import ffn_sublayer
 from ds4.adapters.compute.reference.kv_state import LayerState
 from ds4.adapters.compute.reference.weights import WeightStore
-from ds4.domain.engine_math.hyper import HcMix, hc_post, hc_split, head_weights, weighted_streams
-from ds4.domain.engine_math.numerics import Numerics
-from ds4.domain.engine_math.scalar_ops import rmsnorm
+from ds4.domain.engine_math.layers import (
+    HcMix,
+    hc_post,
+    hc_split,
+    head_weights,
+    rmsnorm,
+    weighted_streams,
+)
+from ds4.domain.engine_math.lowprec import Numerics
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.steering.directions import Steering, steer_rows
 

@@ -14,9 +14,16 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.adapters.gguf.tensor_values import TensorValues
-from ds4.domain.engine_math.actquant import QuantizedActivation, quantize_q8_0, quantize_q8_k
-from ds4.domain.engine_math.numerics import Numerics
-from ds4.domain.engine_math.quant_dots import dot_iq2_xxs, dot_q2_k, dot_q4_k, dot_q8_0
+from ds4.domain.engine_math.lowprec import Numerics
+from ds4.domain.engine_math.quant_dots import (
+    QuantizedActivation,
+    dot_iq2_xxs,
+    dot_q2_k,
+    dot_q4_k,
+    dot_q8_0,
+    quantize_q8_0,
+    quantize_q8_k,
+)
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.ports.dequantizer import Dequantizer
