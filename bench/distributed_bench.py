@@ -24,7 +24,7 @@ from ds4.adapters.compute.cpu import cpu_runner
 from ds4.adapters.compute.ray import RayRunner, ray_runner
 from ds4.adapters.compute.ray.pipeline import Transport
 from ds4.adapters.gguf.model_open import load_model
-from ds4.domain.distributed.target import parse_target
+from ds4.domain.distributed import parse_target
 from ds4.ports.compute import ModelRunner
 
 FLASH_HC_BYTES = 4 * 4096 * 4  # n_hc x n_embd x float32 (docs/distributed.md)

@@ -19,9 +19,13 @@ import numpy as np
 
 from ds4.adapters.compute.cpu import open_cpu_runner
 from ds4.apps.bootstrap import load_engine
-from ds4.domain.expert_cache.budget import CacheSpec
-from ds4.domain.expert_cache.options import StreamingOptions, half_life_uses
-from ds4.domain.expert_cache.policy import optimal_hits, replay
+from ds4.domain.expert_cache import (
+    CacheSpec,
+    StreamingOptions,
+    half_life_uses,
+    optimal_hits,
+    replay,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

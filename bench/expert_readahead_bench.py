@@ -24,8 +24,7 @@ import numpy as np
 
 from ds4.adapters.compute.cpu import open_cpu_runner
 from ds4.apps.bootstrap import load_engine
-from ds4.domain.expert_cache.budget import CacheSpec
-from ds4.domain.expert_cache.options import ExpertCacheStats, StreamingOptions
+from ds4.domain.expert_cache import CacheSpec, ExpertCacheStats, StreamingOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -47,8 +47,8 @@ from ds4.adapters.gguf.tensor_values import TensorValues
 from ds4.adapters.quant.native_dequant import NativeDequantizer
 from ds4.apps.release_shapes import PRESET_NAMES, preset_shape
 from ds4.domain.convert.hf_config import hparams_from_config
-from ds4.domain.convert.quant_presets import quant_plan
-from ds4.domain.engine_math.numerics import numerics_named
+from ds4.domain.convert.plan import quant_plan
+from ds4.domain.engine_math.lowprec import numerics_named
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 from ds4.domain.gguf.records import MetaValue, TensorInfo
 from ds4.domain.model.catalog import TensorSpec, model_tensors

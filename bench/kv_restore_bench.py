@@ -29,8 +29,7 @@ from ds4.adapters.storage.kv_disk_store import DiskKVStore
 from ds4.adapters.system import SystemClock
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.kvcache.disk_cache import DiskCache
-from ds4.domain.kvcache.kvc_header import SaveReason
-from ds4.domain.kvcache.kvc_integrity import body_digest
+from ds4.domain.kvcache.kv_file import SaveReason, body_digest
 from ds4.domain.kvcache.policy import KvCacheOptions
 from ds4.ports.compute import StateCheckpoint
 

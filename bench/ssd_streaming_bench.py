@@ -42,8 +42,7 @@ from bench.flash_gguf import flash_layers, write_model
 
 from ds4.adapters.compute.cpu import open_cpu_runner
 from ds4.apps import wiring
-from ds4.domain.expert_cache.budget import CacheSpec
-from ds4.domain.expert_cache.options import StreamingOptions
+from ds4.domain.expert_cache import CacheSpec, StreamingOptions
 from ds4.domain.model.hparams import DeepSeekV4HParams
 
 

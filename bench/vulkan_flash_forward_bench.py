@@ -42,7 +42,7 @@ from bench.vulkan_matvec_bench import copy_bandwidth
 from ds4.adapters.compute.vulkan.runner import VulkanRunner
 from ds4.adapters.compute.vulkan.runtime import runtime
 from ds4.apps import wiring
-from ds4.domain.convert.quant_presets import quant_plan
+from ds4.domain.convert.plan import quant_plan
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import tensor_nbytes
 from ds4.domain.model.catalog import model_tensors

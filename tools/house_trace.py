@@ -88,7 +88,7 @@ def _run_traced(needle: str, argv: list[str], out: Path) -> None:
         pass
     finally:
         sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
         out.write_text(json.dumps(seen), encoding="utf-8")
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable, Iterator
 
-from ds4.domain.agent.errors import ToolError
+from ds4.domain.agent.screen import AgentState, AgentStatus
 from ds4.domain.agent.session_meta import SessionRecord
-from ds4.domain.agent.status import AgentState, AgentStatus
+from ds4.domain.agent.tool_catalog import ToolError
 from ds4.domain.engine.cancel import CancelCheck
 from ds4.ports.agent_io import Approval
 from ds4.ports.shell import JobSnapshot

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 
-from ds4.domain.kvcache.kvc_header import PREFIX_SIZE, KvcHeader
+from ds4.domain.kvcache.kv_file import PREFIX_SIZE, KvcHeader
 from ds4.domain.kvcache.policy import CacheEntry
 from ds4.ports.kv_store import KvFile
 

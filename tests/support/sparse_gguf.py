@@ -11,7 +11,7 @@ from pathlib import Path
 from ds4.adapters.gguf.writer import GGUFWriter
 from ds4.apps import wiring
 from ds4.domain.convert.hf_config import hparams_from_config
-from ds4.domain.convert.quant_presets import quant_plan
+from ds4.domain.convert.plan import quant_plan
 from ds4.domain.model.catalog import model_tensors
 from ds4.domain.model.hparams import hparams_metadata
 

@@ -26,8 +26,8 @@ import numpy.typing as npt
 import pytest
 
 from ds4.adapters.compute.reference import forward
-from ds4.domain.engine_math import attention, compress, hyper, lowprec, routing, scalar_ops
-from ds4.domain.engine_math.rope import RopeParams, yarn_ramp
+from ds4.domain.engine_math import layers, lowprec
+from ds4.domain.engine_math.layers import RopeParams, yarn_ramp
 
 F32 = npt.NDArray[np.float32]
 f32 = np.float32
@@ -164,13 +164,11 @@ def rope_angles(positions: npt.NDArray[np.int64], rp: RopeParams, *, iterated: b
 
 def use_strict_reference(mp: pytest.MonkeyPatch) -> None:
     """Patch the numpy reference engine (undone by the MonkeyPatch)."""
-    for module in (scalar_ops, hyper, attention, compress):
-        mp.setattr(module, "expf", expf)
-    for module in (scalar_ops, forward):
+    mp.setattr(layers, "expf", expf)
+    for module in (layers, forward):
         mp.setattr(module, "rmsnorm", rmsnorm)
-    mp.setattr(scalar_ops, "softplus", softplus)
-    mp.setattr(routing, "softplus", softplus)
-    mp.setattr(hyper, "sinkhorn", sinkhorn)
+    mp.setattr(layers, "softplus", softplus)
+    mp.setattr(layers, "sinkhorn", sinkhorn)
     mp.setattr(forward, "attend_with_sinks", attend_with_sinks)
     mp.setattr(forward, "indexer_scores", indexer_scores)
     mp.setattr(forward, "pool", pool)

@@ -17,15 +17,16 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
     AssistantMessage,
     Message,
     SystemMessage,
     ThinkMode,
     ToolResultMessage,
+    ToolSchema,
+    render_chat,
+    tool_schema,
 )
-from ds4.domain.chat.renderer import render_chat
-from ds4.domain.chat.tool_schemas import ToolSchema, tool_schema
 from ds4.ports.tokenizer import Tokenizer
 from tools.demo.tool_dialogues import READ_FILE_TOOL
 

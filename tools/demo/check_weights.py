@@ -20,7 +20,7 @@ import numpy.typing as npt
 from safetensors.numpy import load_file
 
 from ds4.apps import wiring
-from ds4.domain.convert.tensor_names import gguf_target
+from ds4.domain.convert.checkpoint_sources import gguf_target
 from ds4.domain.gguf.ggml_types import GGMLType
 
 _FLOAT = {GGMLType.F32: np.float32, GGMLType.F16: np.float16}

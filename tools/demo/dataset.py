@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ds4.domain.chat.messages import AssistantMessage, ThinkMode, UserMessage
+from ds4.domain.chat import AssistantMessage, ThinkMode, UserMessage
 from ds4.ports.tokenizer import Tokenizer
 from tools.demo.chat_examples import (
     CLI_SYSTEM,

@@ -21,9 +21,9 @@ import torch
 from safetensors.numpy import save_file
 
 from ds4.apps import wiring
+from ds4.domain.convert.checkpoint_sources import gguf_target
 from ds4.domain.convert.hf_config import hparams_from_config
-from ds4.domain.convert.quant_presets import quant_plan
-from ds4.domain.convert.tensor_names import gguf_target
+from ds4.domain.convert.plan import quant_plan
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.model.catalog import TensorSpec, model_tensors, mtp_tensors
 from tools.demo.shape import DEMO

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ds4.domain.chat.messages import ThinkMode, UserMessage
-from ds4.domain.chat.renderer import render_chat
+from ds4.domain.chat import ThinkMode, UserMessage, render_chat
 from ds4.ports.compute import ModelRunner
 from ds4.ports.tokenizer import Tokenizer
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ds4.domain.chat.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.chat import AssistantMessage, Message, ToolResultMessage, UserMessage
+from ds4.domain.dsml.syntax import ToolCall
 from tools.demo.corpus import Passage, Piece
 
 READ_FILE_TOOL: dict[str, object] = {

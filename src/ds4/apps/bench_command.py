@@ -33,12 +33,12 @@ from ds4.apps.flag_types import MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.ssd_flags import add_ssd_streaming_flags, streaming_options
 from ds4.apps.text_files import read_utf8
-from ds4.domain.chat.messages import ThinkMode
+from ds4.domain.chat import ThinkMode
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
-from ds4.domain.expert_cache.options import ExpertCacheStats
+from ds4.domain.expert_cache import ExpertCacheStats
 from ds4.domain.generation.loop import drafts_for
-from ds4.domain.speculative.mtp_drafter import MtpDrafter
+from ds4.domain.speculative import MtpDrafter
 from ds4.ports.compute import ComputeSession
 from ds4.ports.tokenizer import Tokenizer
 

@@ -34,24 +34,23 @@ from ds4.domain.agent.agent import Agent
 from ds4.domain.agent.core import AgentCore
 from ds4.domain.agent.library import SessionLibrary
 from ds4.domain.agent.toolbox import ToolBox
-from ds4.domain.chat.prefix_file import PrefixTurn, parse_prefix_file
-from ds4.domain.distributed.target import DistributedOptions
+from ds4.domain.chat import PrefixTurn, parse_prefix_file
+from ds4.domain.distributed import DistributedOptions
 from ds4.domain.engine.duty_cycle import DutyCycle
 from ds4.domain.engine.session import EngineSession, StepPolicy
 from ds4.domain.engine.state_session import StateSession
 from ds4.domain.errors import Ds4Error
-from ds4.domain.expert_cache.options import StreamingOptions
+from ds4.domain.expert_cache import StreamingOptions
 from ds4.domain.kvcache.disk_cache import DiskCache
-from ds4.domain.kvcache.model_identity import model_tag_for
+from ds4.domain.kvcache.kv_file import model_tag_for
 from ds4.domain.model.hparams import DeepSeekV4HParams
+from ds4.domain.serving.checkpoints import KvCheckpoints, MemoryCheckpoints
 from ds4.domain.serving.job import Worker
-from ds4.domain.serving.kv_checkpoints import KvCheckpoints
-from ds4.domain.serving.live_bindings import EverySlotBindings
-from ds4.domain.serving.memory_checkpoints import MemoryCheckpoints
-from ds4.domain.serving.prompt_bound import longest_token_bytes
-from ds4.domain.speculative.mtp_drafter import MtpDrafter
+from ds4.domain.serving.live import EverySlotBindings
+from ds4.domain.serving.prepare import longest_token_bytes
+from ds4.domain.speculative import MtpDrafter
 from ds4.domain.steering.directions import Steering, directions_from_bytes, steering_scales
-from ds4.domain.tools.replay_memory import ToolReplayMemory
+from ds4.domain.tools import ToolReplayMemory
 from ds4.ports.agent_io import AgentIO
 from ds4.ports.browser import Browser
 from ds4.ports.compute import ComputeSession, ModelRunner
@@ -67,7 +66,7 @@ if TYPE_CHECKING:
     from ds4.adapters.compute.batching import StepGate
     from ds4.adapters.eval.answerers import EngineAnswerer
     from ds4.adapters.http.guard import ASGIApp
-    from ds4.adapters.http.job_queue import JobQueue
+    from ds4.adapters.http.inference_worker import JobQueue
     from ds4.adapters.http.server_state import ServerState
 
 kv_log = logging.getLogger("ds4.kvcache")
@@ -276,8 +275,8 @@ def bind_listener(host: str, port: int, max_connections: int) -> socket.socket:
     """The server's socket, bound (not yet listening); ListenError (exit 1) when the
     address is taken or cannot be resolved, Ds4Error when the open-file limit has no
     room for `max_connections`. Bound before the model loads."""
-    from ds4.adapters.http.fd_limit import ensure_fd_room
-    from ds4.adapters.http.listener import bind_listener as bind
+    from ds4.adapters.http.serve import bind_listener as bind
+    from ds4.adapters.http.serve import ensure_fd_room
 
     ensure_fd_room(max_connections)
     return bind(host, port)

@@ -30,11 +30,11 @@ from ds4.apps.flag_types import INT_MAX, MAX_CTX, SEED_MAX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.ssd_flags import add_ssd_streaming_flags
 from ds4.apps.text_files import read_utf8
-from ds4.domain.chat.messages import ThinkMode
+from ds4.domain.chat import ThinkMode
 from ds4.domain.errors import Ds4Error
 from ds4.domain.sampling.params import MAX_TOP_K
 from ds4.ports.tokenizer import Tokenizer
-from ds4.wire.chat_request import render_chat_request
+from ds4.wire.chat import render_chat_request
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -7,10 +7,16 @@ import argparse
 import json
 from pathlib import Path
 
-from ds4.domain.chat.constants import BOS, MAX_PREFIX
-from ds4.domain.chat.messages import ThinkMode, effective_think_mode
-from ds4.domain.chat.prefix_file import PrefixTurn, parse_prefix_file
-from ds4.domain.chat.renderer import assistant_prefix, render_closed_turns
+from ds4.domain.chat import (
+    BOS,
+    MAX_PREFIX,
+    PrefixTurn,
+    ThinkMode,
+    assistant_prefix,
+    effective_think_mode,
+    parse_prefix_file,
+    render_closed_turns,
+)
 from ds4.domain.errors import Ds4Error
 from ds4.ports.tokenizer import Tokenizer
 

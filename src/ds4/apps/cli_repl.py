@@ -30,8 +30,7 @@ from ds4.apps.cli_prompt import (
     transcript_head,
     user_turn,
 )
-from ds4.domain.chat.constants import EOS, THINK_MAX_MIN_CONTEXT
-from ds4.domain.chat.messages import ThinkMode, effective_think_mode
+from ds4.domain.chat import EOS, THINK_MAX_MIN_CONTEXT, ThinkMode, effective_think_mode
 from ds4.domain.engine.cancel import CancelledError
 from ds4.domain.engine.duty_cycle import MAX_POWER, MIN_POWER
 from ds4.domain.errors import Ds4Error

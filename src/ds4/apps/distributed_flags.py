@@ -7,11 +7,11 @@ import argparse
 
 from ds4.apps import flag_types
 from ds4.apps.flag_types import MAX_CTX
-from ds4.domain.distributed.layer_split import parse_layer_split
-from ds4.domain.distributed.target import (
+from ds4.domain.distributed import (
     MAX_LOCAL_WORKERS,
     DistributedOptions,
     DistributedTarget,
+    parse_layer_split,
     parse_target,
 )
 from ds4.domain.errors import Ds4Error

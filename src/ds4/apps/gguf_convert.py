@@ -21,9 +21,15 @@ from ds4.domain.convert.checkpoint_sources import (
     index_sources,
 )
 from ds4.domain.convert.hf_config import hparams_from_config
-from ds4.domain.convert.planned import PlannedTensor
-from ds4.domain.convert.provenance import meta_flags, provenance_metadata
-from ds4.domain.convert.quant_presets import QUANT_PRESETS, QuantPlan, check_plan_fits, quant_plan
+from ds4.domain.convert.plan import (
+    QUANT_PRESETS,
+    PlannedTensor,
+    QuantPlan,
+    check_plan_fits,
+    meta_flags,
+    provenance_metadata,
+    quant_plan,
+)
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.records import MetaValue, meta_str
 from ds4.domain.model.catalog import TensorSpec, model_tensors, mtp_tensors

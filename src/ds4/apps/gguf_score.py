@@ -23,17 +23,19 @@ from ds4.apps.text_files import read_utf8
 from ds4.apps.vectors_command import selected_vectors
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
-from ds4.domain.vectors.local_run import prompt_ids
-from ds4.domain.vectors.nll import ScoredToken, score_case, score_text, text_budget
-from ds4.domain.vectors.score_table import (
+from ds4.domain.vectors.local_run import TokenIndex, prompt_ids
+from ds4.domain.vectors.nll import (
     Comparison,
+    ScoredToken,
     compare_tables,
     header,
     parse_table,
     row,
+    score_case,
+    score_text,
     summarize,
+    text_budget,
 )
-from ds4.domain.vectors.token_index import TokenIndex
 
 DEFAULT_WARMUP = 32  # context-only tokens before a text is scored (as ds4's perplexity rule)
 DEFAULT_CHUNK = 256

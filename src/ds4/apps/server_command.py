@@ -39,7 +39,7 @@ from ds4.apps.server_options import (
 from ds4.apps.ssd_flags import add_ssd_streaming_flags, streaming_options
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
-from ds4.wire.loopback import is_loopback_host
+from ds4.wire.requests import is_loopback_host
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

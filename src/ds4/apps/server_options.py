@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ds4.apps.engine_flags import DEFAULT_MTP_DRAFT, SteeringRequest
-from ds4.domain.distributed.target import DistributedOptions
-from ds4.domain.expert_cache.options import StreamingOptions
+from ds4.domain.distributed import DistributedOptions
+from ds4.domain.expert_cache import StreamingOptions
 from ds4.domain.kvcache.policy import KvCacheOptions
 
 # Prefill in chunks of ds4's own chunk size (the DSV4 payload header's), so a cancelled

@@ -8,9 +8,15 @@ import argparse
 
 from ds4.apps import flag_types
 from ds4.domain.errors import Ds4Error
-from ds4.domain.expert_cache.budget import GIB, MAX_EXPERTS, MAX_GB, CacheSpec, parse_cache_spec
-from ds4.domain.expert_cache.options import StreamingOptions
-from ds4.domain.expert_cache.policy import POLICIES
+from ds4.domain.expert_cache import (
+    GIB,
+    MAX_EXPERTS,
+    MAX_GB,
+    POLICIES,
+    CacheSpec,
+    StreamingOptions,
+    parse_cache_spec,
+)
 
 _COMPANIONS = (
     ("ssd_streaming_cache_experts", "--ssd-streaming-cache-experts"),

@@ -16,13 +16,18 @@ from ds4.apps.cli_prompt import DEFAULT_SYSTEM, chat_prompt
 from ds4.apps.engine_flags import add_engine_flags
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.text_files import read_utf8
-from ds4.domain.chat.messages import ThinkMode
+from ds4.domain.chat import ThinkMode
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished
 from ds4.domain.generation.loop import TurnSettings, generate
 from ds4.domain.sampling.params import GREEDY
-from ds4.domain.steering.build import COMPONENTS, DirectionInfo, build_directions, prompt_lines
-from ds4.domain.steering.capture import capture_prompts
+from ds4.domain.steering.build import (
+    COMPONENTS,
+    DirectionInfo,
+    build_directions,
+    capture_prompts,
+    prompt_lines,
+)
 from ds4.domain.steering.directions import (
     MAX_SCALE,
     Steering,

@@ -24,11 +24,16 @@ from ds4.apps.vectors_files import RecordedCase, load_vectors, write_vectors
 from ds4.apps.vectors_report import case_text, report_json, summary_text
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
-from ds4.domain.vectors.judge import DEFAULT_TOLERANCE
-from ds4.domain.vectors.local_run import CaseReport, check_case, prompt_ids, record_case
-from ds4.domain.vectors.official_json import RecordHeader
+from ds4.domain.vectors.files import RecordHeader
+from ds4.domain.vectors.local_run import (
+    DEFAULT_TOLERANCE,
+    CaseReport,
+    TokenIndex,
+    check_case,
+    prompt_ids,
+    record_case,
+)
 from ds4.domain.vectors.records import MAX_STEPS, VectorCase, VectorSet
-from ds4.domain.vectors.token_index import TokenIndex
 
 EXIT_FAILED = 1
 OFFICIAL_CHUNK = 2048  # the prefill chunk the official comparison was pinned to

@@ -10,12 +10,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ds4.apps import wiring
-from ds4.domain.vectors.fields import VectorFileError
-from ds4.domain.vectors.manifest import MANIFEST, Manifest, ManifestEntry, render_manifest
-from ds4.domain.vectors.official_json import RecordHeader, render_official
-from ds4.domain.vectors.records import VectorCase, VectorSet, VectorStep
-from ds4.domain.vectors.vec_file import VEC_FILE, render_vec
-from ds4.domain.vectors.vector_set import read_vector_set
+from ds4.domain.vectors.files import (
+    VEC_FILE,
+    RecordHeader,
+    read_vector_set,
+    render_official,
+    render_vec,
+)
+from ds4.domain.vectors.records import (
+    MANIFEST,
+    Manifest,
+    ManifestEntry,
+    VectorCase,
+    VectorFileError,
+    VectorSet,
+    VectorStep,
+    render_manifest,
+)
 
 MAX_FILE_BYTES = 256 << 20  # far above any prompt a model's context holds
 

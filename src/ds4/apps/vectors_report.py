@@ -7,8 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from ds4.apps.cli_command import display_piece
-from ds4.domain.vectors.judge import AlternativeCheck, LocalToken, StepReport
-from ds4.domain.vectors.local_run import CaseReport
+from ds4.domain.vectors.local_run import AlternativeCheck, CaseReport, LocalToken, StepReport
 from ds4.domain.vectors.records import VectorToken
 
 REPORT_SCHEMA = "ds4-test-vectors-report-v1"

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, BinaryIO, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ds4.domain.convert.planned import Chunk, PlannedTensor
-from ds4.domain.distributed.target import DistributedOptions
-from ds4.domain.engine_math.numerics import numerics_named
+from ds4.domain.convert.plan import Chunk, PlannedTensor
+from ds4.domain.distributed import DistributedOptions
+from ds4.domain.engine_math.lowprec import numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.eval.case_schema import CaseSet
-from ds4.domain.expert_cache.options import ExpertCacheStats, StreamingOptions
+from ds4.domain.expert_cache import ExpertCacheStats, StreamingOptions
 from ds4.domain.gguf.records import MetaValue
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.agent_sessions import SessionIndex

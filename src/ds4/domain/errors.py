@@ -18,7 +18,7 @@ class Ds4Error(Exception):
 
 class ErrorKind(Enum):
     """What is wrong with a request, in the server's own terms. The wire layer picks
-    the HTTP status and each API's error type from the kind (ds4.wire.errors); nothing
+    the HTTP status and each API's error type from the kind (ds4.wire.replies); nothing
     chooses a status from a message."""
 
     INVALID_REQUEST = "invalid_request"  # a body that cannot be read or answered

@@ -19,7 +19,7 @@ ds4.apps, the private modules of this package) is internal and may change in any
 from __future__ import annotations
 
 from ds4 import __version__
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
     AssistantMessage,
     Message,
     SystemMessage,
@@ -27,9 +27,8 @@ from ds4.domain.chat.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.render import render_tool_calls
-from ds4.domain.dsml.turn import Recovery, TurnResult
+from ds4.domain.dsml.parser import Recovery, TurnResult
+from ds4.domain.dsml.syntax import ToolCall, render_tool_calls
 from ds4.domain.engine.cancel import CancelCheck, CancelledError
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import (
@@ -44,15 +43,14 @@ from ds4.domain.generation.events import (
     Usage,
 )
 from ds4.domain.sampling.params import SamplingParams
-from ds4.domain.tools.replay_memory import ReplayStats, ToolReplayMemory
-from ds4.domain.tools.tool_ids import ToolApi
+from ds4.domain.tools import ReplayStats, ToolApi, ToolReplayMemory
 from ds4.lib._chat import render_chat, render_chat_request
 from ds4.lib._kv_files import KvFiles
 from ds4.lib._model import Model, open_model
 from ds4.lib._session import OnEvent, OnProgress, Session, Snapshot
 from ds4.lib._tools import parse_tool_calls, tool_memory
 from ds4.ports.tokenizer import SpecialTokenIds
-from ds4.wire.chat_request import ChatRequestError
+from ds4.wire.chat import ChatRequestError
 
 __all__ = [
     "AssistantMessage",

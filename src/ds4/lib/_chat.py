@@ -11,20 +11,21 @@ import json
 from collections.abc import Mapping, Sequence
 
 from ds4.apps.flag_types import MAX_CTX
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
     AssistantMessage,
     Message,
     SystemMessage,
     ThinkMode,
     ToolResultMessage,
+    ToolSchema,
     UserMessage,
     effective_think_mode,
+    tool_schema,
 )
-from ds4.domain.chat.renderer import render_chat as render_messages
-from ds4.domain.chat.tool_schemas import ToolSchema, tool_schema
+from ds4.domain.chat import render_chat as render_messages
 from ds4.domain.errors import Ds4Error
 from ds4.lib._checks import int_in
-from ds4.wire.chat_request import render_chat_request as render_body
+from ds4.wire.chat import render_chat_request as render_body
 
 THINK_NAMES = ", ".join(repr(m.value) for m in ThinkMode)
 

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 from ds4.apps import wiring
 from ds4.domain.kvcache.disk_cache import DiskCache
-from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason
+from ds4.domain.kvcache.kv_file import KvcFlags, SaveReason
 from ds4.domain.kvcache.policy import KvCacheOptions
-from ds4.domain.tools.replay_memory import ToolReplayMemory
+from ds4.domain.tools import ToolReplayMemory
 from ds4.ports.tokenizer import Tokenizer
 
 if TYPE_CHECKING:

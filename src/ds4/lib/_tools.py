@@ -1,6 +1,6 @@
 """Tool calls: DSML text to calls (and back), and the exact-replay memory.
 
-parse_tool_calls is dsml.turn.finish_turn, the parse every generated turn gets (with
+parse_tool_calls is dsml.parser.finish_turn, the parse every generated turn gets (with
 the repairs of ADR 0020); render_tool_calls is the canonical JSON -> DSML rendering;
 tool_memory builds the server's ToolReplayMemory (docs/reference/chat-and-dsml.md §4).
 """
@@ -8,9 +8,9 @@ tool_memory builds the server's ToolReplayMemory (docs/reference/chat-and-dsml.m
 from __future__ import annotations
 
 from ds4.apps import wiring
-from ds4.domain.dsml.turn import TurnResult, finish_turn
+from ds4.domain.dsml.parser import TurnResult, finish_turn
 from ds4.domain.errors import Ds4Error
-from ds4.domain.tools.replay_memory import DEFAULT_MAX_BYTES, DEFAULT_MAX_IDS, ToolReplayMemory
+from ds4.domain.tools import DEFAULT_MAX_BYTES, DEFAULT_MAX_IDS, ToolReplayMemory
 from ds4.lib._checks import int_in
 
 MAX_MEMORY_IDS = 1 << 32

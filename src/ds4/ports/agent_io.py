@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Protocol
 
-from ds4.domain.agent.status import AgentStatus
+from ds4.domain.agent.screen import AgentStatus
 
 
 class Approval(Enum):

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from ds4.domain.engine.cancel import CancelCheck
-from ds4.domain.eval.prompts import CasePrompt
-from ds4.domain.eval.think_close import ReplyLimits
-from ds4.domain.eval.trace_format import ThinkClose
+from ds4.domain.eval.prompts import CasePrompt, ReplyLimits
+from ds4.domain.eval.traces import ThinkClose
 from ds4.domain.sampling.params import SamplingParams
 
 AnswerFinish = Literal["stop", "length", "cancelled", "error"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from ds4.domain.kvcache.kvc_header import KvcHeader
+from ds4.domain.kvcache.kv_file import KvcHeader
 from ds4.domain.kvcache.policy import CacheEntry
 
 

@@ -1,83 +1,215 @@
-"""Per-API choice of reply mapper and reply context (one place that switches on Api)."""
+"""What every API's reply shares (docs/reference/server.md §1.3, §3; ADR 0048): error
+statuses and the SSE error frame, SSE framing, usage objects, OpenAI's finish_reason,
+the reply context (ids, time, the echoed model) and GET /v1/models bodies.
+
+Each API's own reply mapper lives in its module (chat, completions, anthropic,
+responses_reply); the per-API error bodies and the choice among mappers are rows
+of ds4.wire.apis.APIS.
+"""
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass, field
 
-from ds4.domain.generation.events import Finished
-from ds4.domain.serving.generation_request import Api
-from ds4.domain.serving.served_events import PromptReady, ServedEvent
+import msgspec
+
+from ds4.domain.dsml.syntax import object_members
+from ds4.domain.errors import ErrorKind
+from ds4.domain.generation.events import Finished, Usage
+from ds4.domain.serving.exchange import cut_short
 from ds4.ports.random_source import RandomSource
-from ds4.wire.anthropic_reply import MessageStream, message_body
-from ds4.wire.completions_reply import CompletionStream, completion_body
-from ds4.wire.openai_chat_reply import ChatCompletionStream, chat_completion_body
-from ds4.wire.parsed_request import ParsedRequest
-from ds4.wire.reply_context import ReplyContext
-from ds4.wire.responses_reply import ResponseStream, response_body
+from ds4.wire.requests import WireTool
 
-MAX_ITEM_IDS = 64  # Responses call item ids drawn up front; later calls get fc_<index>
+# The HTTP status and each error shape's type for an error's kind. OpenAI endpoints
+# answer `{"error":{"message","type",...}}`; the Anthropic endpoint answers
+# `{"type":"error","error":{"type","message",...}}` (docs/adr/0040-server-http-layer.md
+# overrides the reference, which used the OpenAI shape everywhere).
 
 
-class StreamMapper(Protocol):
-    def open(self, ready: PromptReady | None = None) -> list[bytes]: ...
+@dataclass(frozen=True)
+class _Status:
+    http: int
+    openai_type: str
+    anthropic_type: str
 
-    def feed(self, event: ServedEvent) -> list[bytes]: ...
+
+STATUSES: dict[ErrorKind, _Status] = {
+    ErrorKind.INVALID_REQUEST: _Status(400, "invalid_request_error", "invalid_request_error"),
+    ErrorKind.CONTEXT_LENGTH: _Status(400, "invalid_request_error", "invalid_request_error"),
+    ErrorKind.UNAUTHORIZED: _Status(401, "authentication_error", "authentication_error"),
+    ErrorKind.FORBIDDEN: _Status(403, "permission_error", "permission_error"),
+    ErrorKind.NOT_FOUND: _Status(404, "not_found_error", "not_found_error"),
+    ErrorKind.METHOD_NOT_ALLOWED: _Status(405, "invalid_request_error", "api_error"),
+    ErrorKind.TIMEOUT: _Status(408, "invalid_request_error", "invalid_request_error"),
+    ErrorKind.CONFLICT: _Status(409, "invalid_request_error", "invalid_request_error"),
+    ErrorKind.TOO_LARGE: _Status(413, "invalid_request_error", "request_too_large"),
+    ErrorKind.UNSUPPORTED_MEDIA_TYPE: _Status(
+        415, "invalid_request_error", "invalid_request_error"
+    ),
+    ErrorKind.INTERNAL: _Status(500, "server_error", "api_error"),
+    ErrorKind.UNAVAILABLE: _Status(503, "server_error", "overloaded_error"),
+}
 
 
-def _hex_id(random: RandomSource, prefix: str) -> str:
+def http_status(kind: ErrorKind) -> int:
+    return STATUSES[kind].http
+
+
+def stream_error_frame(message: str, kind: ErrorKind, *, anthropic: bool) -> bytes:
+    """An error after the SSE head was sent (docs/reference/server.md §1.3)."""
+    status = STATUSES[kind]
+    if anthropic:
+        payload = {"type": "error", "error": {"type": status.anthropic_type, "message": message}}
+        return b"event: error\ndata: " + msgspec.json.encode(payload) + b"\n\n"
+    body = msgspec.json.encode({"error": {"message": message, "type": status.openai_type}})
+    return b"event: error\ndata: " + body + b"\n\n"
+
+
+# ---- SSE framing -----------------------------------------------------------
+# Server-sent event framing (docs/reference/server.md §3.5, §3.7, §3.8).
+
+DONE = b"data: [DONE]\n\n"
+KEEPALIVE = b": keepalive\n\n"
+
+
+def data_frame(payload: object) -> bytes:
+    return b"data: " + msgspec.json.encode(payload) + b"\n\n"
+
+
+def event_frame(name: str, payload: object) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + msgspec.json.encode(payload) + b"\n\n"
+
+
+def json_body(payload: object) -> bytes:
+    return msgspec.json.encode(payload) + b"\n"
+
+
+# ---- usage -----------------------------------------------------------------
+# Usage objects per API (docs/reference/server.md §3.3), with cached-token fields for all three.
+
+
+def _clamped(usage: Usage) -> tuple[int, int, int, int]:
+    prompt = max(usage.prompt_tokens, 0)
+    read = min(max(usage.cached_tokens, 0), prompt)
+    write = prompt - read
+    return prompt, read, write, max(usage.completion_tokens, 0)
+
+
+def openai_usage(usage: Usage) -> dict[str, object]:
+    prompt, read, write, completion = _clamped(usage)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": read, "cache_write_tokens": write},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    }
+
+
+def responses_usage(usage: Usage) -> dict[str, object]:
+    prompt, read, write, completion = _clamped(usage)
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": read, "cache_write_tokens": write},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": prompt + completion,
+    }
+
+
+def anthropic_usage(usage: Usage) -> dict[str, object]:
+    prompt, read, write, completion = _clamped(usage)
+    return {
+        "input_tokens": max(0, prompt - read - write),
+        "output_tokens": completion,
+        "cache_read_input_tokens": read,
+        "cache_creation_input_tokens": write,
+    }
+
+
+# ---- finish reason ---------------------------------------------------------
+# OpenAI's finish_reason for a finished turn (chat completions and completions).
+
+
+def wire_finish(finished: Finished) -> str:
+    """`stop`, `length` or `tool_calls`. A turn the server cut short is `length`, the
+    one value the API defines for output that stops before the model ended it
+    (docs/adr/0047-responses-reasons-and-reasoning-only.md)."""
+    return "length" if cut_short(finished) else finished.finish
+
+
+# ---- the reply context -----------------------------------------------------
+# What every reply mapper needs besides the events: ids, time, the echoed model.
+
+
+@dataclass(frozen=True)
+class ReplyContext:
+    reply_id: str  # chatcmpl-<n> / cmpl-<n> / msg_<hex> (Anthropic) / resp_<hex>
+    created: int  # Unix seconds, fixed at the start of the reply
+    model: str
+    include_usage: bool = False
+    # Responses only: item ids drawn once per response, the summary opt-in and how
+    # prompt-side tool names map back to wire names / namespaces.
+    item_ids: dict[str, str] = field(default_factory=dict)
+    reasoning_summary: bool = False
+    wire_tools: dict[str, WireTool] = field(default_factory=dict)
+
+
+def arguments_object(arguments: str) -> msgspec.Raw:
+    """The call's arguments as an embeddable JSON object ({} when not an object)."""
+    return msgspec.Raw(arguments.encode() if object_members(arguments) is not None else b"{}")
+
+
+def arguments_string(arguments: str) -> str:
+    return arguments if object_members(arguments) is not None else "{}"
+
+
+# ---- GET /v1/models --------------------------------------------------------
+# GET /v1/models bodies (docs/reference/server.md §3.9).
+
+# The ids GET /v1/models/{id} also answers for, besides the server's own.
+MODEL_ALIASES = ("deepseek-v4-flash", "deepseek-v4-pro", "deepseek-chat", "deepseek-reasoner")
+CREATED = 1767225600
+SUPPORTED_PARAMETERS = (
+    "tools",
+    "tool_choice",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "stop",
+    "seed",
+    "stream",
+    "reasoning_effort",
+)
+
+
+def _model(model_id: str, name: str, ctx: int, max_tokens: int) -> dict[str, object]:
+    return {
+        "id": model_id,
+        "object": "model",
+        "created": CREATED,
+        "owned_by": "ds4",
+        "name": name,
+        "context_length": ctx,
+        "top_provider": {
+            "context_length": ctx,
+            "max_completion_tokens": min(max_tokens, ctx),
+            "is_moderated": False,
+        },
+        "supported_parameters": list(SUPPORTED_PARAMETERS),
+    }
+
+
+def model_object(model_id: str, name: str, ctx: int, max_tokens: int) -> bytes:
+    return json_body(_model(model_id, name, ctx, max_tokens))
+
+
+def model_list(model_id: str, name: str, ctx: int, max_tokens: int) -> bytes:
+    return json_body({"object": "list", "data": [_model(model_id, name, ctx, max_tokens)]})
+
+
+def hex_id(random: RandomSource, prefix: str) -> str:
+    """`prefix` + 24 hex digits, as the real APIs' ids look (ADR 0044)."""
     return prefix + random.token_bytes(12).hex()
-
-
-def reply_context(
-    parsed: ParsedRequest, sequence: int, created: int, random: RandomSource
-) -> ReplyContext:
-    """Ids: chatcmpl-<n>, cmpl-<n>; msg_ + 24 hex for Anthropic messages, as the real
-    API's ids look (ADR 0044); resp_/rs_/msg_/fc_ + 24 hex for Responses."""
-    request, options = parsed.generation, parsed.reply
-    if request.api is Api.RESPONSES:
-        item_ids = {"rs": _hex_id(random, "rs_"), "msg": _hex_id(random, "msg_")}
-        return ReplyContext(
-            reply_id=_hex_id(random, "resp_"),
-            created=created,
-            model=request.model,
-            item_ids=item_ids | _CallIds(random),
-            reasoning_summary=request.reasoning_summary,
-            wire_tools=options.wire_tools,
-        )
-    if request.api is Api.ANTHROPIC:
-        reply_id = _hex_id(random, "msg_")
-    else:
-        reply_id = f"{'cmpl-' if request.api is Api.COMPLETIONS else 'chatcmpl-'}{sequence}"
-    return ReplyContext(
-        reply_id=reply_id,
-        created=created,
-        model=request.model,
-        include_usage=options.include_usage,
-    )
-
-
-class _CallIds(dict[str, str]):
-    """fc_ ids for the first MAX_ITEM_IDS calls (drawn once, so stream and body agree)."""
-
-    def __init__(self, random: RandomSource) -> None:
-        super().__init__({f"fc{i}": _hex_id(random, "fc_") for i in range(MAX_ITEM_IDS)})
-
-
-def stream_mapper(api: Api, ctx: ReplyContext) -> StreamMapper:
-    if api is Api.CHAT:
-        return ChatCompletionStream(ctx)
-    if api is Api.COMPLETIONS:
-        return CompletionStream(ctx)
-    if api is Api.ANTHROPIC:
-        return MessageStream(ctx)
-    return ResponseStream(ctx)
-
-
-def reply_body(api: Api, ctx: ReplyContext, finished: Finished) -> bytes:
-    if api is Api.CHAT:
-        return chat_completion_body(ctx, finished)
-    if api is Api.COMPLETIONS:
-        return completion_body(ctx, finished)
-    if api is Api.ANTHROPIC:
-        return message_body(ctx, finished)
-    return response_body(ctx, finished)

@@ -1,4 +1,6 @@
-"""Generation events to OpenAI Responses JSON and event streams (docs/reference/server.md §3.6).
+"""Generation events to OpenAI Responses JSON and event streams (docs/reference/server.md §3.6),
+and the reply context with the ids a response carries; the request side is
+responses_request.py.
 
 Stream lifecycle: response.created; the reasoning item as soon as reasoning starts
 (its summary events only when the client asked for summaries); message text events;
@@ -13,14 +15,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.generation.events import Finished, ReasoningDelta, TextDelta
-from ds4.domain.serving.served_events import PromptReady, ServedEvent, cut_reason, cut_short
-from ds4.wire.custom_tools import custom_call_input
-from ds4.wire.parsed_request import WireTool
-from ds4.wire.reply_context import ReplyContext, arguments_object, arguments_string
-from ds4.wire.sse import data_frame, json_body
-from ds4.wire.usage import responses_usage
+from ds4.domain.serving.exchange import PromptReady, ServedEvent, cut_reason, cut_short
+from ds4.ports.random_source import RandomSource
+from ds4.wire.replies import (
+    ReplyContext,
+    arguments_object,
+    arguments_string,
+    data_frame,
+    hex_id,
+    json_body,
+    responses_usage,
+)
+from ds4.wire.requests import ParsedRequest, WireTool
+from ds4.wire.responses_request import custom_call_input
 
 ITEM_ID_KEYS = ("rs", "msg")  # ReplyContext.item_ids keys; calls use "fc<index>"
 
@@ -337,3 +346,29 @@ class ResponseStream:
         )
         output.append(done)
         return frames
+
+
+MAX_ITEM_IDS = 64  # Responses call item ids drawn up front; later calls get fc_<index>
+
+
+class _CallIds(dict[str, str]):
+    """fc_ ids for the first MAX_ITEM_IDS calls (drawn once, so stream and body agree)."""
+
+    def __init__(self, random: RandomSource) -> None:
+        super().__init__({f"fc{i}": hex_id(random, "fc_") for i in range(MAX_ITEM_IDS)})
+
+
+def response_context(
+    parsed: ParsedRequest, sequence: int, created: int, random: RandomSource
+) -> ReplyContext:
+    """Ids resp_/rs_/msg_/fc_ + 24 hex digits, as the real API's ids look (ADR 0044)."""
+    request, options = parsed.generation, parsed.reply
+    item_ids = {"rs": hex_id(random, "rs_"), "msg": hex_id(random, "msg_")}
+    return ReplyContext(
+        reply_id=hex_id(random, "resp_"),
+        created=created,
+        model=request.model,
+        item_ids=item_ids | _CallIds(random),
+        reasoning_summary=request.reasoning_summary,
+        wire_tools=options.wire_tools,
+    )

@@ -1,37 +1,47 @@
-"""POST /v1/responses bodies (docs/reference/server.md §2.7).
+"""POST /v1/responses bodies (docs/reference/server.md §2.7), with freeform custom
+tools (ADR 0043); the reply side is responses_reply.py.
 
 Input items are strict (an unexpected item or content part is a 400) while unknown
 top-level fields are ignored, so Codex's `include`, `prompt_cache_key`,
 `client_metadata`, `store`, `text`, and hosted tools such as `web_search` pass.
-Freeform custom tools become one-string-parameter functions (wire.custom_tools).
+Freeform custom tools become one-string-parameter functions (custom tools, below).
 Reasoning items collect into a buffer that the next assistant-side item takes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 import msgspec
 
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolResultMessage,
+    ToolSchema,
     UserMessage,
+    canonical_json,
+    tool_schema,
+    unanswerable,
 )
-from ds4.domain.chat.renderer import unanswerable
-from ds4.domain.chat.tool_schemas import ToolSchema, canonical_json, tool_schema
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.syntax import ToolCall, object_members, parse_json
 from ds4.domain.errors import Ds4Error, RequestError
-from ds4.domain.serving.generation_request import Api, GenerationRequest
-from ds4.wire.custom_tools import custom_call_arguments, custom_tool_definition
-from ds4.wire.json_body import InvalidJsonError, decode_body, present
-from ds4.wire.models import DEFAULT_MODEL
-from ds4.wire.parsed_request import ParsedRequest, ReplyOptions, WireTool
-from ds4.wire.request_fields import check_tool_count, clamp_int, sampling
-from ds4.wire.thinking import responses_think_mode
-from ds4.wire.unsupported_fields import refuse_responses_part
+from ds4.domain.serving.exchange import Api, GenerationRequest
+from ds4.wire.requests import (
+    DEFAULT_MODEL,
+    InvalidJsonError,
+    ParsedRequest,
+    ReplyOptions,
+    WireTool,
+    check_tool_count,
+    clamp_int,
+    decode_body,
+    present,
+    refuse_responses_part,
+    responses_think_mode,
+    sampling,
+)
 
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
 _SUMMARIES = frozenset({"auto", "concise", "detailed"})
@@ -332,3 +342,85 @@ def parse_responses(body: bytes) -> ParsedRequest:
         reasoning_summary=reasoning.summary in _SUMMARIES,
     )
     return ParsedRequest(request, ReplyOptions(wire_tools=tools.wire))
+
+
+# ---- custom tools ----------------------------------------------------------
+# Responses freeform custom tools (`{"type":"custom","name","description","format"}`),
+# ADR 0043.
+#
+# DeepSeek V4 only knows JSON-schema functions and DSML, so a custom tool is shown to
+# it as a function with one string parameter named `arguments` (the name
+# docs/reference/chat-and-dsml.md §3.2 already gives a call whose arguments are not a
+# JSON object, so a replayed `custom_tool_call` renders exactly as the model writes a
+# fresh one), its format (free text or a lark/regex grammar) spelled out in that
+# parameter's description.
+# A call's freeform `input` travels as that one string member and is taken back out
+# for the `custom_tool_call` output item.
+
+INPUT_PARAMETER = "arguments"
+FREEFORM = "The raw input as plain text (not JSON)."
+_SYNTAXES = ("lark", "regex")
+
+
+def _refuse(what: str) -> InvalidJsonError:
+    return InvalidJsonError(f"custom tool {what}")
+
+
+def _format_hint(value: object) -> str:
+    if value is None:
+        return FREEFORM
+    if not isinstance(value, Mapping):
+        raise _refuse("format must be an object")
+    kind = value.get("type")
+    if kind == "text":
+        return FREEFORM
+    if kind != "grammar":
+        raise _refuse(f"format type {kind!r} is not supported (use 'text' or 'grammar')")
+    syntax, definition = value.get("syntax"), value.get("definition")
+    if syntax not in _SYNTAXES:
+        raise _refuse(f"grammar syntax {syntax!r} is not supported (use 'lark' or 'regex')")
+    if not isinstance(definition, str) or not definition:
+        raise _refuse("grammar needs a non-empty string 'definition'")
+    return f"{FREEFORM} It must match this {syntax} grammar:\n{definition}"
+
+
+def custom_tool_definition(tool: Mapping[str, object]) -> dict[str, object]:
+    """The function the model sees for a custom tool (InvalidJsonError on a bad one)."""
+    name = tool.get("name")
+    if not isinstance(name, str) or not name:
+        raise _refuse("needs a non-empty string 'name'")
+    description = tool.get("description")
+    if description is not None and not isinstance(description, str):
+        raise _refuse(f"{name!r}: 'description' must be a string")
+    parameter = {"type": "string", "description": _format_hint(tool.get("format"))}
+    return {
+        "name": name,
+        "description": description or "",
+        "parameters": {
+            "type": "object",
+            "properties": {INPUT_PARAMETER: parameter},
+            "required": [INPUT_PARAMETER],
+        },
+    }
+
+
+def custom_call_arguments(value: object) -> str:
+    """A `custom_tool_call` item's `input` as call arguments ({"arguments": input})."""
+    if not isinstance(value, str):
+        raise InvalidJsonError("custom_tool_call 'input' must be a string")
+    return msgspec.json.encode({INPUT_PARAMETER: value}).decode()
+
+
+def custom_call_input(arguments: str) -> str:
+    """The freeform input of a parsed call: its `arguments` string member, else its only
+    string member (the model named the parameter differently), else the text itself."""
+    members = object_members(arguments)
+    if members is None:
+        return arguments
+    strings = [(key, parse_json(raw)) for key, raw in members if raw.startswith('"')]
+    for key, value in strings:
+        if key == INPUT_PARAMETER and isinstance(value, str):
+            return value
+    if len(members) == 1 and strings and isinstance(strings[0][1], str):
+        return strings[0][1]
+    return arguments

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from ds4.adapters.agent.tools import LocalShell, LocalWorkspace
-from ds4.domain.agent.bash_tool import BashJobs
-from ds4.domain.agent.errors import ToolError
-from ds4.domain.agent.paths import is_inside
+from ds4.domain.agent.file_tools import is_inside
+from ds4.domain.agent.tool_catalog import ToolError
+from ds4.domain.agent.toolbox import BashJobs
 from ds4.ports.workspace import MAX_FILE_BYTES
 
 

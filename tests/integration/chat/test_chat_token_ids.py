@@ -14,18 +14,18 @@ from typing import Any
 
 import pytest
 
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
     AssistantMessage,
     Message,
     SystemMessage,
     ThinkMode,
     ToolResultMessage,
     UserMessage,
+    render_chat,
+    tool_schema,
 )
-from ds4.domain.chat.renderer import render_chat
-from ds4.domain.chat.tool_schemas import tool_schema
-from ds4.domain.dsml.calls import ToolCall
-from ds4.wire.chat_request import render_chat_request
+from ds4.domain.dsml.syntax import ToolCall
+from ds4.wire.chat import render_chat_request
 
 tokenizers = pytest.importorskip("tokenizers")
 

@@ -13,9 +13,14 @@ from tests.integration.server.live_server import live_server
 
 from ds4.apps.cli_prompt import prompt_tokens
 from ds4.apps.wiring import tokenizer
-from ds4.domain.chat.messages import SystemMessage, ThinkMode, UserMessage
-from ds4.domain.chat.prefix_file import parse_prefix_file, with_prefix
-from ds4.domain.chat.renderer import render_chat
+from ds4.domain.chat import (
+    SystemMessage,
+    ThinkMode,
+    UserMessage,
+    parse_prefix_file,
+    render_chat,
+    with_prefix,
+)
 
 PREFIX = b"USER: You are a calculator.\nASSISTANT: 6*7 = 42\n"
 

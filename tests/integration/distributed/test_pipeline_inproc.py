@@ -18,7 +18,7 @@ from ds4.adapters.compute.ray.pipeline import DistributedState, WorkerLostError
 from ds4.adapters.compute.ray.runner import Slot, check_memory
 from ds4.adapters.compute.ray.stage import LayerStage, StageSpec
 from ds4.adapters.gguf.reader import GGUFFile
-from ds4.domain.distributed.target import parse_target
+from ds4.domain.distributed import parse_target
 from ds4.domain.errors import ComputeUnavailableError, Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.compute import ModelRunner

@@ -18,7 +18,7 @@ from ds4.adapters.compute.ray import RayRunner, ray_runner
 from ds4.adapters.compute.ray.pipeline import WorkerLostError
 from ds4.adapters.compute.ray.runner import RayStages, connect, ray_available
 from ds4.adapters.gguf.reader import GGUFFile
-from ds4.domain.distributed.target import DistributedTarget, parse_target
+from ds4.domain.distributed import DistributedTarget, parse_target
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.compute import ModelRunner
 

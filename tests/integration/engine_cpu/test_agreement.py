@@ -26,7 +26,7 @@ from ds4.adapters.compute.reference import open_reference_runner
 from ds4.adapters.compute.reference.forward import WeightStore
 from ds4.adapters.gguf.model_open import load_model
 from ds4.adapters.quant.native_dequant import NativeDequantizer
-from ds4.domain.engine_math.numerics import numerics_named
+from ds4.domain.engine_math.lowprec import numerics_named
 
 
 def product_tensors(path: Path) -> dict[str, str]:

@@ -17,7 +17,7 @@ import pytest
 from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu import open_cpu_runner
 from ds4.domain.errors import Ds4Error
-from ds4.domain.expert_cache.options import StreamingOptions
+from ds4.domain.expert_cache import StreamingOptions
 
 AVX512 = "avx512" in cpu_kernels.available_impls()
 needs_avx512 = pytest.mark.skipif(not AVX512, reason="no AVX-512 kernel set on this CPU")

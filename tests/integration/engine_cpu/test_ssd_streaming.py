@@ -19,9 +19,7 @@ import pytest
 from ds4.adapters.compute.cpu import CpuRunner, cpu_runner, open_cpu_runner
 from ds4.adapters.gguf.model_open import load_model
 from ds4.domain.errors import Ds4Error
-from ds4.domain.expert_cache.budget import CacheSpec
-from ds4.domain.expert_cache.options import StreamingOptions
-from ds4.domain.expert_cache.policy import replay
+from ds4.domain.expert_cache import CacheSpec, StreamingOptions, replay
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "models" / "demo.gguf"

@@ -31,9 +31,8 @@ from ds4.adapters.compute.vulkan.runtime import VulkanRuntime, runtime
 from ds4.adapters.compute.vulkan.submission import Recorder
 from ds4.adapters.gguf.model_open import load_model
 from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
-from ds4.domain.engine_math.hyper import hc_post
-from ds4.domain.engine_math.numerics import FP32, numerics_named
-from ds4.domain.engine_math.scalar_ops import rmsnorm
+from ds4.domain.engine_math.layers import hc_post, rmsnorm
+from ds4.domain.engine_math.lowprec import FP32, numerics_named
 from ds4.ports.model_file import ModelFile
 
 F32 = npt.NDArray[np.float32]

@@ -21,7 +21,7 @@ from tests.integration.eval.eval_files import (
     write_script,
 )
 
-from ds4.domain.eval.trace_format import parse_trace
+from ds4.domain.eval.traces import parse_trace
 
 BUDGET = ["-n", "200", "--hard-limit-reply-budget", "20", "--soft-limit-reply-budget", "40"]
 

@@ -14,7 +14,7 @@ import pytest
 from tests.support.micro_model import MICRO, VOCAB, micro_metadata, write_micro_model
 
 from ds4.domain.gguf.records import MetaValue, ValueType
-from ds4.domain.tokenizer.byte_alphabet import BYTE_TO_CHAR
+from ds4.domain.tokenizer import BYTE_TO_CHAR
 
 DS4 = [sys.executable, "-m", "ds4"]
 U32_MAX = 2**32 - 1

@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
-from ds4.domain.kvcache.kvc_header import PREFIX_SIZE, cache_key_name
-from ds4.domain.kvcache.kvc_integrity import FOOTER_SIZE
+from ds4.domain.kvcache.kv_file import FOOTER_SIZE, PREFIX_SIZE, cache_key_name
 
 WAIT_S = 60.0  # turns a writer that never stops into a failure; not a timing assertion
 PAYLOAD = 1 << 20
@@ -27,7 +26,7 @@ PAYLOAD = 1 << 20
 WRITER = """
 import io, os, pathlib, sys
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
-from ds4.domain.kvcache.kvc_header import KvcFlags, KvcHeader, SaveReason
+from ds4.domain.kvcache.kv_file import KvcFlags, KvcHeader, SaveReason
 
 directory, kill_point, ready, PAYLOAD = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 

@@ -23,8 +23,14 @@ from tests.unit.serving.fake_server import TOK, FixedClock
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.kvcache.disk_cache import DiskCache
-from ds4.domain.kvcache.kvc_header import HEADER_SIZE, PREFIX_SIZE, KvcFlags, KvcHeader, SaveReason
-from ds4.domain.kvcache.kvc_integrity import FOOTER_SIZE
+from ds4.domain.kvcache.kv_file import (
+    FOOTER_SIZE,
+    HEADER_SIZE,
+    PREFIX_SIZE,
+    KvcFlags,
+    KvcHeader,
+    SaveReason,
+)
 
 
 @pytest.fixture(scope="module")

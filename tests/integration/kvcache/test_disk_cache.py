@@ -13,7 +13,7 @@ from ds4.adapters.storage.kv_disk_store import DiskKVStore
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.disk_cache import DiskCache
-from ds4.domain.kvcache.kvc_header import KvcFlags, KvcHeader, SaveReason, cache_key_name
+from ds4.domain.kvcache.kv_file import KvcFlags, KvcHeader, SaveReason, cache_key_name
 from ds4.domain.kvcache.policy import KvCacheOptions
 
 

@@ -22,7 +22,7 @@ from ds4.apps.server_options import ServerOptions
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.disk_cache import DiskCache
-from ds4.domain.kvcache.kvc_header import SaveReason, cache_key_name
+from ds4.domain.kvcache.kv_file import SaveReason, cache_key_name
 from ds4.domain.kvcache.policy import KvCacheOptions
 
 OPTS = KvCacheOptions(min_tokens=4, budget_bytes=0)

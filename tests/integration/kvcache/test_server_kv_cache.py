@@ -15,7 +15,7 @@ import pytest
 from tests.integration.server.live_server import LiveServer, live_server, tool_call_dsml
 
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
-from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason
+from ds4.domain.kvcache.kv_file import KvcFlags, SaveReason
 from ds4.domain.kvcache.policy import KvCacheOptions
 
 OPTS = KvCacheOptions(

@@ -21,8 +21,15 @@ import numpy as np
 import pytest
 from tests.integration.server.live_server import live_server
 
-from ds4.domain.kvcache.kvc_header import HEADER_SIZE, PREFIX_SIZE, SaveReason, decode_header
-from ds4.domain.kvcache.kvc_integrity import FOOTER_SIZE, body_digest, make_footer
+from ds4.domain.kvcache.kv_file import (
+    FOOTER_SIZE,
+    HEADER_SIZE,
+    PREFIX_SIZE,
+    SaveReason,
+    body_digest,
+    decode_header,
+    make_footer,
+)
 from ds4.domain.kvcache.policy import KvCacheOptions
 
 OPTS = KvCacheOptions(

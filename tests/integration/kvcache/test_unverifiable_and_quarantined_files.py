@@ -19,7 +19,7 @@ from tests.unit.serving.fake_server import FixedClock
 from ds4.adapters.storage.kv_disk_store import KEEP, DiskKVStore
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.kvcache.disk_cache import DiskCache
-from ds4.domain.kvcache.kvc_header import KvcFlags, KvcHeader, SaveReason, cache_key_name
+from ds4.domain.kvcache.kv_file import KvcFlags, KvcHeader, SaveReason, cache_key_name
 from ds4.domain.kvcache.policy import KvCacheOptions
 
 OPTS = KvCacheOptions(min_tokens=4, budget_bytes=0)

@@ -18,7 +18,7 @@ from ds4.domain.engine.session import EngineSession
 from ds4.domain.engine.state_session import StateSession
 from ds4.domain.generation.loop import TurnSettings, decode_tokens, decode_turn, prefill
 from ds4.domain.sampling.params import GREEDY, SamplingParams
-from ds4.domain.speculative.mtp_drafter import MtpDrafter
+from ds4.domain.speculative import MtpDrafter
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO, DEMO_MTP = ROOT / "models" / "demo.gguf", ROOT / "models" / "demo-mtp.gguf"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
-from ds4.adapters.http.job_queue import JobQueue
+from ds4.adapters.http.inference_worker import JobQueue
 from ds4.adapters.http.serve import Ds4Server, uvicorn_config
 from ds4.apps.bootstrap import BuiltServer, bind_listener, bootstrap_server
 from ds4.apps.server_options import ServerOptions

@@ -15,7 +15,7 @@ from ds4.apps import wiring
 from ds4.apps.bootstrap import bootstrap_server, load_engine
 from ds4.apps.gguf_tiny import run_tiny
 from ds4.apps.server_options import ServerOptions
-from ds4.domain.kvcache.model_identity import model_tag_for
+from ds4.domain.kvcache.kv_file import model_tag_for
 
 
 @pytest.fixture(scope="module")

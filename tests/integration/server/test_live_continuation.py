@@ -16,8 +16,8 @@ import httpx
 from tests.integration.server.live_server import LiveServer, live_server, tool_call_dsml
 
 from ds4.adapters.http.inference_worker import Job
-from ds4.domain.chat.constants import EOS
-from ds4.domain.kvcache.kvc_header import KvcFlags, decode_header
+from ds4.domain.chat import EOS
+from ds4.domain.kvcache.kv_file import KvcFlags, decode_header
 from ds4.domain.kvcache.policy import KvCacheOptions
 
 TOOL_TURN = "I should list the files.</think>Let me look." + tool_call_dsml("ls", path="/tmp")

@@ -13,7 +13,7 @@ import pytest
 from tests.integration.server.live_server import LiveServer, live_server
 from tools.demo.files import DEMO
 
-from ds4.domain.speculative.mtp_drafter import MtpDrafter
+from ds4.domain.speculative import MtpDrafter
 
 DEMO_MTP = DEMO.with_name("demo-mtp.gguf")
 BODY = {

@@ -27,7 +27,7 @@ from tests.unit.serving.fake_server import FakeServer, fake_server
 
 from ds4.adapters.http.guard import Message
 from ds4.adapters.http.inference_worker import Job, JobOutput
-from ds4.domain.kvcache.kvc_header import SaveReason
+from ds4.domain.kvcache.kv_file import SaveReason
 
 WAIT = 30.0
 

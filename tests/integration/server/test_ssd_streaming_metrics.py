@@ -8,8 +8,7 @@ import httpx
 from tests.integration.server.live_server import live_server
 from tests.integration.server.test_observability import CHAT, chat, scrape
 
-from ds4.domain.expert_cache.budget import CacheSpec
-from ds4.domain.expert_cache.options import StreamingOptions
+from ds4.domain.expert_cache import CacheSpec, StreamingOptions
 
 DEMO = Path(__file__).resolve().parents[3] / "models" / "demo.gguf"
 

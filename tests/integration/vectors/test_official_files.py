@@ -12,8 +12,8 @@ from tests.integration.vectors.conftest import OFFICIAL
 
 from ds4.apps import wiring
 from ds4.apps.vectors_files import load_vectors
-from ds4.domain.vectors.fields import VectorFileError
 from ds4.domain.vectors.local_run import prompt_ids
+from ds4.domain.vectors.records import VectorFileError
 
 CASES = {  # id: (kind, ctx, recorded reply, prompt tokens the API counted)
     "short_italian_fact": ("short", 16384, "Ada Lovelace", 21),

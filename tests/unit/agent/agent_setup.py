@@ -15,7 +15,7 @@ from ds4.domain.agent.agent import Agent
 from ds4.domain.agent.core import AgentCore, AgentSettings
 from ds4.domain.agent.library import SessionLibrary
 from ds4.domain.agent.toolbox import ToolBox
-from ds4.domain.chat.messages import ThinkMode
+from ds4.domain.chat import ThinkMode
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.sampling.params import SamplingParams
 

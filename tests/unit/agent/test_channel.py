@@ -7,8 +7,8 @@ import threading
 import time
 
 from ds4.apps.agent.channel import AgentChannel, Stop, Submit
+from ds4.domain.agent.screen import AgentState
 from ds4.domain.agent.slash import SlashCommand
-from ds4.domain.agent.status import AgentState
 from ds4.ports.agent_io import Approval
 
 

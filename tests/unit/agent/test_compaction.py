@@ -8,8 +8,8 @@ from tests.support.agent_fakes import FakeIO
 from tests.unit.agent.agent_setup import answer, block, call, make_rig
 
 from ds4.domain.agent import compaction
+from ds4.domain.agent.screen import AgentState, AgentStatus
 from ds4.domain.agent.slash import SlashCommand
-from ds4.domain.agent.status import AgentState, AgentStatus
 
 CTX = 12000
 LONG = "word " * 1400  # more than the room left before the compaction reserve

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import re
 
-from ds4.domain.agent.history import history_text, split_turns
-from ds4.domain.agent.slash import SlashCommand, parse_slash, usage_error, when_busy
-from ds4.domain.chat.constants import ASSISTANT, EOS, USER
+from ds4.domain.agent.slash import (
+    SlashCommand,
+    history_text,
+    parse_slash,
+    split_turns,
+    usage_error,
+    when_busy,
+)
+from ds4.domain.chat import ASSISTANT, EOS, USER
 
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
 

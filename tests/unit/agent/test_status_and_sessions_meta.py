@@ -7,6 +7,7 @@ import struct
 
 import pytest
 
+from ds4.domain.agent.screen import AgentState, AgentStatus, footer_text, progress_bar, short_count
 from ds4.domain.agent.session_meta import (
     SessionRecord,
     age_text,
@@ -15,7 +16,6 @@ from ds4.domain.agent.session_meta import (
     resolve_prefix,
     session_id,
 )
-from ds4.domain.agent.status import AgentState, AgentStatus, footer_text, progress_bar, short_count
 from ds4.domain.errors import Ds4Error
 
 

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from ds4.domain.agent.edit_span import Span, select_span
-from ds4.domain.agent.edit_tool import apply_edit, edit_report
-from ds4.domain.agent.errors import ToolError
-from ds4.domain.agent.list_tool import list_report
-from ds4.domain.agent.read_tool import read_chunk
-from ds4.domain.agent.search_tool import SearchQuery, SearchReport, glob_allows
-from ds4.domain.agent.text_lines import count_lines, split_lines
-from ds4.domain.agent.tool_args import arg_bool, arg_int, arg_text, parse_arguments
-from ds4.domain.agent.transcript_text import combined_results, queued_message, tool_turn
+from ds4.domain.agent.file_tools import (
+    SearchQuery,
+    SearchReport,
+    Span,
+    apply_edit,
+    count_lines,
+    edit_report,
+    glob_allows,
+    list_report,
+    read_chunk,
+    select_span,
+    split_lines,
+)
+from ds4.domain.agent.tool_catalog import ToolError, arg_bool, arg_int, arg_text, parse_arguments
+from ds4.domain.agent.transcript import combined_results, queued_message, tool_turn
 from ds4.ports.workspace import DirEntry
 
 MAKEFILE = (

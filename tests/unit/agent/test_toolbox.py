@@ -7,9 +7,8 @@ import json
 
 from tests.support.agent_fakes import FakeShell, FakeWorkspace
 
-from ds4.domain.agent.bash_tool import BashJobs
-from ds4.domain.agent.toolbox import PAGE_LIMIT, ToolBox
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.agent.toolbox import PAGE_LIMIT, BashJobs, ToolBox
+from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.engine.cancel import CancelCheck
 from ds4.ports.shell import JobSnapshot
 

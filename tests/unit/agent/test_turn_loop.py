@@ -7,8 +7,8 @@ from __future__ import annotations
 from tests.support.agent_fakes import FakeIO
 from tests.unit.agent.agent_setup import TOKENIZER, Rig, answer, block, call, make_rig
 
-from ds4.domain.agent.status import AgentState, AgentStatus
-from ds4.domain.chat.constants import EOS
+from ds4.domain.agent.screen import AgentState, AgentStatus
+from ds4.domain.chat import EOS
 from ds4.domain.engine.cancel import CancelCheck
 from ds4.ports.agent_io import Approval
 from ds4.ports.shell import JobSnapshot

@@ -10,7 +10,7 @@ from ds4.apps.eval.run_control import PausableTimer, RunControls
 from ds4.apps.eval.tui_render import left_pane, left_width, short_count, status_line, stream_tail
 from ds4.apps.eval.tui_state import TuiState
 from ds4.domain.eval.cases import AnswerKind, EvalCase
-from ds4.domain.eval.results import CaseResult, CaseState
+from ds4.domain.eval.report import CaseResult, CaseState
 from ds4.domain.eval.runner import Interruption
 
 CASE = EvalCase("AIME", "aime2025-01", "Find the sum.", "70", AnswerKind.INTEGER)

@@ -8,20 +8,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ds4.domain.chat.constants import EOS, MAX_PREFIX, SPECIAL_STRINGS, TOOL_RESULT_CLOSE
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
+    EOS,
+    MAX_PREFIX,
+    SPECIAL_STRINGS,
+    TOOL_RESULT_CLOSE,
     AssistantMessage,
     Message,
     SystemMessage,
     ThinkMode,
     ToolResultMessage,
+    ToolSchemaError,
     UserMessage,
+    render_chat,
+    render_continuation_tail,
+    tool_schema,
 )
-from ds4.domain.chat.renderer import render_chat, render_continuation_tail
-from ds4.domain.chat.tool_schemas import ToolSchemaError, tool_schema
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.syntax import FULL, escape_attribute
-from ds4.wire.chat_request import ChatRequestError, render_chat_request
+from ds4.domain.dsml.syntax import FULL, ToolCall, escape_attribute
+from ds4.wire.chat import ChatRequestError, render_chat_request
 
 SCHEMA = tool_schema({"name": "bash", "parameters": {}})
 

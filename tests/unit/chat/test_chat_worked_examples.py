@@ -8,8 +8,10 @@ import json
 
 import pytest
 
-from ds4.domain.chat.constants import MAX_PREFIX, TOOLS_HEAD, TOOLS_TAIL
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
+    MAX_PREFIX,
+    TOOLS_HEAD,
+    TOOLS_TAIL,
     AssistantMessage,
     Message,
     SystemMessage,
@@ -17,10 +19,10 @@ from ds4.domain.chat.messages import (
     ToolResultMessage,
     UserMessage,
     effective_think_mode,
+    render_chat,
+    tool_schema,
 )
-from ds4.domain.chat.renderer import render_chat
-from ds4.domain.chat.tool_schemas import tool_schema
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.syntax import ToolCall
 
 BASH_SCHEMA = (
     '{"name":"bash","description":"Run a shell command","parameters":{"type":"object",'

@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from ds4.domain.chat.constants import BOS
-from ds4.domain.chat.messages import AssistantMessage, ThinkMode, UserMessage
-from ds4.domain.chat.prefix_file import parse_prefix_file, with_prefix
-from ds4.domain.chat.renderer import render_chat, render_closed_turns
+from ds4.domain.chat import (
+    BOS,
+    AssistantMessage,
+    ThinkMode,
+    UserMessage,
+    parse_prefix_file,
+    render_chat,
+    render_closed_turns,
+    with_prefix,
+)
 from ds4.domain.errors import Ds4Error
 
 

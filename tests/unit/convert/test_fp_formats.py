@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ds4.domain.convert.fp_formats import (
+from ds4.domain.convert.checkpoint_sources import (
     E2M1_VALUES,
     E4M3_VALUES,
     decode_fp4_groups,

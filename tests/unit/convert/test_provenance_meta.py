@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ds4.domain.convert.provenance import meta_flags, provenance_metadata
+from ds4.domain.convert.plan import meta_flags, provenance_metadata
 from ds4.domain.errors import Ds4Error
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ds4.domain.convert.quant_presets import check_plan_fits, quant_plan
+from ds4.domain.convert.plan import check_plan_fits, quant_plan
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType as T
 from ds4.domain.model.catalog import model_tensors

@@ -7,7 +7,7 @@ import pytest
 from tests.unit.cpu_kernels.kernel_blocks import bits, edge_activations
 
 from ds4.adapters.compute.cpu_kernels import quantize_activation_q8_0, quantize_activation_q8k
-from ds4.domain.engine_math.actquant import quantize_q8_0, quantize_q8_k
+from ds4.domain.engine_math.quant_dots import quantize_q8_0, quantize_q8_k
 from ds4.domain.errors import Ds4Error
 
 

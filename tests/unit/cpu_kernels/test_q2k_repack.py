@@ -12,7 +12,7 @@ from tests.unit.cpu_kernels.kernel_blocks import edge_activations, quant_rows, s
 from tests.unit.cpu_kernels.test_simd_agreement import RTOL, magnitude_sum
 
 from ds4.adapters.compute import cpu_kernels as ck
-from ds4.domain.engine_math.actquant import quantize_q8_k
+from ds4.domain.engine_math.quant_dots import quantize_q8_k
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 

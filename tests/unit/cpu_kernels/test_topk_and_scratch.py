@@ -13,7 +13,7 @@ from tests.unit.cpu_kernels.kernel_blocks import quant_rows
 
 from ds4 import _native_cpu  # type: ignore[attr-defined]
 from ds4.adapters.compute import cpu_kernels as ck
-from ds4.domain.engine_math.attention import top_k_mask
+from ds4.domain.engine_math.layers import top_k_mask
 from ds4.domain.gguf.ggml_types import GGMLType
 
 _ffi, _lib = _native_cpu.ffi, _native_cpu.lib

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ds4.domain.distributed.layer_split import (
+from ds4.domain.distributed import (
     auto_split,
     check_split,
     layer_bytes,

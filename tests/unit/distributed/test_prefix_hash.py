@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import struct
 
-from ds4.domain.distributed.prefix_hash import EMPTY, extend_hash, prefix_hash, rolling_hashes
+from ds4.domain.distributed import EMPTY, extend_hash, prefix_hash, rolling_hashes
 
 
 def fnv1a_bytes(data: bytes) -> int:

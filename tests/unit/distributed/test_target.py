@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ds4.domain.distributed.target import DistributedTarget, parse_target
+from ds4.domain.distributed import DistributedTarget, parse_target
 from ds4.domain.errors import Ds4Error
 
 

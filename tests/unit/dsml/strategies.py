@@ -6,7 +6,7 @@ import json
 
 from hypothesis import strategies as st
 
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.syntax import ToolCall
 
 D = "｜DSML｜"
 NASTY = [

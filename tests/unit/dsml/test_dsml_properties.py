@@ -7,9 +7,8 @@ import json
 from hypothesis import given, settings
 from tests.unit.dsml.strategies import as_tool_calls, nasty_text, tool_calls
 
-from ds4.domain.dsml.render import render_tool_calls
-from ds4.domain.dsml.syntax import SPELLINGS
-from ds4.domain.dsml.turn import finish_turn
+from ds4.domain.dsml.parser import finish_turn
+from ds4.domain.dsml.syntax import SPELLINGS, render_tool_calls
 
 
 @settings(max_examples=80, deadline=None)

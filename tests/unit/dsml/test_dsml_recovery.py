@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.render import render_tool_calls
-from ds4.domain.dsml.turn import Recovery, finish_turn
+from ds4.domain.dsml.parser import Recovery, finish_turn
+from ds4.domain.dsml.syntax import ToolCall, render_tool_calls
 
 D = "｜DSML｜"
 TWO_CALLS = render_tool_calls(

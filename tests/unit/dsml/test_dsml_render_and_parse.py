@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.render import render_tool_calls
-from ds4.domain.dsml.syntax import escape_param_text, unescape_param_text
-from ds4.domain.dsml.turn import FinishReason, Recovery, TurnResult, finish_turn, split_reasoning
+from ds4.domain.dsml.parser import FinishReason, Recovery, TurnResult, finish_turn, split_reasoning
+from ds4.domain.dsml.syntax import (
+    ToolCall,
+    escape_param_text,
+    render_tool_calls,
+    unescape_param_text,
+)
 
 D = "｜DSML｜"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ds4.domain.engine_math.hyper import HcMix, hc_post, hc_split, sinkhorn, weighted_streams
+from ds4.domain.engine_math.layers import HcMix, hc_post, hc_split, sinkhorn, weighted_streams
 
 
 def test_sinkhorn_columns_sum_to_one_and_rows_nearly() -> None:

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from ds4.domain.engine_math.numerics import DS4, EXACT, FP32, check_numerics_fit
+from ds4.domain.engine_math.lowprec import DS4, EXACT, FP32, check_numerics_fit
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.model.presets import FLASH

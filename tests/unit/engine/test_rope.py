@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ds4.domain.engine_math.rope import RopeParams, Yarn, apply_rope, rope_angles, yarn_ramp
+from ds4.domain.engine_math.layers import RopeParams, Yarn, apply_rope, rope_angles, yarn_ramp
 
 FLASH_YARN = Yarn(factor=16, orig_ctx=65536, beta_fast=32, beta_slow=1)
 

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ds4.domain.engine_math.attention import attend_with_sinks, top_k_mask
-from ds4.domain.engine_math.compress import pool, window_candidates
-from ds4.domain.engine_math.routing import clamped_swiglu, route
-from ds4.domain.engine_math.scalar_ops import softplus
+from ds4.domain.engine_math.layers import (
+    attend_with_sinks,
+    clamped_swiglu,
+    pool,
+    route,
+    softplus,
+    top_k_mask,
+    window_candidates,
+)
 
 
 def test_bias_only_chooses_and_weights_are_renormalised_unbiased_scores() -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ds4.domain.engine.cancel import CancelCheck
 from ds4.domain.eval.prompts import CasePrompt
-from ds4.domain.eval.results import CaseResult
+from ds4.domain.eval.report import CaseResult
 from ds4.domain.eval.runner import Interruption
 from ds4.ports.case_answerer import Answer, AnswerLimits, AnswerObserver
 

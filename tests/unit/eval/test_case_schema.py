@@ -9,7 +9,7 @@ import pytest
 
 from ds4.domain.eval.case_schema import CaseDataError, case_object, parse_case, parse_case_lines
 from ds4.domain.eval.cases import AnswerKind
-from ds4.domain.eval.validation import validation_report
+from ds4.domain.eval.readers import validation_report
 
 
 def line(**fields: object) -> str:

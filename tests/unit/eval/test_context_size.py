@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ds4.domain.errors import Ds4Error
-from ds4.domain.eval.context_size import CONTEXT_CAP, auto_size_context
+from ds4.domain.eval.cases import CONTEXT_CAP, auto_size_context
 
 
 def test_the_largest_prompt_plus_budget() -> None:

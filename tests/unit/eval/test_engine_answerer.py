@@ -10,10 +10,9 @@ from tests.unit.eval.fakes import RecordingView
 from tests.unit.generation.byte_tokenizer import VOCAB, ByteTokenizer
 
 from ds4.adapters.eval.answerers import EngineAnswerer
-from ds4.domain.chat.messages import ThinkMode
+from ds4.domain.chat import ThinkMode
 from ds4.domain.eval.cases import AnswerKind, EvalCase
-from ds4.domain.eval.prompts import case_prompt
-from ds4.domain.eval.think_close import HARD, NATURAL, SOFT, ReplyLimits
+from ds4.domain.eval.prompts import HARD, NATURAL, SOFT, ReplyLimits, case_prompt
 from ds4.domain.sampling.params import SamplingParams
 from ds4.ports.case_answerer import Answer, AnswerLimits
 

@@ -6,18 +6,22 @@ from __future__ import annotations
 import pytest
 
 from ds4.domain.eval.cases import AnswerKind, EvalCase
-from ds4.domain.eval.extract import (
+from ds4.domain.eval.grading import (
     answer_marker,
+    compact_line_spec,
     extract,
     extract_choice,
     extract_integer,
     extract_line_set,
+    grade_output,
     has_final_answer_line,
+    is_correct,
+    line_set,
+    line_set_passes,
+    matches,
     normalize_integer,
     visible_text,
 )
-from ds4.domain.eval.grading import grade_output, is_correct, matches
-from ds4.domain.eval.line_sets import compact_line_spec, line_set, line_set_passes
 from ds4.domain.eval.self_test import TABLE, run_self_tests
 
 

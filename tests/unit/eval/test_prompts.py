@@ -3,7 +3,7 @@ token-count gate depends on them, so each is pinned here as literal text."""
 
 from __future__ import annotations
 
-from ds4.domain.chat.messages import ThinkMode
+from ds4.domain.chat import ThinkMode
 from ds4.domain.eval.cases import AnswerKind, EvalCase
 from ds4.domain.eval.prompts import SYSTEM_PROMPT, case_prompt, user_prompt
 

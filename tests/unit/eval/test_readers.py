@@ -9,8 +9,7 @@ import pytest
 
 from ds4.domain.eval.case_schema import CaseDataError
 from ds4.domain.eval.cases import AnswerKind
-from ds4.domain.eval.readers.formats import detect_format, parse_case_file
-from ds4.domain.eval.readers.gpqa import correct_position
+from ds4.domain.eval.readers import correct_position, detect_format, parse_case_file
 
 GPQA = (
     "Pre-Revision Question,Question,Correct Answer,Incorrect Answer 1,Incorrect Answer 2,"

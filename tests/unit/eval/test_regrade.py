@@ -4,8 +4,7 @@ as changed, the summary line and exit code."""
 from __future__ import annotations
 
 from ds4.domain.eval.cases import AnswerKind, EvalCase
-from ds4.domain.eval.regrade import Outcome, regrade, regrade_one
-from ds4.domain.eval.trace_format import counted_block, parse_trace
+from ds4.domain.eval.traces import Outcome, counted_block, parse_trace, regrade, regrade_one
 
 CASES = {
     ("AIME", "a1"): EvalCase("AIME", "a1", "q", "82", AnswerKind.INTEGER),

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from ds4.domain.eval.cases import AnswerKind, EvalCase, SourceInfo
-from ds4.domain.eval.compare import compare_traces
-from ds4.domain.eval.report import HEADER, hours_minutes, render_report, report_json, report_row
-from ds4.domain.eval.results import CaseResult, CaseState
-from ds4.domain.eval.trace_format import counted_block, parse_trace
+from ds4.domain.eval.report import (
+    HEADER,
+    CaseResult,
+    CaseState,
+    hours_minutes,
+    render_report,
+    report_json,
+    report_row,
+)
+from ds4.domain.eval.traces import compare_traces, counted_block, parse_trace
 
 CASE = EvalCase("GPQA Diamond", "recNu3MXkvWUzHZr9", "q", "B", AnswerKind.MULTIPLE_CHOICE,
                 choices=("a", "b"))  # fmt: skip

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.unit.eval.fakes import FakeAnswerer, FakeControl, FakeTimer, RecordingView, Reply
 
 from ds4.domain.eval.cases import AnswerKind, EvalCase
-from ds4.domain.eval.results import CaseState
+from ds4.domain.eval.report import CaseState
 from ds4.domain.eval.runner import (
     SKIP_NO_FIT,
     SKIP_NO_ROOM,
@@ -15,7 +15,7 @@ from ds4.domain.eval.runner import (
     RunSettings,
     generation_limit,
 )
-from ds4.domain.eval.trace_format import TraceHeader, parse_trace
+from ds4.domain.eval.traces import TraceHeader, parse_trace
 
 CASES = [
     EvalCase("S", "a", "one?", "1", AnswerKind.INTEGER),

@@ -5,8 +5,14 @@ from __future__ import annotations
 import pytest
 
 from ds4.domain.errors import Ds4Error
-from ds4.domain.eval.cases import AnswerKind, EvalCase
-from ds4.domain.eval.selection import Selection, case_listing, parse_case_sequence, select_cases
+from ds4.domain.eval.cases import (
+    AnswerKind,
+    EvalCase,
+    Selection,
+    case_listing,
+    parse_case_sequence,
+    select_cases,
+)
 
 CASES = [
     EvalCase("A", "1", "q1", "1", AnswerKind.INTEGER, domain="physics/optics"),

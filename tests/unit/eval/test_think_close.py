@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ds4.domain.eval.think_close import HARD, NATURAL, SOFT, ReplyLimits, ThinkCloser, token_rank
+from ds4.domain.eval.prompts import HARD, NATURAL, SOFT, ReplyLimits, ThinkCloser, token_rank
 
 CLOSE = 7
 VOCAB = 20

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ds4.domain.eval.cases import AnswerKind, EvalCase
 from ds4.domain.eval.self_test import T1_OUTPUT, T1_SECOND, t1_trace
-from ds4.domain.eval.trace_format import (
+from ds4.domain.eval.traces import (
     ThinkClose,
     TraceHeader,
     TraceRecord,

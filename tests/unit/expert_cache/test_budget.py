@@ -1,10 +1,10 @@
-"""The expert budget: flag values and the automatic size (ds4.domain.expert_cache.budget)."""
+"""The expert budget: flag values and the automatic size (ds4.domain.expert_cache)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ds4.domain.expert_cache.budget import GIB, CacheSpec, cache_slots, parse_cache_spec
+from ds4.domain.expert_cache import GIB, CacheSpec, cache_slots, parse_cache_spec
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The expert cache's eviction policies as pure replays (ds4.domain.expert_cache.policy)."""
+"""The expert cache's eviction policies as pure replays (ds4.domain.expert_cache)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from ds4.domain.expert_cache.policy import ExpertCacheModel, optimal_hits, replay
+from ds4.domain.expert_cache import ExpertCacheModel, optimal_hits, replay
 
 
 def test_lru_evicts_the_least_recently_used() -> None:

@@ -1,4 +1,4 @@
-"""The expert profile file format (ds4.domain.expert_cache.profile)."""
+"""The expert profile file format (ds4.domain.expert_cache)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ds4.domain.expert_cache.profile import hottest, merged, parse_profile, profile_text
+from ds4.domain.expert_cache import hottest, merged, parse_profile, profile_text
 
 
 def test_round_trip_and_merge() -> None:

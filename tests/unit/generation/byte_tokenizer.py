@@ -9,7 +9,7 @@ from __future__ import annotations
 import codecs
 from collections.abc import Sequence
 
-from ds4.domain.chat.constants import SPECIAL_STRINGS
+from ds4.domain.chat import SPECIAL_STRINGS
 from ds4.ports.tokenizer import SpecialTokenIds
 
 SPECIALS = tuple(SPECIAL_STRINGS)  # BOS EOS User Assistant <think> </think> ｜DSML｜

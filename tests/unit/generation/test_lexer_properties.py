@@ -17,12 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.unit.dsml.strategies import as_tool_calls, nasty_text, tool_calls
 
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.parser import find_block_start
-from ds4.domain.dsml.render import render_tool_calls
-from ds4.domain.dsml.syntax import SPELLINGS, THINK_CLOSE, Spelling
-from ds4.domain.dsml.think_call import ThinkCall
-from ds4.domain.dsml.turn import Recovery, TurnResult, finish_turn
+from ds4.domain.dsml.parser import Recovery, TurnResult, find_block_start, finish_turn
+from ds4.domain.dsml.stream import ThinkCall
+from ds4.domain.dsml.syntax import SPELLINGS, THINK_CLOSE, Spelling, ToolCall, render_tool_calls
 from ds4.domain.generation.events import (
     ReasoningDelta,
     TextDelta,

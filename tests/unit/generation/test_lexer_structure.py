@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from ds4.domain.dsml.block_lexer import Structure
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.render import render_tool_calls
-from ds4.domain.dsml.think_call import ThinkCall
+from ds4.domain.dsml.stream import Structure, ThinkCall
+from ds4.domain.dsml.syntax import ToolCall, render_tool_calls
 from ds4.domain.generation.lexer import TurnLexer
 
 D = "｜DSML｜"

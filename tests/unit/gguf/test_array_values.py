@@ -14,7 +14,7 @@ from ds4.adapters.gguf.reader import GGUFFile
 from ds4.adapters.gguf.writer import GGUFWriter
 from ds4.domain.gguf.array_values import ArrayValue, PackedArray, StringArray
 from ds4.domain.gguf.records import MetaValue, ValueType
-from ds4.domain.kvcache.model_identity import model_identity
+from ds4.domain.kvcache.kv_file import model_identity
 from ds4.domain.model.presets import FLASH
 
 

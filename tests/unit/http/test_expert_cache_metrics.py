@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ds4.adapters.http.metrics import ServerMetrics
-from ds4.domain.expert_cache.options import ExpertCacheStats
+from ds4.domain.expert_cache import ExpertCacheStats
 
 
 def _metrics(stats: ExpertCacheStats | None) -> str:

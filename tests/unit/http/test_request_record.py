@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from ds4.adapters.http.access_log import route_label
 from ds4.adapters.http.inference_worker import JobFailed
-from ds4.adapters.http.request_record import RequestRecord
+from ds4.adapters.http.metrics import RequestRecord
 from ds4.domain.generation.events import Finished, TextDelta, Usage
-from ds4.domain.serving.served_events import PromptReady
+from ds4.domain.serving.exchange import PromptReady
 
 
 class Clock:

@@ -13,17 +13,16 @@ from tests.unit.generation.byte_tokenizer import ByteTokenizer
 
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
 from ds4.apps.server_command import register
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.gguf.records import TensorInfo, meta_u32
 from ds4.domain.kvcache.disk_cache import DiskCache
-from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason
-from ds4.domain.kvcache.model_identity import model_tag_for
+from ds4.domain.kvcache.kv_file import KvcFlags, SaveReason, model_tag_for
 from ds4.domain.kvcache.policy import KvCacheOptions
 from ds4.domain.model.tiny_shapes import DEFAULT_TINY_SHAPE, TINY_SHAPES
-from ds4.domain.serving.kv_checkpoints import KvCheckpoints
-from ds4.domain.tools.replay_memory import ToolReplayMemory
+from ds4.domain.serving.checkpoints import KvCheckpoints
+from ds4.domain.tools import ToolReplayMemory
 
 TOK = ByteTokenizer()
 USER, ASSISTANT = TOK.special.user, TOK.special.assistant

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ds4.domain.kvcache.kvc_header import (
+from ds4.domain.kvcache.kv_file import (
     HEADER_SIZE,
     KvcFlags,
     KvcHeader,

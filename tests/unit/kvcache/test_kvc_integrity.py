@@ -6,10 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ds4.domain.kvcache.kvc_header import KvcFlags, KvcHeader, SaveReason
-from ds4.domain.kvcache.kvc_integrity import (
+from ds4.domain.kvcache.kv_file import (
     FOOTER_SIZE,
     FOOTER_START,
+    KvcFlags,
+    KvcHeader,
+    SaveReason,
     body_digest,
     check_footer,
     make_footer,

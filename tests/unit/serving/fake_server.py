@@ -18,13 +18,13 @@ from ds4.apps.bootstrap import BuiltServer, Engine, bootstrap_server
 from ds4.apps.server_options import ServerOptions
 from ds4.domain.engine.cancel import CancelCheck, never_cancel
 from ds4.domain.generation.events import Finished, TextDelta
-from ds4.domain.kvcache.kvc_header import SaveReason
+from ds4.domain.kvcache.kv_file import SaveReason
 from ds4.domain.kvcache.policy import KvCacheOptions
+from ds4.domain.serving.exchange import PromptReady, ServedEvent
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.prepare import PreparedJob, prepare_job
-from ds4.domain.serving.served_events import PromptReady, ServedEvent
-from ds4.wire.anthropic_request import parse_messages
-from ds4.wire.chat_request import parse_chat_completion
+from ds4.wire.anthropic import parse_messages
+from ds4.wire.chat import parse_chat_completion
 
 TOK = ByteTokenizer()
 EOS, USER, ASSISTANT = TOK.special.eos, TOK.special.user, TOK.special.assistant

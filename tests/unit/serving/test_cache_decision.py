@@ -8,16 +8,14 @@ from typing import cast
 
 import pytest
 
-from ds4.domain.chat.messages import ThinkMode, UserMessage
+from ds4.domain.chat import ThinkMode, UserMessage
 from ds4.domain.errors import ErrorKind, RequestError
-from ds4.domain.serving.decision import cache_decision
-from ds4.domain.serving.generation_request import Api, GenerationRequest
-from ds4.domain.serving.live_bindings import Binding, LiveBindings
-from ds4.domain.serving.live_tail import NO_PLAN, LivePlan
-from ds4.domain.serving.prepare import PreparedJob
-from ds4.domain.tools.replay_memory import ReplayStats
+from ds4.domain.serving.exchange import Api, GenerationRequest
+from ds4.domain.serving.live import NO_PLAN, Binding, LiveBindings, LivePlan
+from ds4.domain.serving.prepare import PreparedJob, cache_decision
+from ds4.domain.tools import ReplayStats
 from ds4.ports.tokenizer import Tokenizer
-from ds4.wire.errors import http_status
+from ds4.wire.replies import http_status
 
 
 class CharTokenizer:

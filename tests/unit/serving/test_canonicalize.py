@@ -9,21 +9,20 @@ from typing import cast
 from tests.support.fake_compute import FakeComputeSession
 from tests.support.sessions import prefilled
 
-from ds4.domain.chat.constants import EOS
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
+    EOS,
     AssistantMessage,
     Message,
     ThinkMode,
     ToolResultMessage,
     UserMessage,
+    render_chat,
+    tool_schema,
 )
-from ds4.domain.chat.renderer import render_chat
-from ds4.domain.chat.tool_schemas import tool_schema
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.render import render_tool_calls
+from ds4.domain.dsml.syntax import ToolCall, render_tool_calls
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.generation.events import Finished, Usage
-from ds4.domain.serving.canonicalize import (
+from ds4.domain.serving.job import (
     Outcome,
     canonicalize_tool_checkpoint,
     checkpoint_suffix,

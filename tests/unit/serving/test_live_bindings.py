@@ -8,19 +8,24 @@ from typing import Any
 
 import pytest
 
-from ds4.domain.chat.constants import EOS
-from ds4.domain.chat.messages import ThinkMode
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.chat import EOS, ThinkMode
+from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.errors import RequestError
 from ds4.domain.generation.events import Finished, FinishReason, Usage
-from ds4.domain.kvcache.kvc_header import KvcFlags
-from ds4.domain.serving.generation_request import Api, GenerationRequest
-from ds4.domain.serving.live_bindings import Binding, LiveBindings, TurnFacts
-from ds4.domain.serving.live_tail import anthropic_tail, responses_tail
+from ds4.domain.kvcache.kv_file import KvcFlags
+from ds4.domain.serving.exchange import Api, GenerationRequest
+from ds4.domain.serving.live import (
+    Binding,
+    LiveBindings,
+    TurnFacts,
+    anthropic_tail,
+    responses_tail,
+    validate_tool_outputs,
+    validate_tool_results,
+)
 from ds4.domain.serving.prepare import live_plan
-from ds4.domain.serving.tool_results import validate_tool_outputs, validate_tool_results
-from ds4.wire.anthropic_request import parse_messages
-from ds4.wire.errors import http_status
+from ds4.wire.anthropic import parse_messages
+from ds4.wire.replies import http_status
 from ds4.wire.responses_request import parse_responses
 
 LS = [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}}]

@@ -1,4 +1,4 @@
-"""The in-memory checkpoint store (serving.memory_checkpoints, ADR 0049): what it keeps
+"""The in-memory checkpoint store (serving.checkpoints.MemoryCheckpoints, ADR 0049): what it keeps
 within its budget, what it evicts, and which entry a prompt continues from.
 
 Checkpoints come from the fake engine (8 bytes per token); a `rewind_history` bounds
@@ -11,7 +11,7 @@ from tests.support.fake_compute import FakeComputeSession
 from tests.unit.generation.byte_tokenizer import VOCAB, ByteTokenizer
 
 from ds4.domain.engine.session import EngineSession
-from ds4.domain.serving.memory_checkpoints import MemoryCheckpoints
+from ds4.domain.serving.checkpoints import MemoryCheckpoints
 
 TOK = ByteTokenizer()
 OWNER = object()  # one runner: checkpoints move between its sessions

@@ -23,9 +23,9 @@ from tests.unit.serving.fake_server import (
     texts,
 )
 
-from ds4.domain.kvcache.kvc_header import SaveReason
+from ds4.domain.kvcache.kv_file import SaveReason
+from ds4.domain.serving.exchange import ServedEvent
 from ds4.domain.serving.prepare import PreparedJob
-from ds4.domain.serving.served_events import ServedEvent
 
 HISTORY = 128  # the fake engine's rewind reach (a real state's: 1024)
 SYSTEM = {"role": "system", "content": "You are a coding agent. " * 48}  # ~1.2K tokens

@@ -1,4 +1,4 @@
-"""The slot choice of --sessions N (serving/slot_choice.py): a request continues the slot
+"""The slot choice of --sessions N (serving/prepare.py): a request continues the slot
 it keeps the most of (at least half of that slot's state), else takes an empty slot,
 else the stalest."""
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ds4.domain.serving.slot_choice import (
+from ds4.domain.serving.prepare import (
     NEVER_USED,
     SlotCandidate,
     SlotLedger,

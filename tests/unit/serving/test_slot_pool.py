@@ -22,8 +22,8 @@ from ds4.adapters.http.slot_pool import SlotPool
 from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK
 from ds4.domain.errors import ErrorKind
 from ds4.domain.generation.events import Finished, PrefillProgress, TextDelta
+from ds4.domain.serving.exchange import PromptReady
 from ds4.domain.serving.prepare import PreparedJob
-from ds4.domain.serving.served_events import PromptReady
 
 WAIT = 30.0
 REPLIES = {"first": "One.", "second": "Two.", "third": "Three.", "fourth": "Four."}

@@ -21,9 +21,9 @@ from tests.unit.serving.fake_server import (
 )
 
 from ds4.domain.generation.events import PrefillProgress, TextDelta
-from ds4.domain.kvcache.kvc_header import SaveReason
+from ds4.domain.kvcache.kv_file import SaveReason
+from ds4.domain.serving.exchange import ServedEvent
 from ds4.domain.serving.prepare import PreparedJob
-from ds4.domain.serving.served_events import ServedEvent
 
 HELLO = "Hello there, friend."
 REPLIES = {"hi": HELLO, "yo": "Yo.", "more": "Here is more."}

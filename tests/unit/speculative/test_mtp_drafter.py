@@ -9,7 +9,7 @@ import numpy.typing as npt
 from tests.unit.engine_session.test_state_session import HP, FakeState
 
 from ds4.domain.engine.state_session import StateSession
-from ds4.domain.speculative.mtp_drafter import MtpDrafter
+from ds4.domain.speculative import MtpDrafter
 from ds4.ports.drafter import DraftState
 
 F32 = npt.NDArray[np.float32]

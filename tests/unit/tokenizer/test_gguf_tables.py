@@ -24,8 +24,7 @@ from ds4.adapters.tokenizer.vocabulary import (
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.records import MetaValue, ValueType
 from ds4.domain.model.problems import Problem
-from ds4.domain.tokenizer.byte_alphabet import BYTE_TO_CHAR
-from ds4.domain.tokenizer.gguf_tables import check_tokenizer_tables
+from ds4.domain.tokenizer import BYTE_TO_CHAR, check_tokenizer_tables
 
 VOCAB = tiny_vocabulary()
 BASE = tokenizer_metadata(VOCAB)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ds4.adapters.tokenizer.bpe import SPECIAL_STRINGS
 from ds4.adapters.tokenizer.vocabulary import AddedToken, Vocabulary
-from ds4.domain.tokenizer.byte_alphabet import BYTE_TO_CHAR
+from ds4.domain.tokenizer import BYTE_TO_CHAR
 
 # Rank order matters: "a a" outranks "aa a", and "b c" outranks "a b".
 MERGES = [

@@ -8,12 +8,17 @@ import struct
 import pytest
 
 from ds4.adapters.system import SystemRandom
-from ds4.domain.chat.messages import AssistantMessage, Message, ThinkMode, UserMessage
-from ds4.domain.chat.renderer import render_chat
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.turn import finish_turn
-from ds4.domain.tools.ktm import decode_ktm, dsml_blocks, encode_ktm, ktm_size
-from ds4.domain.tools.replay_memory import ReplaySource, ToolReplayMemory
+from ds4.domain.chat import AssistantMessage, Message, ThinkMode, UserMessage, render_chat
+from ds4.domain.dsml.parser import finish_turn
+from ds4.domain.dsml.syntax import ToolCall
+from ds4.domain.tools import (
+    ReplaySource,
+    ToolReplayMemory,
+    decode_ktm,
+    dsml_blocks,
+    encode_ktm,
+    ktm_size,
+)
 
 D = "｜DSML｜"
 SAMPLED = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ds4.domain.vectors.judge import LocalToken, judge_step
+from ds4.domain.vectors.local_run import LocalToken, judge_step
 from ds4.domain.vectors.records import Alternative, VectorStep, VectorToken
 
 

@@ -10,12 +10,11 @@ from tests.support.fake_compute import FakeComputeSession, Scripted
 from tests.unit.generation.byte_tokenizer import VOCAB, ByteTokenizer
 from tests.unit.vectors.vector_fixtures import token
 
-from ds4.domain.chat.constants import ASSISTANT, BOS, UNTHINK, USER
+from ds4.domain.chat import ASSISTANT, BOS, UNTHINK, USER
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
-from ds4.domain.vectors.local_run import check_case, prompt_ids, record_case
+from ds4.domain.vectors.local_run import TokenIndex, check_case, prompt_ids, record_case
 from ds4.domain.vectors.records import VectorCase, VectorStep
-from ds4.domain.vectors.token_index import TokenIndex
 
 TOKENIZER = ByteTokenizer()
 INDEX = TokenIndex(TOKENIZER)

@@ -12,10 +12,9 @@ from tests.unit.vectors.vector_fixtures import steps_of
 
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
-from ds4.domain.vectors.local_run import prompt_ids
+from ds4.domain.vectors.local_run import TokenIndex, prompt_ids
 from ds4.domain.vectors.nll import score_case, score_text, text_budget
 from ds4.domain.vectors.records import VectorCase
-from ds4.domain.vectors.token_index import TokenIndex
 
 TOKENIZER = ByteTokenizer()
 

@@ -7,8 +7,7 @@ import math
 import pytest
 
 from ds4.domain.errors import Ds4Error
-from ds4.domain.vectors.nll import ScoredToken
-from ds4.domain.vectors.score_table import compare_tables, header, parse_table, row, summarize
+from ds4.domain.vectors.nll import ScoredToken, compare_tables, header, parse_table, row, summarize
 
 A = [
     ScoredToken("x", 0, 10, b"Ada", 0.5),

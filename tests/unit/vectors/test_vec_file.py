@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 from tests.unit.vectors.vector_fixtures import steps_of
 
-from ds4.domain.vectors.fields import VectorFileError
-from ds4.domain.vectors.records import VectorCase
-from ds4.domain.vectors.vec_file import parse_vec, render_vec
+from ds4.domain.vectors.files import parse_vec, render_vec
+from ds4.domain.vectors.records import VectorCase, VectorFileError
 
 GOOD = b"""# comment
 case short 4096 2 tests/test-vectors/prompts/short.txt

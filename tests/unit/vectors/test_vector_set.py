@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from tests.unit.vectors.vector_fixtures import reader, steps_of, vector_files
 
-from ds4.domain.vectors.fields import VectorFileError
-from ds4.domain.vectors.vector_set import read_vector_set
+from ds4.domain.vectors.files import read_vector_set
+from ds4.domain.vectors.records import VectorFileError
 
 OFFICIAL = "official/a.official.json"
 

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ds4.domain.vectors.fields import VectorFileError
-from ds4.domain.vectors.manifest import MANIFEST, Manifest, ManifestEntry, render_manifest
-from ds4.domain.vectors.official_json import RecordHeader, render_official
-from ds4.domain.vectors.records import Alternative, VectorCase, VectorStep, VectorToken
-from ds4.domain.vectors.vec_file import VEC_FILE, render_vec
+from ds4.domain.vectors.files import VEC_FILE, RecordHeader, render_official, render_vec
+from ds4.domain.vectors.records import (
+    MANIFEST,
+    Alternative,
+    Manifest,
+    ManifestEntry,
+    VectorCase,
+    VectorFileError,
+    VectorStep,
+    VectorToken,
+    render_manifest,
+)
 
 HEADER = RecordHeader("unit test", "toy", "memory", "2026-01-01T00:00:00Z")
 

@@ -17,7 +17,7 @@ from ds4.adapters.compute.vulkan.matvec import kernel_tables, upload_weights
 from ds4.adapters.compute.vulkan.matvec_q8 import matmul_q8, record_matmul_q8
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.adapters.compute.vulkan.submission import Recorder
-from ds4.domain.engine_math import actquant as host
+from ds4.domain.engine_math import quant_dots as host
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 

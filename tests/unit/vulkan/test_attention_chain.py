@@ -23,10 +23,8 @@ from ds4.adapters.compute.vulkan.rope import rope_tables
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.adapters.compute.vulkan.store_round import StoreRounding, record_store_round
 from ds4.adapters.compute.vulkan.submission import Recorder
-from ds4.domain.engine_math.attention import attend_with_sinks, indexer_scores, top_k_mask
-from ds4.domain.engine_math.lowprec import fp8_kv_sim, indexer_qat
-from ds4.domain.engine_math.numerics import FP32
-from ds4.domain.engine_math.scalar_ops import f16round
+from ds4.domain.engine_math.layers import attend_with_sinks, f16round, indexer_scores, top_k_mask
+from ds4.domain.engine_math.lowprec import FP32, fp8_kv_sim, indexer_qat
 from ds4.domain.model.presets import FLASH
 
 F32 = npt.NDArray[np.float32]

@@ -17,7 +17,7 @@ from ds4.adapters.compute.vulkan.norm import record_rmsnorm, rmsnorm
 from ds4.adapters.compute.vulkan.rope import apply_rope, record_rope, rope_tables
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.adapters.compute.vulkan.submission import Recorder
-from ds4.domain.engine_math.rope import RopeParams, Yarn
+from ds4.domain.engine_math.layers import RopeParams, Yarn
 from ds4.domain.gguf.ggml_types import GGMLType
 
 

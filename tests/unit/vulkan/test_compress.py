@@ -17,7 +17,7 @@ from ds4.adapters.compute.vulkan.compress import compress_windows, record_compre
 from ds4.adapters.compute.vulkan.rope import rope_tables
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.adapters.compute.vulkan.submission import Recorder
-from ds4.domain.engine_math.numerics import FP32
+from ds4.domain.engine_math.lowprec import FP32
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.presets import FLASH
 

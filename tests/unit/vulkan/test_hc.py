@@ -1,5 +1,5 @@
 """HC pre / post / head collapse on the GPU against the reference's own functions
-(domain/engine_math/hyper.py): fp32 contract 1e-4 relative (docs/vulkan.md)."""
+(domain/engine_math/layers.py): fp32 contract 1e-4 relative (docs/vulkan.md)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ import pytest
 from ds4.adapters.compute.vulkan.hc import HEAD, LAYER, hc_post, hc_pre, split_width
 from ds4.adapters.compute.vulkan.matvec import upload_weights
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.domain.engine_math.hyper import hc_post as ref_hc_post
-from ds4.domain.engine_math.hyper import hc_split, head_weights, weighted_streams
-from ds4.domain.engine_math.scalar_ops import rmsnorm
+from ds4.domain.engine_math.layers import hc_post as ref_hc_post
+from ds4.domain.engine_math.layers import hc_split, head_weights, rmsnorm, weighted_streams
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 

@@ -13,7 +13,7 @@ import pytest
 from ds4.adapters.compute.vulkan.indexer import indexer_select, record_topk, visible_rows
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.adapters.compute.vulkan.submission import Recorder
-from ds4.domain.engine_math.attention import indexer_scores, top_k_mask
+from ds4.domain.engine_math.layers import indexer_scores, top_k_mask
 from ds4.domain.errors import Ds4Error
 
 F32 = npt.NDArray[np.float32]

@@ -35,9 +35,16 @@ from ds4.adapters.compute.vulkan.moe import (
 )
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.adapters.compute.vulkan.submission import Recorder
-from ds4.domain.engine_math.actquant import QuantizedActivation, quantize_q8_0, quantize_q8_k
-from ds4.domain.engine_math.quant_dots import dot_iq2_xxs, dot_q2_k, dot_q4_k, dot_q8_0
-from ds4.domain.engine_math.routing import clamped_swiglu
+from ds4.domain.engine_math.layers import clamped_swiglu
+from ds4.domain.engine_math.quant_dots import (
+    QuantizedActivation,
+    dot_iq2_xxs,
+    dot_q2_k,
+    dot_q4_k,
+    dot_q8_0,
+    quantize_q8_0,
+    quantize_q8_k,
+)
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 

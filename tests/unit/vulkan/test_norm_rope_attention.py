@@ -15,9 +15,9 @@ from ds4.adapters.compute.vulkan.attention import attend_with_sinks
 from ds4.adapters.compute.vulkan.norm import rmsnorm
 from ds4.adapters.compute.vulkan.rope import apply_rope
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.domain.engine_math import attention as ref_attention
-from ds4.domain.engine_math import rope as ref_rope
-from ds4.domain.engine_math.scalar_ops import rmsnorm as ref_rmsnorm
+from ds4.domain.engine_math import layers as ref_attention
+from ds4.domain.engine_math import layers as ref_rope
+from ds4.domain.engine_math.layers import rmsnorm as ref_rmsnorm
 from ds4.domain.errors import Ds4Error
 
 YARN = ref_rope.Yarn(factor=16.0, orig_ctx=65536, beta_fast=32.0, beta_slow=1.0)

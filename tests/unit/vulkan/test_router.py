@@ -1,4 +1,4 @@
-"""MoE routing on the GPU against the reference's route() (domain/engine_math/routing.py):
+"""MoE routing on the GPU against the reference's route() (domain/engine_math/layers.py):
 identical expert ids (inputs without near-ties; one case of exact ties checks the
 lower-id-first rule), weights within 1e-4 relative (docs/vulkan.md)."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from ds4.adapters.compute.vulkan.router import HASH, record_route, route_on_device
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.domain.engine_math.routing import route
+from ds4.domain.engine_math.layers import route
 from ds4.domain.errors import Ds4Error
 
 F32 = npt.NDArray[np.float32]

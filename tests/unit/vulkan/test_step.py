@@ -8,7 +8,7 @@ import numpy as np
 from ds4.adapters.compute.vulkan.norm import record_rmsnorm
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.adapters.compute.vulkan.step import MIN_ARENA, BufferPool, Step
-from ds4.domain.engine_math.scalar_ops import rmsnorm
+from ds4.domain.engine_math.layers import rmsnorm
 
 
 def test_chained_ops_submit_once_per_host_read(vk: VulkanRuntime) -> None:

@@ -11,16 +11,15 @@ import pytest
 from tests.unit.generation.byte_tokenizer import ByteTokenizer
 
 from ds4.domain.errors import ContextLengthError, RequestError
-from ds4.domain.serving.generation_request import Api
-from ds4.domain.serving.prepare import prepare_job
-from ds4.domain.serving.prompt_bound import longest_token_bytes, tokens_at_least
-from ds4.domain.tools.replay_memory import ToolReplayMemory
-from ds4.wire.anthropic_request import parse_messages
-from ds4.wire.chat_request import parse_chat_completion, parse_completion
-from ds4.wire.count_tokens import count_tokens_body
-from ds4.wire.errors import http_status, openai_error_body
-from ds4.wire.json_body import MAX_VALUES, InvalidJsonError, decode_body, present
-from ds4.wire.json_scan import scan_json
+from ds4.domain.serving.exchange import Api
+from ds4.domain.serving.prepare import longest_token_bytes, prepare_job, tokens_at_least
+from ds4.domain.tools import ToolReplayMemory
+from ds4.wire.anthropic import count_tokens_body, parse_messages
+from ds4.wire.apis import openai_error_body
+from ds4.wire.chat import parse_chat_completion
+from ds4.wire.completions import parse_completion
+from ds4.wire.replies import http_status
+from ds4.wire.requests import MAX_VALUES, InvalidJsonError, decode_body, present, scan_json
 from ds4.wire.responses_request import parse_responses
 
 

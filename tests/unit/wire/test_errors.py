@@ -9,16 +9,9 @@ import pytest
 
 from ds4.domain.errors import ContextLengthError, ErrorKind, RequestError
 from ds4.domain.generation.events import Finished, Usage
-from ds4.domain.serving.generation_request import Api
-from ds4.domain.serving.served_events import cut_kind
-from ds4.wire.errors import (
-    STATUSES,
-    anthropic_error_body,
-    error_body,
-    http_status,
-    openai_error_body,
-    stream_error_frame,
-)
+from ds4.domain.serving.exchange import Api, cut_kind
+from ds4.wire.apis import anthropic_error_body, error_body, openai_error_body
+from ds4.wire.replies import STATUSES, http_status, stream_error_frame
 
 # kind -> (HTTP status, OpenAI error type, Anthropic error type), as the server answered
 # before kinds existed (docs/reference/server.md §1.3, ADR 0040).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ds4.wire.loopback import host_name, is_loopback_host
+from ds4.wire.requests import host_name, is_loopback_host
 
 LOOPBACK = ["127.0.0.1", "127.0.0.2", "127.255.255.254", "127.1", "127.256", "0x7f.1",
             "0177.0.0.1", "2130706433", "localhost", "LocalHost.", "::1", "[::1]",

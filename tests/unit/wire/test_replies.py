@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ds4.domain.dsml.calls import ToolCall
+from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.errors import ContextLengthError
 from ds4.domain.generation.events import (
     Finished,
@@ -17,14 +17,13 @@ from ds4.domain.generation.events import (
     ToolCallFinished,
     Usage,
 )
-from ds4.domain.serving.generation_request import Api
-from ds4.domain.serving.served_events import PromptReady, ToolCallOpened
-from ds4.wire.anthropic_reply import MessageStream, message_body
-from ds4.wire.completions_reply import CompletionStream, completion_body
-from ds4.wire.errors import anthropic_error_body, openai_error_body
-from ds4.wire.openai_chat_reply import ChatCompletionStream, chat_completion_body
-from ds4.wire.parsed_request import WireTool
-from ds4.wire.reply_context import ReplyContext
+from ds4.domain.serving.exchange import Api, PromptReady, ToolCallOpened
+from ds4.wire.anthropic import MessageStream, message_body
+from ds4.wire.apis import anthropic_error_body, openai_error_body
+from ds4.wire.chat import ChatCompletionStream, chat_completion_body
+from ds4.wire.completions import CompletionStream, completion_body
+from ds4.wire.replies import ReplyContext
+from ds4.wire.requests import WireTool
 from ds4.wire.responses_reply import ResponseStream, response_body
 
 USAGE = Usage(prompt_tokens=10, cached_tokens=7, completion_tokens=2)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ds4.domain.chat.messages import (
+from ds4.domain.chat import (
     AssistantMessage,
     SystemMessage,
     ThinkMode,
@@ -15,10 +15,11 @@ from ds4.domain.chat.messages import (
     UserMessage,
 )
 from ds4.domain.errors import RequestError
-from ds4.wire.anthropic_request import parse_messages, read_messages
-from ds4.wire.chat_request import parse_chat_completion, parse_completion
-from ds4.wire.errors import http_status
-from ds4.wire.json_scan import scan_json
+from ds4.wire.anthropic import parse_messages, read_messages
+from ds4.wire.chat import parse_chat_completion
+from ds4.wire.completions import parse_completion
+from ds4.wire.replies import http_status
+from ds4.wire.requests import scan_json
 from ds4.wire.responses_request import parse_responses
 
 HI = [{"role": "user", "content": "hi"}]

@@ -9,20 +9,16 @@ from typing import Any
 
 import pytest
 
-from ds4.domain.chat.messages import AssistantMessage, ThinkMode, ToolResultMessage
-from ds4.domain.chat.renderer import render_chat
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.render import render_tool_calls
-from ds4.domain.dsml.turn import finish_turn
+from ds4.domain.chat import AssistantMessage, ThinkMode, ToolResultMessage, render_chat
+from ds4.domain.dsml.parser import finish_turn
+from ds4.domain.dsml.syntax import ToolCall, render_tool_calls
 from ds4.domain.errors import RequestError
 from ds4.domain.generation.events import Finished, Usage
-from ds4.domain.serving.generation_request import GenerationRequest
-from ds4.wire.custom_tools import custom_call_input
-from ds4.wire.errors import http_status
-from ds4.wire.parsed_request import ParsedRequest
-from ds4.wire.reply_context import ReplyContext
+from ds4.domain.serving.exchange import GenerationRequest
+from ds4.wire.replies import ReplyContext, http_status
+from ds4.wire.requests import ParsedRequest
 from ds4.wire.responses_reply import ResponseStream, response_body
-from ds4.wire.responses_request import parse_responses
+from ds4.wire.responses_request import custom_call_input, parse_responses
 
 D = "｜DSML｜"
 GRAMMAR = 'start: "*** Begin Patch" LF hunk+ "*** End Patch"'

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ds4.adapters.files import read_limited
-from ds4.domain.agent.errors import ToolError
+from ds4.domain.agent.tool_catalog import ToolError
 from ds4.domain.engine.cancel import CancelCheck
 from ds4.ports.shell import JobSnapshot
 from ds4.ports.workspace import MAX_FILE_BYTES, DirEntry, EntryKind, FileStamp

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4 import _native_cpu  # type: ignore[attr-defined]
-from ds4.domain.engine_math.actquant import QuantizedActivation
+from ds4.domain.engine_math.quant_dots import QuantizedActivation
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 

@@ -1,7 +1,7 @@
 """numpy statement of exactly what the native CPU kernels compute (the test oracle).
 
 The quantized dots and activation quantizers are the engine's own
-(ds4.domain.engine_math.actquant / quant_dots, docs/reference/formats.md §5.2–5.7); this module adds
+(ds4.domain.engine_math.quant_dots, docs/reference/formats.md §5.2–5.7); this module adds
 the float-weight dots in the kernels' accumulation order (F16/BF16: f32 products summed
 in index order; F32: exact products summed in f64 in index order, docs/reference/model.md §4.1) and
 the routed-MoE composition of docs/reference/formats.md §5.8.
@@ -14,9 +14,16 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from ds4.domain.engine_math.actquant import QuantizedActivation, quantize_q8_0, quantize_q8_k
-from ds4.domain.engine_math.quant_dots import dot_iq2_xxs, dot_q2_k, dot_q4_k, dot_q8_0
-from ds4.domain.engine_math.routing import clamped_swiglu
+from ds4.domain.engine_math.layers import clamped_swiglu
+from ds4.domain.engine_math.quant_dots import (
+    QuantizedActivation,
+    dot_iq2_xxs,
+    dot_q2_k,
+    dot_q4_k,
+    dot_q8_0,
+    quantize_q8_0,
+    quantize_q8_k,
+)
 from ds4.domain.gguf.ggml_types import GGMLType
 
 F32 = npt.NDArray[np.float32]

@@ -14,9 +14,8 @@ from ds4.domain.dsml.syntax import THINK_CLOSE
 from ds4.domain.engine.cancel import CancelCheck, CancelledError
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
-from ds4.domain.eval.prompts import CasePrompt
-from ds4.domain.eval.think_close import NATURAL, ThinkCloser
-from ds4.domain.eval.trace_format import ThinkClose
+from ds4.domain.eval.prompts import NATURAL, CasePrompt, ThinkCloser
+from ds4.domain.eval.traces import ThinkClose
 from ds4.domain.generation.events import Finished, ReasoningDelta, TextDelta
 from ds4.domain.generation.loop import TurnSettings, decode_turn, prefill
 from ds4.ports.case_answerer import Answer, AnswerFinish, AnswerLimits, AnswerObserver

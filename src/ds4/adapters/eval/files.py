@@ -10,7 +10,7 @@ from pathlib import Path
 from ds4.adapters.files import read_limited
 from ds4.domain.errors import Ds4Error
 from ds4.domain.eval.case_schema import CaseDataError, CaseSet
-from ds4.domain.eval.readers.formats import AUTO, parse_case_file
+from ds4.domain.eval.readers import AUTO, parse_case_file
 
 # --- Case files -----------------------------------------------------------------------
 # Case files from disk: bounded reads, UTF-8, each through the reader its format needs.

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ds4.adapters.gguf.writer import GGUFWriter
-from ds4.domain.convert.planned import Chunk, PlannedTensor
+from ds4.domain.convert.plan import Chunk, PlannedTensor
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.gguf.records import MetaValue

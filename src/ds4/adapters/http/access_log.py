@@ -18,8 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from ds4.adapters.http.guard import ASGIApp, Message, Receive, Scope, Send
-from ds4.adapters.http.metrics import ServerMetrics
-from ds4.adapters.http.request_record import CLIENT_GONE, RequestRecord, detached_record
+from ds4.adapters.http.metrics import CLIENT_GONE, RequestRecord, ServerMetrics, detached_record
 
 log = logging.getLogger("ds4.access")
 

@@ -1,4 +1,5 @@
-"""The one inference worker thread: it owns the engine and serves a FIFO queue.
+"""The one inference worker thread: it owns the engine and serves a FIFO queue; the
+bounded job queue in front of it, and the turn large bodies take to be parsed.
 
 Request handlers (on the event loop) submit prepared jobs and read the events back
 through a callback; a job's cancel flag is checked by the generation loop at every
@@ -16,14 +17,19 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+import anyio.to_thread
 
 from ds4.domain.errors import ComputeUnavailableError, Ds4Error, ErrorKind, RequestError
 from ds4.domain.generation.events import Finished, Usage
 from ds4.domain.generation.loop import OnToken, ignore_token
+from ds4.domain.serving.exchange import ServedEvent
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.prepare import PreparedJob
-from ds4.domain.serving.served_events import ServedEvent
 
 log = logging.getLogger("ds4.server")
 
@@ -202,3 +208,89 @@ class InferenceWorker:
             log.exception("job crashed")
             self.worker.session.invalidate()
             job.deliver(JobFailed(f"internal error: {type(error).__name__}"))
+
+
+# ---- the job queue ---------------------------------------------------------
+# What the HTTP layer needs from whatever runs its jobs: one InferenceWorker, or a
+# SlotPool of them with `--sessions N` (ADR 0045).
+
+
+class JobQueue(Protocol):
+    def start(self) -> None: ...
+
+    def submit(self, job: Job) -> None:
+        """Queue a job (ShuttingDownError once stopping began)."""
+        ...
+
+    @property
+    def submitted(self) -> int:
+        """Jobs accepted so far, in queue order."""
+        ...
+
+    @property
+    def waiting(self) -> int:
+        """Jobs queued and not yet started (the /metrics queue depth)."""
+        ...
+
+    @property
+    def running(self) -> int:
+        """Jobs running on an engine session now (/metrics: active sessions)."""
+        ...
+
+    def begin_stop(self) -> None:
+        """Refuse new jobs and cancel queued and running ones (never blocks)."""
+        ...
+
+    def stop(self) -> None:
+        """Stop and wait until every live session is saved and every thread ended."""
+        ...
+
+    async def stop_async(self) -> None:
+        """`stop` for the server's shutdown hook (the event loop keeps running)."""
+        ...
+
+    def abandon(self) -> None:
+        """Stop waiting for the shutdown saves (a second signal)."""
+        ...
+
+    @property
+    def stopping(self) -> bool: ...
+
+
+# ---- large bodies ----------------------------------------------------------
+# Large request bodies go one at a time, on one thread of their own (ADR 0044).
+#
+# A body over LARGE_BODY_BYTES, or of unknown length (chunked), waits its turn before
+# it is read; the others stay unread, held back by TCP flow control. So N large bodies
+# cost one body's parsing memory, not N. Parsing and preparing them on one dedicated
+# thread matters as much: glibc gives every thread its own malloc arena and keeps the
+# freed memory of each, so four 60 MiB bodies parsed on four pool threads left the peak
+# RSS at 850 MB where one thread stays at 310 MB.
+#
+# Agent requests stay far below the threshold: a whole 1M-token context is about 4 MiB
+# of text.
+
+T = TypeVar("T")
+
+LARGE_BODY_BYTES = 8 << 20
+
+
+def is_large(declared: str | None) -> bool:
+    """By the request's Content-Length header (None: not sent)."""
+    return declared is None or not declared.strip().isdigit() or int(declared) > LARGE_BODY_BYTES
+
+
+class LargeBodies:
+    def __init__(self) -> None:
+        self._turn = asyncio.Lock()
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="ds4-large-body")
+
+    def turn(self, large: bool) -> AbstractAsyncContextManager[object]:
+        """Held from reading a large body to its prepared job; nothing for a small one."""
+        return self._turn if large else nullcontext()
+
+    async def run(self, large: bool, work: Callable[..., T], *args: object) -> T:
+        """`work(*args)` off the event loop: on the large-body thread, or the pool's."""
+        if large:
+            return await asyncio.get_running_loop().run_in_executor(self._thread, work, *args)
+        return await anyio.to_thread.run_sync(work, *args)

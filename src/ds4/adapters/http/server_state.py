@@ -7,17 +7,16 @@ import itertools
 import threading
 from dataclasses import dataclass, field
 
-from ds4.adapters.http.job_queue import JobQueue
-from ds4.adapters.http.large_bodies import LargeBodies
+from ds4.adapters.http.inference_worker import JobQueue, LargeBodies
 from ds4.adapters.http.metrics import ServerMetrics
 from ds4.adapters.system import SystemClock
-from ds4.domain.chat.prefix_file import PrefixTurn
-from ds4.domain.serving.live_bindings import KnownIds
-from ds4.domain.tools.replay_memory import ToolReplayMemory
+from ds4.domain.chat import PrefixTurn
+from ds4.domain.serving.live import KnownIds
+from ds4.domain.tools import ToolReplayMemory
 from ds4.ports.random_source import RandomSource
 from ds4.ports.time import Clock
 from ds4.ports.tokenizer import Tokenizer
-from ds4.wire.models import DEFAULT_MODEL
+from ds4.wire.requests import DEFAULT_MODEL
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024

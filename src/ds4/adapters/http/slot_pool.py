@@ -3,7 +3,7 @@
 Each slot is an InferenceWorker: one Worker (its own live session and bindings) on its
 own thread, exactly what the server runs with one session. The pool keeps the jobs in
 arrival order and hands the oldest to an idle slot: the one whose conversation the job
-continues, else an empty one, else the one used least recently (serving.slot_choice).
+continues, else an empty one, else the one used least recently (serving.prepare.choose_slot).
 A slot is busy from the hand-off until its job's last output (Finished or JobFailed);
 then `on_idle(slot)` runs (the step gate stops waiting for it) and it can take the
 next job. A job cancelled while it waits here is answered by the slot without running.
@@ -31,7 +31,7 @@ from ds4.adapters.http.inference_worker import (
     ShuttingDownError,
 )
 from ds4.domain.generation.events import Finished
-from ds4.domain.serving.slot_choice import SlotCandidate, SlotLedger, choose_slot
+from ds4.domain.serving.prepare import SlotCandidate, SlotLedger, choose_slot
 
 log = logging.getLogger("ds4.server")
 

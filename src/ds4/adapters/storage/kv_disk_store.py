@@ -22,14 +22,16 @@ from ds4.adapters.storage.kv_file_reader import (
     read_layout,
 )
 from ds4.domain.errors import Ds4Error
-from ds4.domain.kvcache.kvc_header import (
+from ds4.domain.kvcache.kv_file import (
+    FOOTER_SIZE,
     PREFIX_SIZE,
     KvcFlags,
     KvcHeader,
+    body_digest,
     cache_key_name,
+    make_footer,
     parse_cache_name,
 )
-from ds4.domain.kvcache.kvc_integrity import FOOTER_SIZE, body_digest, make_footer
 from ds4.domain.kvcache.policy import CacheEntry
 from ds4.ports.kv_store import KvFile
 

@@ -14,8 +14,16 @@ import os
 import struct
 from dataclasses import dataclass
 
-from ds4.domain.kvcache.kvc_header import HEADER_SIZE, PREFIX_SIZE, KvcHeader, decode_header
-from ds4.domain.kvcache.kvc_integrity import FOOTER_SIZE, FOOTER_START, body_digest, check_footer
+from ds4.domain.kvcache.kv_file import (
+    FOOTER_SIZE,
+    FOOTER_START,
+    HEADER_SIZE,
+    PREFIX_SIZE,
+    KvcHeader,
+    body_digest,
+    check_footer,
+    decode_header,
+)
 
 # The trailer sections hold the KTM map, whose DSML blocks are copied from the key text,
 # which the context bounds to a few MB; a larger tail means a damaged size field, and is

@@ -27,7 +27,7 @@ from ds4.adapters.tokenizer.pretokenize import (
 )
 from ds4.adapters.tokenizer.vocabulary import TokenizerDataError, Vocabulary
 from ds4.domain.errors import Ds4Error
-from ds4.domain.tokenizer.byte_alphabet import BYTE_TO_CHAR
+from ds4.domain.tokenizer import BYTE_TO_CHAR
 from ds4.ports.tokenizer import SpecialTokenIds
 
 # --- Streaming decoding: incremental detokenization that never splits a UTF-8 character

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from ds4.adapters.tokenizer.unicode_class_ranges import RANGE_CLASSES, RANGE_STARTS
 from ds4.adapters.tokenizer.vocabulary import AddedToken
-from ds4.domain.tokenizer.byte_alphabet import BYTE_TO_CHAR
+from ds4.domain.tokenizer import BYTE_TO_CHAR
 
 # --- Added tokens ---------------------------------------------------------------
 # Found in raw text the way HF `tokenizers` does for this tokenizer.json. Two passes,

@@ -19,8 +19,8 @@ from typing import Literal
 from ds4.adapters.files import read_limited
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.records import MetaValue, ValueType, meta_str, meta_u32
-from ds4.domain.tokenizer.byte_alphabet import BYTE_TO_CHAR
-from ds4.domain.tokenizer.gguf_tables import (
+from ds4.domain.tokenizer import (
+    BYTE_TO_CHAR,
     MERGES_KEY,
     TOKEN_TYPE_CONTROL,
     TOKEN_TYPE_USER_DEFINED,

@@ -17,9 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ds4.apps.agent.trace_file import TraceFile
-from ds4.domain.agent.render import DIM, styled
+from ds4.domain.agent.screen import DIM, AgentState, AgentStatus, styled
 from ds4.domain.agent.slash import SlashCommand
-from ds4.domain.agent.status import AgentState, AgentStatus
 from ds4.ports.agent_io import Approval
 
 DEFAULT_CONFIRM_SECONDS = 10.0

@@ -24,8 +24,8 @@ from ds4.apps.flag_types import INT_MAX, MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK
 from ds4.domain.agent.core import AgentSettings
-from ds4.domain.agent.system_prompt import DEFAULT_SYSTEM
-from ds4.domain.chat.constants import THINK_MAX_MIN_CONTEXT
+from ds4.domain.agent.transcript import DEFAULT_SYSTEM
+from ds4.domain.chat import THINK_MAX_MIN_CONTEXT
 from ds4.domain.errors import Ds4Error
 
 EPILOG = f"""saved sessions (/save, /list, /switch) and the input history live in

@@ -14,7 +14,7 @@ import threading
 
 from ds4.apps.agent.channel import AgentChannel
 from ds4.apps.agent.worker import AgentWorker
-from ds4.domain.agent.status import AgentState
+from ds4.domain.agent.screen import AgentState
 
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
 

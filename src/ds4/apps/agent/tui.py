@@ -33,6 +33,7 @@ from prompt_toolkit.styles import Style
 
 from ds4.apps.agent.channel import AgentChannel
 from ds4.apps.agent.screen_log import ScreenLog
+from ds4.domain.agent.screen import footer_text
 from ds4.domain.agent.slash import (
     COMMANDS,
     HELP,
@@ -41,7 +42,6 @@ from ds4.domain.agent.slash import (
     usage_error,
     when_busy,
 )
-from ds4.domain.agent.status import footer_text
 
 PROMPT = "ds4-agent> "
 QUEUE_ROWS = 3

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from ds4.apps.agent.channel import AgentChannel, Command, Stop, Submit
 from ds4.apps.bootstrap import BuiltAgent
+from ds4.domain.agent.screen import AgentState
 from ds4.domain.agent.slash import SlashCommand
-from ds4.domain.agent.status import AgentState
 from ds4.domain.errors import Ds4Error
 
 Build = Callable[[AgentChannel], BuiltAgent]

@@ -12,13 +12,10 @@ from ds4.apps.engine_flags import scripted_flags_problem
 from ds4.apps.eval.eval_flags import DEFAULT_TOKENS
 from ds4.domain.errors import Ds4Error
 from ds4.domain.eval.case_schema import CaseSet
-from ds4.domain.eval.cases import MAX_CASE_TOKENS, EvalCase
-from ds4.domain.eval.compare import compare_traces
-from ds4.domain.eval.regrade import regrade
-from ds4.domain.eval.selection import Selection, case_listing, select_cases
+from ds4.domain.eval.cases import MAX_CASE_TOKENS, EvalCase, Selection, case_listing, select_cases
+from ds4.domain.eval.readers import validation_report
 from ds4.domain.eval.self_test import PASSED_LINE, run_self_tests
-from ds4.domain.eval.trace_format import parse_trace
-from ds4.domain.eval.validation import validation_report
+from ds4.domain.eval.traces import compare_traces, parse_trace, regrade
 
 
 def run(args: argparse.Namespace) -> int:

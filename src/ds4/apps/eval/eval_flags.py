@@ -10,10 +10,9 @@ from ds4.apps.cli_command import add_sampling_flags
 from ds4.apps.engine_flags import add_backend_flags, add_model_flag, add_numerics_flag
 from ds4.apps.flag_types import INT_MAX, MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
-from ds4.domain.eval.cases import DEFAULT_SUITE, MAX_CASE_TOKENS
-from ds4.domain.eval.readers.formats import AUTO, FORMAT_NAMES
-from ds4.domain.eval.selection import parse_case_sequence
-from ds4.domain.eval.think_close import ReplyLimits
+from ds4.domain.eval.cases import DEFAULT_SUITE, MAX_CASE_TOKENS, parse_case_sequence
+from ds4.domain.eval.prompts import ReplyLimits
+from ds4.domain.eval.readers import AUTO, FORMAT_NAMES
 from ds4.domain.sampling.params import MAX_TOP_K
 
 DEFAULT_TOKENS = 16_000

@@ -21,16 +21,13 @@ from ds4.apps.eval.eval_flags import DEFAULT_TOKENS
 from ds4.apps.eval.plain_view import PlainView
 from ds4.apps.eval.run_control import PausableTimer, RunControls
 from ds4.apps.eval.tui_state import MIN_COLUMNS, MIN_ROWS
-from ds4.domain.chat.messages import ThinkMode, effective_think_mode
-from ds4.domain.eval.cases import EvalCase
-from ds4.domain.eval.context_size import SizedContext, auto_size_context
-from ds4.domain.eval.prompts import case_prompt
+from ds4.domain.chat import ThinkMode, effective_think_mode
+from ds4.domain.eval.cases import EvalCase, SizedContext, auto_size_context, select_cases
+from ds4.domain.eval.prompts import ReplyLimits, case_prompt
+from ds4.domain.eval.readers import source_table
 from ds4.domain.eval.report import render_report, report_json
 from ds4.domain.eval.runner import EvalRun, RunOutcome, RunSettings
-from ds4.domain.eval.selection import select_cases
-from ds4.domain.eval.sources import source_table
-from ds4.domain.eval.think_close import ReplyLimits
-from ds4.domain.eval.trace_format import TraceHeader
+from ds4.domain.eval.traces import TraceHeader
 from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
 from ds4.ports.case_answerer import CaseAnswerer
 

@@ -7,7 +7,7 @@ import sys
 from typing import TextIO
 
 from ds4.apps.cli_output import EventPrinter, PrefillMeter
-from ds4.domain.eval.results import CaseResult, CaseState
+from ds4.domain.eval.report import CaseResult, CaseState
 from ds4.domain.generation.events import PrefillProgress, ReasoningDelta, TextDelta
 
 

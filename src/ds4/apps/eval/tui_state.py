@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ds4.apps.eval.run_control import RunControls
-from ds4.domain.eval.results import CaseResult, CaseState
+from ds4.domain.eval.report import CaseResult, CaseState
 
 MAX_STREAM_CHARS = 64_000  # the screen shows the tail; older text is dropped
 MIN_COLUMNS, MIN_ROWS = 90, 18  # a smaller terminal gets the plain output

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from ds4.domain.agent.compactor import Compactor
 from ds4.domain.agent.core import AgentCore
-from ds4.domain.agent.render import user_echo
-from ds4.domain.agent.session_ops import SessionOps
-from ds4.domain.agent.slash import HELP, SlashCommand, history_count
-from ds4.domain.agent.status import AgentState
-from ds4.domain.agent.transcript_text import queued_message
+from ds4.domain.agent.screen import AgentState, user_echo
+from ds4.domain.agent.slash import HELP, SessionOps, SlashCommand, history_count
+from ds4.domain.agent.transcript import queued_message
 from ds4.domain.agent.turn_loop import TurnRunner
 from ds4.domain.engine.cancel import CancelledError
 from ds4.domain.errors import Ds4Error

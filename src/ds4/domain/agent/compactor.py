@@ -15,10 +15,9 @@ import numpy as np
 
 from ds4.domain.agent import compaction
 from ds4.domain.agent.core import AgentCore
-from ds4.domain.agent.render import DIM, MAGENTA_BOLD, styled
-from ds4.domain.agent.status import AgentState
-from ds4.domain.agent.transcript_text import tool_turn, user_turn
-from ds4.domain.chat.constants import ASSISTANT, EOS, UNTHINK
+from ds4.domain.agent.screen import DIM, MAGENTA_BOLD, AgentState, styled
+from ds4.domain.agent.transcript import tool_turn, user_turn
+from ds4.domain.chat import ASSISTANT, EOS, UNTHINK
 from ds4.domain.engine.cancel import CancelledError
 from ds4.domain.errors import Ds4Error
 

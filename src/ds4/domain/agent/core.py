@@ -14,15 +14,11 @@ from typing import Any
 
 from ds4.domain.agent import compaction
 from ds4.domain.agent.library import SessionLibrary
-from ds4.domain.agent.status import PREFILL_LABELS, AgentState, AgentStatus
-from ds4.domain.agent.system_prompt import agent_guide, system_head
+from ds4.domain.agent.screen import PREFILL_LABELS, AgentState, AgentStatus
 from ds4.domain.agent.tool_catalog import agent_tool_schemas
 from ds4.domain.agent.toolbox import ToolBox
-from ds4.domain.agent.trace_text import token_records
-from ds4.domain.agent.transcript_text import user_turn
-from ds4.domain.chat.constants import ASSISTANT, UNTHINK
-from ds4.domain.chat.messages import ThinkMode
-from ds4.domain.chat.tool_schemas import tools_system_text
+from ds4.domain.agent.transcript import agent_guide, system_head, token_records, user_turn
+from ds4.domain.chat import ASSISTANT, UNTHINK, ThinkMode, tools_system_text
 from ds4.domain.engine.cancel import never_cancel
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error

@@ -17,25 +17,22 @@ from enum import Enum
 from ds4.domain.agent import compaction
 from ds4.domain.agent.compactor import Compactor, Partial
 from ds4.domain.agent.core import AgentCore
-from ds4.domain.agent.edit_preflight import EditPreflight
-from ds4.domain.agent.errors import tool_error
-from ds4.domain.agent.render import BOLD_RED, DIM, TerminalRenderer, styled, user_echo
+from ds4.domain.agent.file_tools import EditPreflight
+from ds4.domain.agent.screen import BOLD_RED, DIM, AgentState, TerminalRenderer, styled, user_echo
 from ds4.domain.agent.session_meta import normalize_title, session_id
-from ds4.domain.agent.status import AgentState
-from ds4.domain.agent.system_prompt import datetime_note
+from ds4.domain.agent.tool_catalog import tool_error
 from ds4.domain.agent.toolbox import PlannedCall
-from ds4.domain.agent.trace_text import text_record
-from ds4.domain.agent.transcript_text import (
+from ds4.domain.agent.transcript import (
     combined_results,
+    datetime_note,
     queued_message,
+    text_record,
     tool_turn,
     user_turn,
 )
-from ds4.domain.chat.constants import ASSISTANT, THINK, UNTHINK
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.parser import find_block_start
-from ds4.domain.dsml.syntax import THINK_CLOSE
-from ds4.domain.dsml.turn import Recovery
+from ds4.domain.chat import ASSISTANT, THINK, UNTHINK
+from ds4.domain.dsml.parser import Recovery, find_block_start
+from ds4.domain.dsml.syntax import THINK_CLOSE, ToolCall
 from ds4.domain.engine.cancel import CancelledError
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished

@@ -1,12 +1,22 @@
-"""The markers of a generated turn: think tags, DSML tag spellings, and the escaping
-each DSML wrapper needs (docs/reference/chat-and-dsml.md §3.1–3.2). Every scanner of generated text
-takes its strings from here.
+"""DSML as text (docs/reference/chat-and-dsml.md §3.1–3.2): the markers of a generated
+turn (think tags, DSML tag spellings) and the escaping each wrapper needs, the tool call
+as the protocol layer sees it, the JSON text helpers that keep the client's bytes, and
+JSON tool calls rendered as canonical DSML. Every scanner of generated text takes its
+strings from here.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import msgspec
+
+# --- syntax ---
+# The markers of a generated turn: think tags, DSML tag spellings, and the escaping
+# each DSML wrapper needs (docs/reference/chat-and-dsml.md §3.1–3.2).
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
@@ -143,3 +153,196 @@ def unescape_param_text(value: str, param_close: str = FULL.param_close) -> str:
 
 def _ladder(param_close: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     return _FULL_LADDER if param_close == FULL.param_close else _ladder_patterns(param_close)
+
+
+# --- calls ---
+# A tool call as the protocol layer sees it.
+
+
+class ToolCall(msgspec.Struct, frozen=True):
+    """One call: the tool name and its arguments as JSON text.
+
+    `arguments` is normally the text of a JSON object. From a client it is kept as
+    sent (so DSML rendering can keep the client's member order and escapes); from
+    the parser it is the compact wire form of docs/reference/chat-and-dsml.md §3.5. `id` is empty
+    until one is assigned (domain.tools).
+    """
+
+    name: str
+    arguments: str
+    id: str = ""
+
+
+# --- json text ---
+# Small JSON text helpers that keep the client's bytes where the protocol needs them.
+#
+# Python's json module re-serializes values; DSML argument rendering instead keeps the
+# member order and string escapes exactly as written and only drops insignificant
+# whitespace (docs/reference/chat-and-dsml.md §3.2). The wire escaper matches
+# docs/reference/chat-and-dsml.md §3.5 byte for byte.
+
+_WHITESPACE = frozenset(" \t\n\r")
+_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def json_escape(text: str) -> str:
+    """Body of a JSON string literal (no quotes): `"` `\\` `\\n` `\\r` `\\t` short,
+    other control characters as lower-case `\\u00xx`, everything else raw."""
+    out: list[str] = []
+    for char in text:
+        short = _SHORT_ESCAPES.get(char)
+        if short is not None:
+            out.append(short)
+        elif char < " ":
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def json_string(text: str) -> str:
+    return '"' + json_escape(text) + '"'
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_json(text: str) -> object:
+    """Strict JSON (no NaN/Infinity); raises ValueError on anything else."""
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def is_json(text: str) -> bool:
+    try:
+        parse_json(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def minify_json(text: str) -> str:
+    """Drop whitespace outside strings; string bodies and escapes stay as written."""
+    out: list[str] = []
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in _WHITESPACE:
+            continue
+        out.append(char)
+    return "".join(out)
+
+
+def object_members(text: str) -> list[tuple[str, str]] | None:
+    """(decoded key, raw value text) of each member of a JSON object, in order and with
+    duplicates kept; None when `text` is not a valid JSON object."""
+    try:
+        value = parse_json(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    members: list[tuple[str, str]] = []
+    pos = _skip_ws(text, text.index("{") + 1)
+    while text[pos] != "}":
+        key_end = _string_end(text, pos)
+        key = parse_json(text[pos:key_end])
+        assert isinstance(key, str)
+        value_start = _skip_ws(text, _skip_ws(text, key_end) + 1)  # past ':'
+        value_end = _value_end(text, value_start)
+        members.append((key, text[value_start:value_end]))
+        pos = _skip_ws(text, value_end)
+        if text[pos] == ",":
+            pos = _skip_ws(text, pos + 1)
+    return members
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in _WHITESPACE:
+        pos += 1
+    return pos
+
+
+def _string_end(text: str, pos: int) -> int:
+    """Index just past the string literal starting at text[pos] == '"'."""
+    pos += 1
+    while text[pos] != '"':
+        pos += 2 if text[pos] == "\\" else 1
+    return pos + 1
+
+
+def _value_end(text: str, pos: int) -> int:
+    """Index just past the (already validated) JSON value starting at pos."""
+    if text[pos] == '"':
+        return _string_end(text, pos)
+    if text[pos] in "[{":
+        depth = 0
+        while True:
+            char = text[pos]
+            if char == '"':
+                pos = _string_end(text, pos)
+                continue
+            if char in "[{":
+                depth += 1
+            elif char in "]}":
+                depth -= 1
+                if depth == 0:
+                    return pos + 1
+            pos += 1
+    while pos < len(text) and text[pos] not in ",]}" and text[pos] not in _WHITESPACE:
+        pos += 1
+    return pos
+
+
+# --- render ---
+# JSON tool calls to canonical DSML text (docs/reference/chat-and-dsml.md §3.2).
+
+_JSON_SAFE_CLOSE = "\\u003c" + FULL.param_close[1:]
+
+
+def render_parameter(key: str, value: str, *, is_string: bool) -> str:
+    body = escape_param_text(value) if is_string else value
+    flag = "true" if is_string else "false"
+    return (
+        f'{FULL.param_open} name="{escape_attribute(key)}" string="{flag}">'
+        f"{body}{FULL.param_close}\n"
+    )
+
+
+def render_invoke(call: ToolCall) -> str:
+    parts = [f'{FULL.invoke_open} name="{escape_attribute(call.name)}">\n']
+    members = object_members(call.arguments)
+    if members is None:
+        # Not a JSON object: the model still sees the text, as one string parameter.
+        parts.append(render_parameter("arguments", call.arguments, is_string=True))
+    else:
+        for key, raw in members:
+            if raw.startswith('"'):
+                decoded = parse_json(raw)
+                assert isinstance(decoded, str)
+                parts.append(render_parameter(key, decoded, is_string=True))
+            else:
+                literal = minify_json(raw).replace(FULL.param_close, _JSON_SAFE_CLOSE)
+                parts.append(render_parameter(key, literal, is_string=False))
+    parts.append(f"{FULL.invoke_close}\n")
+    return "".join(parts)
+
+
+def render_tool_calls(calls: Sequence[ToolCall]) -> str:
+    """The DSML block for an assistant turn's calls ("" when there are none).
+
+    It starts with the blank line that separates it from visible text, exactly as
+    the model was trained to write it.
+    """
+    if not calls:
+        return ""
+    body = "".join(render_invoke(call) for call in calls)
+    return f"\n\n{FULL.block_open}\n{body}{FULL.block_close}"

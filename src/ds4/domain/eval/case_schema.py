@@ -24,8 +24,7 @@ from ds4.domain.eval.cases import (
     SourceInfo,
     inferred_kind,
 )
-from ds4.domain.eval.extract import sequence_items
-from ds4.domain.eval.line_sets import is_line_spec
+from ds4.domain.eval.grading import is_line_spec, sequence_items
 
 CASE_FIELDS = frozenset(
     {

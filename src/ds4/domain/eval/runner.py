@@ -18,14 +18,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
-from ds4.domain.chat.messages import ThinkMode
+from ds4.domain.chat import ThinkMode
 from ds4.domain.eval.cases import EvalCase
-from ds4.domain.eval.extract import has_final_answer_line
-from ds4.domain.eval.grading import grade_output
-from ds4.domain.eval.prompts import CasePrompt, case_prompt
-from ds4.domain.eval.results import CaseResult, CaseState
-from ds4.domain.eval.think_close import ReplyLimits
-from ds4.domain.eval.trace_format import TraceHeader, TraceRecord, render_record, render_summary
+from ds4.domain.eval.grading import grade_output, has_final_answer_line
+from ds4.domain.eval.prompts import CasePrompt, ReplyLimits, case_prompt
+from ds4.domain.eval.report import CaseResult, CaseState
+from ds4.domain.eval.traces import TraceHeader, TraceRecord, render_record, render_summary
 from ds4.domain.sampling.params import SamplingParams
 from ds4.ports.case_answerer import Answer, AnswerLimits, AnswerObserver, CaseAnswerer
 from ds4.ports.time import Timer

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 from ds4.domain.eval.cases import CHOICE_LETTERS, AnswerKind, EvalCase
 from ds4.domain.eval.grading import grade_output
-from ds4.domain.eval.regrade import Outcome, regrade_one
-from ds4.domain.eval.trace_format import counted_block, next_marker, parse_trace
+from ds4.domain.eval.traces import Outcome, counted_block, next_marker, parse_trace, regrade_one
 
 PASSED_LINE = "ds4-eval: answer extractor self-tests passed"
 

@@ -1,6 +1,6 @@
 """Live tool-call events from a tool block's elements (docs/reference/chat-and-dsml.md §3.7).
 
-Follows dsml.parser's grammar over the elements dsml.block_lexer reads and reports,
+Follows dsml.parser's grammar over the elements dsml.stream reads and reports,
 per call index: Started once the invoke header is complete, an arguments fragment "{"
 then one per finished parameter (`"key":value`, comma-led after the first; a loose
 nested object as one member once it ends) then "}", and Finished with the call.
@@ -13,11 +13,9 @@ from __future__ import annotations
 
 from enum import Enum
 
-from ds4.domain.dsml.block_lexer import Element, Tag
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.json_text import json_string
 from ds4.domain.dsml.parser import is_string_value, value_json
-from ds4.domain.dsml.syntax import Spelling
+from ds4.domain.dsml.stream import Element, Tag
+from ds4.domain.dsml.syntax import Spelling, ToolCall, json_string
 from ds4.domain.generation.events import ToolCallArguments, ToolCallFinished, ToolCallStarted
 
 ToolEvent = ToolCallStarted | ToolCallArguments | ToolCallFinished

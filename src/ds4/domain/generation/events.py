@@ -15,7 +15,7 @@ Tool calls stream per call index: ToolCallStarted once the invoke header is comp
 ToolCallArguments fragments whose concatenation is the call's arguments JSON (one
 fragment per finished parameter or loose nested object, plus "{" and "}"),
 ToolCallFinished with the call as parsed. Finished carries the authoritative parse
-(dsml.turn.finish_turn); what was streamed is a prefix of it (the streamed text of
+(dsml.parser.finish_turn); what was streamed is a prefix of it (the streamed text of
 its content, the streamed calls of its calls) unless the parse had to recover a
 block, so a front end sends the rest from Finished. A front end that streamed calls
 live still takes ids-by-index from what it showed and the calls from
@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ds4.domain.dsml.calls import ToolCall
-from ds4.domain.dsml.turn import Recovery
+from ds4.domain.dsml.parser import Recovery
+from ds4.domain.dsml.syntax import ToolCall
 
 # stop: EOS (not evaluated into the state) or a stop string; length: max tokens or
 # the context is full; tool_calls: a tool block closed and parsed into >= 1 call;

@@ -5,17 +5,17 @@ Fed the text as it is decoded, in deltas of any size, it returns the events that
 safe to show and keeps the state the decode loop steers by:
 - reasoning: from the start (a leading `<think>` skipped) to the first `</think>` when
   the prompt opened thinking; markers and stop strings mean nothing there, except a
-  tool call begun at a line start (dsml.think_call), which asks for a forced `</think>`;
+  tool call begun at a line start (dsml.stream), which asks for a forced `</think>`;
 - text: stop strings are matched here only; with tools, the first block open tag (any
   spelling) ends the text for good, and the whitespace before it is syntax;
-- the tool block: dsml.block_lexer says whether the next token is structure (greedy)
+- the tool block: dsml.stream says whether the next token is structure (greedy)
   and when the block closed; generation.call_stream turns its elements into calls.
 The undecided tail it holds is bounded: a partial marker, `max_stop_len - 1`
 characters, and (with tools) the whitespace run before them; a header or value is
 kept only until it ends. So every character is handled a bounded number of times
 and the cost of a turn is linear in its length. The result does not depend on how
 the text was split (tests/unit/generation/test_lexer_properties.py), and
-dsml.turn.finish_turn over the whole text stays the authoritative parse.
+dsml.parser.finish_turn over the whole text stays the authoritative parse.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import Enum
 
-from ds4.domain.dsml.block_lexer import BlockLexer, Structure
+from ds4.domain.dsml.stream import BlockLexer, Structure, ThinkCall, ThinkCallWatch
 from ds4.domain.dsml.syntax import (
     SPELLINGS,
     THINK_CLOSE,
@@ -32,7 +32,6 @@ from ds4.domain.dsml.syntax import (
     Spelling,
     partial_tag_at,
 )
-from ds4.domain.dsml.think_call import ThinkCall, ThinkCallWatch
 from ds4.domain.generation.call_stream import CallStream, ToolEvent
 from ds4.domain.generation.events import ReasoningDelta, TextDelta
 from ds4.domain.generation.stop_strings import StopHit, StopStrings

@@ -10,8 +10,8 @@ the events of generation.events. One turn:
    evaluated), the token budget, a full context or cancellation; `on_token(token)` runs after each
    token is evaluated, before the next step (the server's continued KV saves); `steer`
    may force a token instead of sampling one (ds4 eval's reply budgets,
-   domain/eval/think_close.py);
-3. finish: flush held text, parse the turn (dsml.turn.finish_turn), report usage.
+   domain/eval/prompts.py);
+3. finish: flush held text, parse the turn (dsml.parser.finish_turn), report usage.
 
 With a drafter on the session (docs/mtp.md) a decode step may take several tokens: the
 sampled token and the drafts that follow it are evaluated together, each draft is kept
@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from ds4.domain.dsml.parser import FinishReason as TurnFinish
+from ds4.domain.dsml.parser import finish_turn
 from ds4.domain.dsml.syntax import THINK_CLOSE
-from ds4.domain.dsml.turn import FinishReason as TurnFinish
-from ds4.domain.dsml.turn import finish_turn
 from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error

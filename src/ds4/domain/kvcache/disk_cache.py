@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
-from ds4.domain.kvcache.kvc_header import KvcFlags, KvcHeader, SaveReason
+from ds4.domain.kvcache.kv_file import KvcFlags, KvcHeader, SaveReason
 from ds4.domain.kvcache.policy import (
     CacheEntry,
     KvCacheOptions,

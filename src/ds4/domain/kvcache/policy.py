@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ds4.domain.kvcache.kvc_header import KvcHeader, SaveReason
+from ds4.domain.kvcache.kv_file import KvcHeader, SaveReason
 
 HIT_HALF_LIFE_S = 21600.0  # six hours
 MIN_EFFECTIVE_HITS = 0.01

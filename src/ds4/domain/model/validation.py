@@ -19,7 +19,7 @@ from ds4.domain.model.hparams import DeepSeekV4HParams, read_hparams
 from ds4.domain.model.presets import PRESETS, matching_preset, preset_differences
 from ds4.domain.model.problems import Problem
 from ds4.domain.model.tensor_data_checks import check_tensor_data
-from ds4.domain.tokenizer.gguf_tables import REQUIRED_SPECIAL_TOKENS, check_tokenizer_tables
+from ds4.domain.tokenizer import REQUIRED_SPECIAL_TOKENS, check_tokenizer_tables
 from ds4.ports.model_file import ModelFile
 
 __all__ = ["REQUIRED_SPECIAL_TOKENS", "ValidationReport", "validate", "validate_model_file"]

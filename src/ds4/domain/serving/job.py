@@ -2,14 +2,14 @@
 
 Pure orchestration over the EngineSession and the generation loop; the HTTP
 adapter runs it on its single worker thread and maps the events per API.
-Cache decision (docs/reference/server.md §4.2, serving.decision): the live bindings of
+Cache decision (docs/reference/server.md §4.2, prepare.cache_decision): the live bindings of
 docs/reference/server.md §5 (Responses visible transcript and call ids, Anthropic tool_use ids, the
 tool-less thinking transcript), the live tokens as a prefix ("memory-token"), the live text as
 a byte prefix ("memory-text"); otherwise (a miss, docs/kv-cache.md's decision order) the
 outgoing state is kept (in memory, and on disk as "evict", keyed by its visible transcript
 when bound), and the prompt continues from whichever keeps the most of it: the live
 state rewound to an exact point, an in-memory checkpoint ("memory-checkpoint",
-serving.memory_checkpoints), a stored text prefix ("disk-text"); with nothing kept a
+checkpoints.MemoryCheckpoints), a stored text prefix ("disk-text"); with nothing kept a
 "cold" checkpoint may be cut (docs/reference/server.md §4.4). Continued
 checkpoints are written at aligned frontiers while prefilling and, through the decode loop's
 per-token callback, while decoding (docs/reference/server.md §4.5); a prompt's end stays in
@@ -18,17 +18,19 @@ and the in-memory checkpoints.
 After a successful prefill the bindings the job did not continue from are dropped; after the
 turn they are remembered or cleared (docs/reference/server.md §4.8), and a chat or Anthropic turn
 whose calls cannot be replayed exactly has its live state rewritten to the canonical rendering
-before the reply goes out (docs/reference/server.md §6, serving.canonicalize).
+before the reply goes out (docs/reference/server.md §6, canonicalize below).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
+from enum import Enum
 
-from ds4.domain.chat.renderer import has_tool_context
+from ds4.domain.chat import EOS, UNTHINK, has_tool_context
+from ds4.domain.dsml.syntax import ToolCall, render_tool_calls
 from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
@@ -41,27 +43,23 @@ from ds4.domain.generation.loop import (
     ignore_token,
     prefill,
 )
-from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason
+from ds4.domain.kvcache.kv_file import KvcFlags, SaveReason
 from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
-from ds4.domain.serving.canonicalize import (
-    canonicalize_tool_checkpoint,
-    checkpoint_suffix,
-    should_canonicalize,
+from ds4.domain.serving.checkpoints import (
+    MEMORY_CHECKPOINT,
+    DiskHit,
+    KvCheckpoints,
+    MemoryCheckpoints,
 )
-from ds4.domain.serving.decision import CacheDecision, cache_decision
-from ds4.domain.serving.generation_request import Api
-from ds4.domain.serving.kv_checkpoints import DiskHit, KvCheckpoints
-from ds4.domain.serving.live_bindings import (
+from ds4.domain.serving.exchange import PromptReady, ServedEvent, ToolCallOpened
+from ds4.domain.serving.live import (
     RESPONSES_TOOL_OUTPUT,
     RESPONSES_VISIBLE,
     LiveBindings,
     TurnFacts,
 )
-from ds4.domain.serving.memory_checkpoints import MEMORY_CHECKPOINT, MemoryCheckpoints
-from ds4.domain.serving.prepare import PreparedJob
-from ds4.domain.serving.served_events import PromptReady, ServedEvent, ToolCallOpened
-from ds4.domain.tools.replay_memory import ToolReplayMemory
-from ds4.domain.tools.tool_ids import ToolApi
+from ds4.domain.serving.prepare import CacheDecision, PreparedJob, cache_decision
+from ds4.domain.tools import ToolApi, ToolReplayMemory
 from ds4.ports.compute import StateCheckpoint
 from ds4.ports.random_source import RandomSource
 from ds4.ports.tokenizer import Tokenizer
@@ -278,7 +276,7 @@ class Worker:
         cancel: CancelCheck,
         on_token: OnToken,
     ) -> Iterator[ServedEvent]:
-        api: ToolApi = "anthropic" if job.request.api is Api.ANTHROPIC else "openai"
+        api: ToolApi = job.request.api.rules.tool_ids
         shown: list[str] = []
         settings = self.settings(job)
         for event in decode_turn(
@@ -354,7 +352,7 @@ class Worker:
     ) -> Iterator[PrefillProgress]:
         """docs/reference/server.md §6, before the reply goes out: only chat and Anthropic turns
         with calls the next request cannot replay exactly."""
-        if job.request.api not in (Api.CHAT, Api.ANTHROPIC) or finished.finish == "cancelled":
+        if not job.request.api.rules.canonicalizes_calls or finished.finish == "cancelled":
             return
         if not should_canonicalize(finished.tool_calls, finished.raw_dsml, self.memory.enabled):
             return
@@ -387,3 +385,109 @@ class Worker:
             reasoning_summary=request.reasoning_summary,
             pos=self.session.pos,
         )
+
+
+# ---- canonicalize ----------------------------------------------------------
+# Post-tool-call canonicalization, the fallback of docs/reference/server.md §6.
+#
+# After a chat or Anthropic turn that produced tool calls, the live state holds the
+# prompt plus the *sampled* tokens. When the next request cannot get the sampled DSML
+# back by exact replay (replay disabled with --disable-exact-dsml-tool-replay, or the
+# parse left no raw block), it renders the turn from the client's JSON instead, so the
+# live state is rewritten to that canonical text before the reply goes out: then the
+# next prompt continues the live tokens. Responses never runs it (docs/reference/server.md §5.3).
+#
+# Two choices differ from the reference snapshot, both noted in the tests:
+# * the expected suffix renders the calls canonically even when a sampled block
+#   exists (the snapshot used the sampled block [QUIRK], which is not what the next
+#   prompt contains once replay is off);
+# * a rebuild keeps the longest prefix the engine can rewind to exactly (loop.prefill)
+#   instead of invalidating everything; the state it ends in is the same.
+
+# Loads the longest disk checkpoint whose text prefixes `rendered` (more than
+# `more_than` tokens) into the session; returns the tokens to sync to, or None.
+DiskLoad = Callable[[EngineSession, str, int], tuple[int, ...] | None]
+
+
+class Outcome(Enum):
+    ALIGNED = "aligned"  # the live state already is the canonical tokenization
+    SAME_TEXT = "same-text"  # same bytes, other BPE split: the sampled state is kept
+    SKIPPED = "skipped"  # the live state no longer holds the whole prompt
+    EXTENDED = "extended"  # the canonical tokens continue the live ones
+    REBUILT = "rebuilt"  # the live tail differed: rewound (or loaded) and re-prefilled
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+def should_canonicalize(
+    calls: Sequence[ToolCall], raw_dsml: str | None, exact_replay: bool
+) -> bool:
+    """Calls exist and the next request cannot replay the sampled block."""
+    return bool(calls) and (not exact_replay or not raw_dsml)
+
+
+def requires_rebuild(live: int, canonical: int, common: int) -> bool:
+    """The live tail differs from the canonical tokens (any inconsistent count too)."""
+    if min(live, canonical, common) < 0 or common > live or common > canonical:
+        return True
+    return common < live
+
+
+def checkpoint_suffix(finished: Finished, thinking: bool) -> str:
+    """What the next prompt renders after this prompt for the turn: the reasoning is
+    kept (a turn with calls is tool context), then the answer, the calls and EOS."""
+    head = (finished.reasoning or "") + UNTHINK if thinking else ""
+    return head + finished.content + render_tool_calls(finished.tool_calls) + EOS
+
+
+def canonicalize_tool_checkpoint(
+    session: EngineSession,
+    tokenizer: Tokenizer,
+    rendered: str,
+    prompt_tokens: int,
+    *,
+    disk_load: DiskLoad | None = None,
+    trace: Trace = lambda _line: None,
+    cancel: CancelCheck = never_cancel,
+) -> Generator[PrefillProgress, None, Outcome]:
+    """Rewrite the live state to tokenize(rendered) = prompt_text + checkpoint_suffix.
+
+    Yields progress while it prefills (the HTTP layer only keeps the stream alive);
+    never raises for an engine failure: the reply goes out whatever happens here.
+    """
+    canonical = tuple(tokenizer.encode(rendered))
+    pos = session.pos
+    common = session.common_prefix(canonical)
+    if common == pos == len(canonical):
+        return Outcome.ALIGNED
+    if tokenizer.decode(session.tokens) == rendered:
+        return Outcome.SAME_TEXT
+    if common < prompt_tokens:
+        trace(
+            f"--- tool checkpoint canonicalization skipped: common={common} "
+            f"< prompt={prompt_tokens} ---"
+        )
+        return Outcome.SKIPPED
+    target, outcome = canonical, Outcome.EXTENDED
+    try:
+        if requires_rebuild(pos, len(canonical), common):
+            outcome = Outcome.REBUILT
+            trace(
+                f"--- tool checkpoint canonicalization needs {len(canonical) - common} tokens "
+                f"rebuild live={pos} canonical={len(canonical)} common={common} ---"
+            )
+            loaded = disk_load(session, rendered, common) if disk_load is not None else None
+            target = loaded if loaded is not None else canonical
+        reused = yield from prefill(session, target, cancel=cancel)
+    except CancelledError:
+        trace("--- tool checkpoint canonicalization cancelled ---")
+        return Outcome.CANCELLED
+    except Ds4Error as exc:
+        trace(f"--- tool checkpoint canonicalization failed: {exc} ---")
+        return Outcome.FAILED
+    if outcome is Outcome.REBUILT:
+        trace(
+            f"--- tool checkpoint canonicalization rebuild done reused={reused} "
+            f"evaluated={len(target) - reused} ---"
+        )
+    return outcome

@@ -1,18 +1,27 @@
-"""Building a direction from contrast prompts (docs/steering.md): per layer the
-normalised difference of the mean activation of the target ("good") prompts and of the
-contrast ("bad") prompts, optionally pair by pair, optionally made orthogonal to the
-contrast mean; and the metadata JSON written beside the direction file."""
+"""Building a direction from contrast prompts (docs/steering.md): the activations it is
+built from, captured per layer at each prompt's last position, and per layer the
+normalised difference of the target and contrast means.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from ds4.domain.errors import Ds4Error
+from ds4.ports.compute import ModelRunner
+from ds4.ports.steering import Component, Steerable
+from ds4.ports.tokenizer import Tokenizer
+
+# --- build ---
+# Building a direction from contrast prompts (docs/steering.md): per layer the
+# normalised difference of the mean activation of the target ("good") prompts and of the
+# contrast ("bad") prompts, optionally pair by pair, optionally made orthogonal to the
+# contrast mean; and the metadata JSON written beside the direction file.
 
 F32 = npt.NDArray[np.float32]
 FORMAT = "ds4-directional-steering-v1"
@@ -94,3 +103,37 @@ class DirectionInfo:
             },
             indent=2,
         )
+
+
+# --- capture ---
+# The activations a direction is built from (docs/steering.md): each prompt rendered as
+# one chat turn, prefilled into a fresh session with the runner capturing one
+# component's output per layer at the last prompt position.
+
+
+def capture_prompts(
+    runner: ModelRunner,
+    tokenizer: Tokenizer,
+    prompts: Sequence[str],
+    render: Callable[[str], str],
+    *,
+    ctx: int,
+    component: Component,
+    done: Callable[[], object] = lambda: None,
+) -> list[F32]:
+    """One (n_layer, n_embd) capture per prompt; `done()` after each."""
+    if not isinstance(runner, Steerable):
+        raise Ds4Error("activation capture needs --backend cpu or reference")
+    out = []
+    runner.capture(component)
+    try:
+        for prompt in prompts:
+            ids = tokenizer.encode(render(prompt))
+            if len(ids) > ctx:
+                raise Ds4Error(f"a prompt has {len(ids)} tokens, more than --ctx {ctx}")
+            runner.new_session(ctx).prefill(ids)
+            out.append(runner.captured())
+            done()
+    finally:
+        runner.capture(None)
+    return out

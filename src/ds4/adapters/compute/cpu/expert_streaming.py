@@ -15,9 +15,18 @@ import numpy as np
 from ds4 import _native_cpu  # type: ignore[attr-defined]
 from ds4.adapters.compute.cpu.native_layout import NativeLayout
 from ds4.domain.errors import Ds4Error
-from ds4.domain.expert_cache.budget import GIB, Budget, cache_slots
-from ds4.domain.expert_cache.options import ExpertCacheStats, StreamingOptions, half_life_uses
-from ds4.domain.expert_cache.profile import hottest, merged, parse_profile, profile_text
+from ds4.domain.expert_cache import (
+    GIB,
+    Budget,
+    ExpertCacheStats,
+    StreamingOptions,
+    cache_slots,
+    half_life_uses,
+    hottest,
+    merged,
+    parse_profile,
+    profile_text,
+)
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.model_file import ModelFile
 

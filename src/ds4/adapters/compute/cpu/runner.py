@@ -25,9 +25,9 @@ from ds4.adapters.gguf.reader import GGUFFile
 from ds4.adapters.gguf.tensor_values import TensorValues
 from ds4.adapters.quant.native_dequant import NativeDequantizer
 from ds4.domain.engine.state_runner import StateRunner
-from ds4.domain.engine_math.numerics import Numerics, check_numerics_fit, numerics_named
+from ds4.domain.engine_math.lowprec import Numerics, check_numerics_fit, numerics_named
 from ds4.domain.errors import Ds4Error
-from ds4.domain.expert_cache.options import ExpertCacheStats, StreamingOptions
+from ds4.domain.expert_cache import ExpertCacheStats, StreamingOptions
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.steering.directions import Steering
 from ds4.ports.compute import SequenceState

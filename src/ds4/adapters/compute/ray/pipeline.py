@@ -19,8 +19,7 @@ import numpy.typing as npt
 
 from ds4.adapters.compute.cpu.native_forward import NativeForward
 from ds4.adapters.compute.ray.stage import StageRefusedError, WorkItem
-from ds4.domain.distributed.layer_split import range_text
-from ds4.domain.distributed.prefix_hash import EMPTY, extend_hash, rolling_hashes
+from ds4.domain.distributed import EMPTY, extend_hash, range_text, rolling_hashes
 from ds4.domain.engine.dsv4_payload import LayerSnapshot, SessionSnapshot
 from ds4.domain.errors import ComputeUnavailableError, Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams

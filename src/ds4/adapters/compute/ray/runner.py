@@ -30,18 +30,18 @@ from ds4.adapters.compute.ray.stage import LayerStage, StageRefusedError, StageS
 from ds4.adapters.gguf.model_open import routed_quant_bits
 from ds4.adapters.gguf.tensor_values import TensorValues
 from ds4.adapters.quant.native_dequant import NativeDequantizer
-from ds4.domain.distributed.layer_split import (
+from ds4.domain.distributed import (
+    DistributedTarget,
     auto_split,
     check_split,
     layer_bytes,
     parse_layer_split,
     range_text,
 )
-from ds4.domain.distributed.target import DistributedTarget
 from ds4.domain.engine.state_runner import StateRunner
-from ds4.domain.engine_math.numerics import Numerics, check_numerics_fit, numerics_named
+from ds4.domain.engine_math.lowprec import Numerics, check_numerics_fit, numerics_named
 from ds4.domain.errors import Ds4Error
-from ds4.domain.kvcache.model_identity import model_tag_for
+from ds4.domain.kvcache.kv_file import model_tag_for
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.compute import SequenceState
 from ds4.ports.model_file import ModelFile

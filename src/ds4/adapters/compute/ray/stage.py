@@ -4,7 +4,7 @@ for every session the coordinator runs (docs/distributed.md).
 The worker opens the GGUF itself (the same path on its node) and lays out only its
 range's layers, so only those tensors are ever read. It keeps, per session id, a C
 sequence state of its layers (CpuState over a range NativeForward) and the rolling
-prefix hash after each position it holds (domain/distributed/prefix_hash.py).
+prefix hash after each position it holds (domain/distributed.py).
 
 Every operation names the prefix it applies to: (length, hash of those tokens). A
 worker that holds that prefix, or a longer one it can cut back to exactly, goes on;
@@ -31,12 +31,11 @@ from ds4.adapters.compute.cpu.sequence_state import CpuState
 from ds4.adapters.gguf.model_open import load_model
 from ds4.adapters.gguf.tensor_values import TensorValues
 from ds4.adapters.quant.native_dequant import NativeDequantizer
-from ds4.domain.distributed.layer_split import layer_bytes, range_text
-from ds4.domain.distributed.prefix_hash import EMPTY, rolling_hashes
+from ds4.domain.distributed import EMPTY, layer_bytes, range_text, rolling_hashes
 from ds4.domain.engine.dsv4_payload import LayerSnapshot, SessionSnapshot
-from ds4.domain.engine_math.numerics import numerics_named
+from ds4.domain.engine_math.lowprec import numerics_named
 from ds4.domain.errors import Ds4Error
-from ds4.domain.kvcache.model_identity import model_tag_for
+from ds4.domain.kvcache.kv_file import model_tag_for
 
 F32 = npt.NDArray[np.float32]
 

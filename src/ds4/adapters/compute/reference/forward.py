@@ -13,16 +13,36 @@ import numpy.typing as npt
 
 from ds4.adapters.compute.reference.state import CompressorHistory, LayerState
 from ds4.adapters.gguf.tensor_values import TensorValues
-from ds4.domain.engine_math.actquant import QuantizedActivation, quantize_q8_0, quantize_q8_k
-from ds4.domain.engine_math.attention import attend_with_sinks, indexer_scores, top_k_mask
-from ds4.domain.engine_math.compress import pool, window_candidates
-from ds4.domain.engine_math.hyper import HcMix, hc_post, hc_split, head_weights, weighted_streams
-from ds4.domain.engine_math.lowprec import fp8_kv_sim, indexer_qat
-from ds4.domain.engine_math.numerics import Numerics
-from ds4.domain.engine_math.quant_dots import dot_iq2_xxs, dot_q2_k, dot_q4_k, dot_q8_0
-from ds4.domain.engine_math.rope import RopeParams, Yarn, apply_rope, rope_angles
-from ds4.domain.engine_math.routing import clamped_swiglu, route
-from ds4.domain.engine_math.scalar_ops import f16round, rmsnorm
+from ds4.domain.engine_math.layers import (
+    HcMix,
+    RopeParams,
+    Yarn,
+    apply_rope,
+    attend_with_sinks,
+    clamped_swiglu,
+    f16round,
+    hc_post,
+    hc_split,
+    head_weights,
+    indexer_scores,
+    pool,
+    rmsnorm,
+    rope_angles,
+    route,
+    top_k_mask,
+    weighted_streams,
+    window_candidates,
+)
+from ds4.domain.engine_math.lowprec import Numerics, fp8_kv_sim, indexer_qat
+from ds4.domain.engine_math.quant_dots import (
+    QuantizedActivation,
+    dot_iq2_xxs,
+    dot_q2_k,
+    dot_q4_k,
+    dot_q8_0,
+    quantize_q8_0,
+    quantize_q8_k,
+)
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.model.hparams import DeepSeekV4HParams

@@ -15,8 +15,8 @@ import numpy.typing as npt
 
 from ds4.adapters.compute.reference.forward import Forward, LayerSetup, WeightStore
 from ds4.adapters.compute.reference.state import LayerState
-from ds4.domain.engine_math.numerics import Numerics
-from ds4.domain.engine_math.scalar_ops import rmsnorm
+from ds4.domain.engine_math.layers import rmsnorm
+from ds4.domain.engine_math.lowprec import Numerics
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.model.mtp_fit import mtp_clamp
 from ds4.ports.dequantizer import Dequantizer

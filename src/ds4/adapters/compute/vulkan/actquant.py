@@ -1,7 +1,7 @@
 """ds4 numerics' activation quantization on the GPU (native/vulkan/quant_q8_*.comp).
 
 The codes, scales and Q8_K block sums equal the engine's own quantizers
-(domain/engine_math/actquant.py, which matvec_q8.stage_activations runs on the host)
+(domain/engine_math/quant_dots.py, which matvec_q8.stage_activations runs on the host)
 bit for bit: the scale divisions are rounded exactly (div_rn.glsl), the codes round half
 to even. Outside that guarantee: non-finite inputs, and blocks whose largest |x| is below
 127 * 2^-126 (the device may flush the subnormal scale to zero). docs/vulkan.md#kernels.
@@ -18,7 +18,7 @@ from ds4.adapters.compute.vulkan.buffers import Buffer
 from ds4.adapters.compute.vulkan.matvec import VulkanWeights
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime, runtime
 from ds4.adapters.compute.vulkan.submission import MAX_GROUPS, Recorder
-from ds4.domain.engine_math.actquant import QuantizedActivation
+from ds4.domain.engine_math.quant_dots import QuantizedActivation
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 

@@ -18,7 +18,7 @@ from ds4.adapters.compute.vulkan.buffers import Buffer
 from ds4.adapters.compute.vulkan.rope import rope_tables
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime, runtime
 from ds4.adapters.compute.vulkan.submission import MAX_GROUPS, Recorder
-from ds4.domain.engine_math.rope import RopeParams
+from ds4.domain.engine_math.layers import RopeParams
 from ds4.domain.errors import Ds4Error
 
 F32 = npt.NDArray[np.float32]

@@ -27,7 +27,7 @@ from ds4.adapters.compute.vulkan.ops import Ops
 from ds4.adapters.compute.vulkan.step import BufferPool, Step, Value
 from ds4.adapters.compute.vulkan.submission import Recorder
 from ds4.adapters.compute.vulkan.weight_store import VulkanWeightStore
-from ds4.domain.engine_math.numerics import Numerics
+from ds4.domain.engine_math.lowprec import Numerics
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 

@@ -2,7 +2,7 @@
 split with Sinkhorn, the pre-weighted stream sum), HC post, and the head's stream
 collapse (native/vulkan/hc_split.comp, hc_post.comp; docs/vulkan.md#kernels).
 
-The split follows domain/engine_math/hyper.py operation by operation in f32; only the
+The split follows domain/engine_math/layers.py operation by operation in f32; only the
 device's exp differs from the reference's correctly rounded one (a few ulp).
 """
 

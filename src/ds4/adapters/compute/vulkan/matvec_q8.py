@@ -16,7 +16,7 @@ import numpy.typing as npt
 from ds4.adapters.compute.vulkan.buffers import Buffer
 from ds4.adapters.compute.vulkan.matvec import VulkanWeights, kernel_tables
 from ds4.adapters.compute.vulkan.submission import MAX_GROUPS, Recorder
-from ds4.domain.engine_math.actquant import quantize_q8_0, quantize_q8_k
+from ds4.domain.engine_math.quant_dots import quantize_q8_0, quantize_q8_k
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 

@@ -19,7 +19,7 @@ from ds4.adapters.compute.vulkan.norm import record_rmsnorm
 from ds4.adapters.compute.vulkan.rope import record_rope, rope_tables
 from ds4.adapters.compute.vulkan.step import Step, Value
 from ds4.adapters.compute.vulkan.weight_store import VulkanWeightStore
-from ds4.domain.engine_math.rope import RopeParams
+from ds4.domain.engine_math.layers import RopeParams
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 

@@ -16,7 +16,7 @@ import numpy.typing as npt
 from ds4.adapters.compute.vulkan.buffers import Buffer
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime, runtime
 from ds4.adapters.compute.vulkan.submission import MAX_GROUPS, Recorder
-from ds4.domain.engine_math.rope import RopeParams, rope_angles
+from ds4.domain.engine_math.layers import RopeParams, rope_angles
 from ds4.domain.errors import Ds4Error
 
 F32 = npt.NDArray[np.float32]

@@ -1,7 +1,7 @@
 """MoE routing on the GPU (native/vulkan/router.comp; docs/vulkan.md#kernels): the gate
 logits product, sqrt(softplus) scores, bias-steered top-k with the reference's tie rule
 (lower expert id first) or hash routing from the tid2eid table, and the renormalised,
-scaled weights, as domain/engine_math/routing.py's route() forms them.
+scaled weights, as domain/engine_math/layers.py's route() forms them.
 
 Output per token: k expert ids (int32) and k weights (f32), left in device buffers for
 the expert kernels (moe.py).

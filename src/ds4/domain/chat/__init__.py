@@ -1,2 +1,0 @@
-"""DeepSeek V4 chat template: messages, thinking modes, prompt rendering
-(docs/reference/chat-and-dsml.md §2)."""

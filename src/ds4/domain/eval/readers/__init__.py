@@ -1,1 +1,0 @@
-"""Readers for the formats public benchmarks ship in: text in, EvalCases out."""

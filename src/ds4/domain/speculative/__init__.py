@@ -1,1 +1,0 @@
-"""Speculative decoding: drafting tokens for the main model to verify (docs/mtp.md)."""

@@ -1,1 +1,0 @@
-"""Tokenizer data as plain values: the byte-level alphabet and GGUF table checks."""
