@@ -20,8 +20,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ds4.adapters.compute.vulkan.matvec import kernel_tables, upload_weights
-from ds4.adapters.compute.vulkan.matvec_q8 import SHADERS_Q8, stage_activations
 from ds4.adapters.compute.vulkan.moe import (
     chunk_table_bytes,
     record_moe_group,
@@ -29,8 +27,13 @@ from ds4.adapters.compute.vulkan.moe import (
     record_moe_matmul_q8,
     record_moe_matmul_q8_grouped,
 )
-from ds4.adapters.compute.vulkan.runtime import runtime
-from ds4.adapters.compute.vulkan.submission import Recorder
+from ds4.adapters.compute.vulkan.runtime import Recorder, runtime
+from ds4.adapters.compute.vulkan.weights import (
+    SHADERS_Q8,
+    kernel_tables,
+    stage_activations,
+    upload_weights,
+)
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 
 

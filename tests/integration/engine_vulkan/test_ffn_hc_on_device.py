@@ -16,21 +16,25 @@ import pytest
 from ds4.adapters.compute.reference.ffn_layer import route_tokens
 from ds4.adapters.compute.reference.forward import Forward
 from ds4.adapters.compute.reference.weights import WeightStore
-from ds4.adapters.compute.vulkan.buffers import Buffer
-from ds4.adapters.compute.vulkan.grouped_output import grouped_output
-from ds4.adapters.compute.vulkan.hc import record_hc_post, record_hc_pre, split_width
-from ds4.adapters.compute.vulkan.head import HeadWeights, head_logits
-from ds4.adapters.compute.vulkan.matvec import VulkanWeights, kernel_tables, upload_weights
+from ds4.adapters.compute.vulkan.attention import grouped_output
+from ds4.adapters.compute.vulkan.device import Buffer
+from ds4.adapters.compute.vulkan.ffn import HASH, TOP_K_BIAS, hash_table, record_router
+from ds4.adapters.compute.vulkan.hc import (
+    HeadWeights,
+    head_logits,
+    record_hc_post,
+    record_hc_pre,
+    split_width,
+)
 from ds4.adapters.compute.vulkan.moe import (
     FfnWeights,
     ffn_scratch,
     record_moe_ffn,
     record_moe_ffn_q8,
 )
-from ds4.adapters.compute.vulkan.norm import record_rmsnorm
-from ds4.adapters.compute.vulkan.router import HASH, TOP_K_BIAS, hash_table, record_router
-from ds4.adapters.compute.vulkan.runtime import VulkanRuntime, runtime
-from ds4.adapters.compute.vulkan.submission import Recorder
+from ds4.adapters.compute.vulkan.ops import record_rmsnorm
+from ds4.adapters.compute.vulkan.runtime import Recorder, VulkanRuntime, runtime
+from ds4.adapters.compute.vulkan.weights import VulkanWeights, kernel_tables, upload_weights
 from ds4.adapters.gguf.model_open import load_model
 from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
 from ds4.domain.engine_math.hyper import hc_post
@@ -78,7 +82,7 @@ def test_ffn_half_of_a_layer_in_one_submission(tiny_q2: Path, layer: int, numeri
     quantize = None
     if numerics == "ds4":
         why = "the on-device activation quantizer (vulkan/actquant.py) is not on this branch"
-        quantize = pytest.importorskip("ds4.adapters.compute.vulkan.actquant",
+        quantize = pytest.importorskip("ds4.adapters.compute.vulkan.weights",
                                        reason=why).record_quantize_for  # fmt: skip
     chosen = numerics_named(numerics)
     model, hp = load_model(str(tiny_q2))

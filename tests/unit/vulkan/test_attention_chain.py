@@ -16,14 +16,17 @@ import numpy.typing as npt
 from ds4.adapters.compute.reference.attention_layer import LayerSetup, _emit
 from ds4.adapters.compute.reference.kv_state import CompressorHistory
 from ds4.adapters.compute.reference.weights import WeightStore
-from ds4.adapters.compute.vulkan.attention_prefill import AttentionWindow, record_attend_chunk
-from ds4.adapters.compute.vulkan.buffers import Buffer
-from ds4.adapters.compute.vulkan.compress import record_compress
-from ds4.adapters.compute.vulkan.indexer import record_indexer_scores, record_topk
-from ds4.adapters.compute.vulkan.rope import rope_tables
-from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.store_round import StoreRounding, record_store_round
-from ds4.adapters.compute.vulkan.submission import Recorder
+from ds4.adapters.compute.vulkan.attention import AttentionWindow, record_attend_chunk
+from ds4.adapters.compute.vulkan.compressor import (
+    StoreRounding,
+    record_compress,
+    record_indexer_scores,
+    record_store_round,
+    record_topk,
+)
+from ds4.adapters.compute.vulkan.device import Buffer
+from ds4.adapters.compute.vulkan.ops import rope_tables
+from ds4.adapters.compute.vulkan.runtime import Recorder, VulkanRuntime
 from ds4.domain.engine_math.attention import attend_with_sinks, indexer_scores, top_k_mask
 from ds4.domain.engine_math.lowprec import fp8_kv_sim, indexer_qat
 from ds4.domain.engine_math.numerics import FP32

@@ -14,10 +14,9 @@ import pytest
 from ds4.adapters.compute.reference.attention_layer import LayerSetup, _emit
 from ds4.adapters.compute.reference.kv_state import CompressorHistory
 from ds4.adapters.compute.reference.weights import WeightStore
-from ds4.adapters.compute.vulkan.compress import compress_windows, record_compress
-from ds4.adapters.compute.vulkan.rope import rope_tables
-from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.submission import Recorder
+from ds4.adapters.compute.vulkan.compressor import compress_windows, record_compress
+from ds4.adapters.compute.vulkan.ops import rope_tables
+from ds4.adapters.compute.vulkan.runtime import Recorder, VulkanRuntime
 from ds4.domain.engine_math.numerics import FP32
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.presets import FLASH

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from tests.unit.cpu_kernels.kernel_blocks import weight_rows
 
+from ds4.adapters.compute.vulkan.ffn import TOP_K_BIAS, record_router, route_on_device
 from ds4.adapters.compute.vulkan.hc import (
     hc_post,
     hc_pre,
@@ -14,12 +15,10 @@ from ds4.adapters.compute.vulkan.hc import (
     record_hc_pre,
     split_width,
 )
-from ds4.adapters.compute.vulkan.matvec import kernel_tables, matmul, upload_weights
 from ds4.adapters.compute.vulkan.moe import FfnWeights, ffn_scratch, moe_ffn, record_moe_ffn
-from ds4.adapters.compute.vulkan.norm import record_rmsnorm, rmsnorm
-from ds4.adapters.compute.vulkan.router import TOP_K_BIAS, record_router, route_on_device
-from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.submission import Recorder
+from ds4.adapters.compute.vulkan.ops import record_rmsnorm, rmsnorm
+from ds4.adapters.compute.vulkan.runtime import Recorder, VulkanRuntime
+from ds4.adapters.compute.vulkan.weights import kernel_tables, matmul, upload_weights
 from ds4.domain.gguf.ggml_types import GGMLType
 
 

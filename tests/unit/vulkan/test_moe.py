@@ -14,14 +14,6 @@ import pytest
 from tests.unit.cpu_kernels.kernel_blocks import weight_rows
 from tests.unit.vulkan.reference import assert_dot_agrees, dequantized
 
-from ds4.adapters.compute.vulkan.matvec import (
-    SHADERS,
-    VulkanWeights,
-    kernel_tables,
-    matmul,
-    upload_weights,
-)
-from ds4.adapters.compute.vulkan.matvec_q8 import SHADERS_Q8, matmul_q8
 from ds4.adapters.compute.vulkan.moe import (
     FfnWeights,
     chunk_table_bytes,
@@ -33,8 +25,16 @@ from ds4.adapters.compute.vulkan.moe import (
     record_moe_matmul,
     record_swiglu,
 )
-from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.submission import Recorder
+from ds4.adapters.compute.vulkan.runtime import Recorder, VulkanRuntime
+from ds4.adapters.compute.vulkan.weights import (
+    SHADERS,
+    SHADERS_Q8,
+    VulkanWeights,
+    kernel_tables,
+    matmul,
+    matmul_q8,
+    upload_weights,
+)
 from ds4.domain.engine_math.actquant import QuantizedActivation, quantize_q8_0, quantize_q8_k
 from ds4.domain.engine_math.quant_dots import dot_iq2_xxs, dot_q2_k, dot_q4_k, dot_q8_0
 from ds4.domain.engine_math.routing import clamped_swiglu
@@ -312,7 +312,7 @@ def test_whole_ffn_in_ds4_numerics_matches_reference(vk: VulkanRuntime, n_tok: i
     record_quantize_for), integer dots; within the cpu fast path's noise of the
     reference's integer dots."""
     why = "the on-device activation quantizer (vulkan/actquant.py) is not on this branch"
-    actquant = pytest.importorskip("ds4.adapters.compute.vulkan.actquant", reason=why)
+    actquant = pytest.importorskip("ds4.adapters.compute.vulkan.weights", reason=why)
     n_expert, k, dim, ff, ffs, clamp = 8, 3, 256, 512, 256, 10.0
     shapes = {"gate": (GGMLType.IQ2_XXS, n_expert * ff, dim),
               "up": (GGMLType.IQ2_XXS, n_expert * ff, dim),

@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ds4.adapters.compute.vulkan.router import HASH, record_route, route_on_device
+from ds4.adapters.compute.vulkan.ffn import HASH, record_route, route_on_device
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.domain.engine_math.routing import route
 from ds4.domain.errors import Ds4Error

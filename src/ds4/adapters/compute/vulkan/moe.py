@@ -24,21 +24,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.vulkan.buffers import Buffer
-from ds4.adapters.compute.vulkan.matvec import (
+from ds4.adapters.compute.vulkan.device import Buffer
+from ds4.adapters.compute.vulkan.runtime import MAX_GROUPS, Recorder, VulkanRuntime
+from ds4.adapters.compute.vulkan.weights import (
     SHADERS,
+    SHADERS_Q8,
     TOKENS_PER_GROUP,
     VulkanWeights,
     kernel_tables,
     record_matmul,
-)
-from ds4.adapters.compute.vulkan.matvec_q8 import (
-    SHADERS_Q8,
     record_matmul_q8,
     stage_activations,
 )
-from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.submission import MAX_GROUPS, Recorder
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 
