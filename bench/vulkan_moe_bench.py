@@ -21,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ds4.adapters.compute.vulkan.moe import (
+    ExpertGroups,
     chunk_table_bytes,
     record_moe_group,
     record_moe_matmul,
@@ -82,16 +83,17 @@ def main() -> None:
     def per_pair(rec: Recorder) -> None:
         record_moe_matmul_q8(rec, w, args.experts, q8, idb, n_pairs, args.k, tables)
 
+    groups = ExpertGroups(perm, chunks, n_pairs, args.experts)
+
     def grouped(rec: Recorder) -> None:
-        record_moe_group(rec, idb, perm, chunks, n_pairs, args.experts)
+        record_moe_group(rec, idb, groups)
         rec.barrier()
-        record_moe_matmul_q8_grouped(rec, w, args.experts, q8, perm, chunks, n_pairs, args.k,
-                                     tables)  # fmt: skip
+        record_moe_matmul_q8_grouped(rec, w, groups, q8, args.k, tables)
 
     def grouped_f32(rec: Recorder) -> None:
-        record_moe_group(rec, idb, perm, chunks, n_pairs, args.experts)
+        record_moe_group(rec, idb, groups)
         rec.barrier()
-        record_moe_matmul(rec, w, args.experts, xb, y, perm, chunks, n_pairs, args.k, tables)
+        record_moe_matmul(rec, w, groups, xb, y, args.k, tables)
 
     def timed(record: Callable[[Recorder], None]) -> float:
         rt.run(record)  # warm: pipelines built

@@ -28,6 +28,7 @@ from ds4.adapters.compute.vulkan.compressor import (
 )
 from ds4.adapters.compute.vulkan.device import Buffer
 from ds4.adapters.compute.vulkan.moe import (
+    ExpertGroups,
     check_pairs,
     chunk_table_bytes,
     record_moe_group,
@@ -143,9 +144,8 @@ def attend_chunk(
         buf.write(a)
     out = rt.scratch("attnp.out", qs.nbytes)
     qb, rb, cb, lb, sb = bufs
-    rt.run(lambda rec: record_attend_chunk(rec, qb, rb, cb, lb, sb, out, n_q=n_q,
-                                           n_head=qs.shape[1], dim=dim, scale=scale,
-                                           win=win))  # fmt: skip
+    b = AttentionBuffers(qb, rb, cb, lb, sb, out, n_head=qs.shape[1], dim=dim, scale=scale)
+    rt.run(lambda rec: record_attend_chunk(rec, b, win, n_q=n_q))
     got: F32 = out.read(np.float32, qs.size).reshape(qs.shape)
     return got
 
@@ -167,18 +167,33 @@ def check_window(win: AttentionWindow, n_q: int, *, raw_rows: int, comp_rows: in
                        f"{comp_rows} given")  # fmt: skip
 
 
-def record_attend_chunk(
-    rec: Recorder, q: Buffer, raw: Buffer, comp: Buffer, sel: Buffer, sinks: Buffer,
-    out: Buffer, *, n_q: int, n_head: int, dim: int, scale: float, win: AttentionWindow,
-) -> None:  # fmt: skip
-    """Record the chunk's attention: q/out (n_q, n_head, dim), raw rows from
-    win.raw_base, compressed rows from 0, sel (n_q, win.top_k) uint32 (any buffer when
-    unused), sinks (n_head)."""
+@dataclass(frozen=True)
+class AttentionBuffers:
+    """A layer's attention buffers for record_attend_chunk: q/out (n_q, n_head, dim), raw
+    rows from win.raw_base, compressed rows from 0, sel (n_q, win.top_k) uint32 (any
+    buffer when unused), sinks (n_head); scale multiplies the scores."""
+
+    q: Buffer
+    raw: Buffer
+    comp: Buffer
+    sel: Buffer
+    sinks: Buffer
+    out: Buffer
+    n_head: int
+    dim: int
+    scale: float
+
+
+def record_attend_chunk(rec: Recorder, b: AttentionBuffers, win: AttentionWindow, *,
+                        n_q: int) -> None:  # fmt: skip
+    """Record the chunk's attention of n_q queries over b's rows as win places them."""
+    n_head, dim = b.n_head, b.dim
     if not 1 <= dim <= MAX_DIM or not 1 <= n_head <= MAX_GROUPS or not 1 <= n_q <= MAX_GROUPS:
         raise Ds4Error(f"attention: {n_q} queries, {n_head} heads of {dim} out of range")
-    push = struct.pack("<3If7I", n_q, n_head, dim, scale, win.pos0, win.n_swa, win.raw_base,
+    push = struct.pack("<3If7I", n_q, n_head, dim, b.scale, win.pos0, win.n_swa, win.raw_base,
                        win.floor_pos, win.ratio, win.top_k, win.raw_ring)  # fmt: skip
-    rec.dispatch("attn_prefill", [q, raw, comp, sel, sinks, out], push, (n_head, n_q, 1))
+    bufs = [b.q, b.raw, b.comp, b.sel, b.sinks, b.out]
+    rec.dispatch("attn_prefill", bufs, push, (n_head, n_q, 1))
 
 
 # -----------------------------------------------------------------------------
@@ -218,10 +233,10 @@ def grouped_output(wo_a: VulkanWeights, wo_b: VulkanWeights, heads: npt.ArrayLik
            "chunks": rt.device_buffer(chunk_table_bytes(n_rows, n_groups)),
            "low": rt.device_buffer(n_tok * wo_a.rows * 4)}  # fmt: skip
     tables = (kernel_tables(rt, wo_a), kernel_tables(rt, wo_b))
+    b = GroupedOutputBuffers(bufs["x"], bufs["ids"], dev["perm"], dev["chunks"], dev["low"],
+                             bufs["out"])  # fmt: skip
     try:
-        rt.run(lambda rec: record_grouped_output(
-            rec, wo_a, wo_b, tables, bufs["x"], bufs["ids"], dev["perm"], dev["chunks"],
-            dev["low"], bufs["out"], n_tok, n_groups))  # fmt: skip
+        rt.run(lambda rec: record_grouped_output(rec, wo_a, wo_b, tables, b, n_tok, n_groups))
     finally:
         for buf in dev.values():
             buf.release()
@@ -229,22 +244,36 @@ def grouped_output(wo_a: VulkanWeights, wo_b: VulkanWeights, heads: npt.ArrayLik
     return out
 
 
+@dataclass(frozen=True)
+class GroupedOutputBuffers:
+    """record_grouped_output's buffers: heads (n, G * gin) in, ids from group_ids (>= n
+    tokens), perm (n * G u32) and chunks (chunk_table_bytes(n * G, G)) and low
+    (n, G * o_lora_rank) scratch, out (n, D)."""
+
+    heads: Buffer
+    ids: Buffer
+    perm: Buffer
+    chunks: Buffer
+    low: Buffer
+    out: Buffer
+
+
 def record_grouped_output(
     rec: Recorder, wo_a: VulkanWeights, wo_b: VulkanWeights,
-    tables: tuple[list[Buffer], list[Buffer]], heads: Buffer, ids: Buffer, perm: Buffer,
-    chunks: Buffer, low: Buffer, out: Buffer, n_tok: int, n_groups: int,
+    tables: tuple[list[Buffer], list[Buffer]], b: GroupedOutputBuffers, n_tok: int,
+    n_groups: int,
 ) -> None:  # fmt: skip
-    """Record out (n, D) = wo_b . [wo_a[g] . heads[:, g]]_g with barriers between: ids
-    from group_ids (>= n_tok tokens), perm (n * G u32) and chunks (chunk_table_bytes(n * G,
-    G)) and low (n, G * o_lora_rank) scratch; tables = kernel_tables of wo_a and wo_b."""
+    """Record b.out (n, D) = wo_b . [wo_a[g] . heads[:, g]]_g with barriers between;
+    tables = kernel_tables of wo_a and wo_b."""
     check_grouped(wo_a, wo_b, n_groups)
     n_rows = n_tok * n_groups
     check_pairs(n_rows, n_groups)
-    record_moe_group(rec, ids, perm, chunks, n_rows, n_groups)
+    groups = ExpertGroups(b.perm, b.chunks, n_rows, n_groups)
+    record_moe_group(rec, b.ids, groups)
     rec.barrier()
-    record_moe_matmul(rec, wo_a, n_groups, heads, low, perm, chunks, n_rows, 1, tables[0])
+    record_moe_matmul(rec, wo_a, groups, b.heads, b.low, 1, tables[0])
     rec.barrier()
-    record_matmul(rec, wo_b, low, out, n_tok, tables[1])
+    record_matmul(rec, wo_b, b.low, b.out, n_tok, tables[1])
 
 
 def check_grouped(wo_a: VulkanWeights, wo_b: VulkanWeights, n_groups: int) -> None:
@@ -315,8 +344,8 @@ def attention_block(
     qb, hb, sinks = step.dev(q), step.dev(heads), ops.vec(pre + "attn_sinks.weight")
     sb = sel if sel is not None else raw
     scale = 1.0 / math.sqrt(Dh)
-    step.record(lambda rec: record_attend_chunk(rec, qb, raw, comp_buf, sb, sinks, hb, n_q=n,
-                n_head=H, dim=Dh, scale=scale, win=win))  # fmt: skip
+    b = AttentionBuffers(qb, raw, comp_buf, sb, sinks, hb, n_head=H, dim=Dh, scale=scale)
+    step.record(lambda rec: record_attend_chunk(rec, b, win, n_q=n))
     ops.rope(step, heads, (n, H, Dh), tables, hp.n_rot, inverse=True)
 
     return ops.mm(step, pre + "attn_output_b.weight", _grouped_low(ops, step, setup, heads))
@@ -340,7 +369,7 @@ def _grouped_low(ops: Ops, step: Step, setup: LayerSetup, heads: Value) -> Value
     low = step.new((n, G * lo))
     perm, chunks, lb = step.alloc(rows * 4), step.alloc(chunk_table_bytes(rows, G)), low.buf
     assert lb is not None
-    step.record(lambda rec: record_moe_group(rec, ids, perm, chunks, rows, G))
-    step.record(lambda rec: record_moe_matmul(rec, wo_a, G, hb, lb, perm, chunks, rows, 1,
-                                              tables))  # fmt: skip
+    groups = ExpertGroups(perm, chunks, rows, G)
+    step.record(lambda rec: record_moe_group(rec, ids, groups))
+    step.record(lambda rec: record_moe_matmul(rec, wo_a, groups, hb, lb, 1, tables))
     return low

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import struct
+from dataclasses import dataclass
 from enum import IntEnum
 
 import numpy as np
@@ -56,29 +57,55 @@ def compress_windows(
     for buf, a in zip(ins, (kvs, gs, apes, ns, cos, sin), strict=True):
         buf.write(a)
     out = rt.scratch("compress.out", n_emit * d * 4)
-    kvb, gb, apeb, nb, cb, sb = ins
-    rt.run(lambda rec: record_compress(
-        rec, kvb, gb, apeb, nb, cb, sb, out, d=d, ratio=ratio, n_rot=rp.n_rot, eps=eps,
-        last_row=ratio - 1, first_pos=0, rope_row=0, out_row=0, n_emit=n_emit))  # fmt: skip
+    b = CompressorBuffers(*ins, out, d=d, ratio=ratio, n_rot=rp.n_rot, eps=eps)
+    at = Emission(last_row=ratio - 1, first_pos=0, rope_row=0, out_row=0, n_emit=n_emit)
+    rt.run(lambda rec: record_compress(rec, b, at))
     got: F32 = out.read(np.float32, n_emit * d).reshape(n_emit, d)
     return got
 
 
-def record_compress(
-    rec: Recorder, kv: Buffer, gate: Buffer, ape: Buffer, norm: Buffer, cos: Buffer,
-    sin: Buffer, out: Buffer, *, d: int, ratio: int, n_rot: int, eps: float, last_row: int,
-    first_pos: int, rope_row: int, out_row: int, n_emit: int = 1, rope_stride: int = 1,
-    in_ring: int = 0,
-) -> None:  # fmt: skip
-    """Record n_emit consecutive emissions into rows out_row.. of out (rows of d f32).
+@dataclass(frozen=True)
+class CompressorBuffers:
+    """One compressor's buffers and row shape for record_compress, built once per layer.
 
-    kv/gate: per-token projections (rows of c*d f32, c = 2 for ratio 4 else 1), the first
-    emission's window ending at row last_row and starting at absolute position first_pos
-    (a multiple of ratio: for ratio 4 the previous window's rows are read when
-    first_pos >= 4); ape (ratio, c*d); norm (d); cos/sin: rope_tables rows, emission e at
-    row rope_row + e * rope_stride (the window's first position). in_ring > 0: kv/gate
-    are ring buffers of in_ring rows, row r stored at r % in_ring (last_row may then be
-    the absolute position)."""
+    kv/gate: per-token projections (rows of c*d f32, c = 2 for ratio 4 else 1); ape
+    (ratio, c*d); norm (d); cos/sin: rope_tables rows; out: the emitted rows (d f32)."""
+
+    kv: Buffer
+    gate: Buffer
+    ape: Buffer
+    norm: Buffer
+    cos: Buffer
+    sin: Buffer
+    out: Buffer
+    d: int
+    ratio: int
+    n_rot: int
+    eps: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Emission:
+    """Which windows one record_compress call emits: the first one ends at kv/gate row
+    last_row and starts at absolute position first_pos (a multiple of ratio: for ratio 4
+    the previous window's rows are read when first_pos >= 4); emission e reads cos/sin
+    row rope_row + e * rope_stride (the window's first position) and lands in out row
+    out_row + e. in_ring > 0: kv/gate are ring buffers of in_ring rows, row r stored at
+    r % in_ring (last_row may then be the absolute position)."""
+
+    last_row: int
+    first_pos: int
+    rope_row: int
+    out_row: int
+    n_emit: int = 1
+    rope_stride: int = 1
+    in_ring: int = 0
+
+
+def record_compress(rec: Recorder, b: CompressorBuffers, at: Emission) -> None:
+    """Record at.n_emit consecutive emissions into rows at.out_row.. of b.out."""
+    d, ratio, n_rot, eps = b.d, b.ratio, b.n_rot, b.eps
+    last_row, first_pos, n_emit, in_ring = at.last_row, at.first_pos, at.n_emit, at.in_ring
     if ratio < 1 or d < 2 or d % 2 or n_rot % 2 or not 0 <= n_rot <= d:
         raise Ds4Error(f"compress: d {d}, ratio {ratio}, n_rot {n_rot} do not fit")
     if first_pos % ratio or last_row + 1 < ratio or not 1 <= n_emit <= MAX_GROUPS:
@@ -87,9 +114,10 @@ def record_compress(
         raise Ds4Error(f"compress: row {last_row} leaves no room for the previous window")
     if in_ring and in_ring < ratio + (4 if ratio == 4 else 0):
         raise Ds4Error(f"compress: a ring of {in_ring} rows cannot hold a window of {ratio}")
-    push = struct.pack("<IIIf6I", d, ratio, n_rot, eps, last_row, first_pos, rope_row,
-                       rope_stride, out_row, in_ring)  # fmt: skip
-    rec.dispatch("compress", [kv, gate, ape, norm, cos, sin, out], push, (n_emit, 1, 1))
+    push = struct.pack("<IIIf6I", d, ratio, n_rot, eps, last_row, first_pos, at.rope_row,
+                       at.rope_stride, at.out_row, in_ring)  # fmt: skip
+    bufs = [b.kv, b.gate, b.ape, b.norm, b.cos, b.sin, b.out]
+    rec.dispatch("compress", bufs, push, (n_emit, 1, 1))
 
 
 # -----------------------------------------------------------------------------
@@ -135,8 +163,9 @@ def indexer_select(
     )
 
     def record(rec: Recorder) -> None:
-        record_indexer_scores(rec, rb, qb, wb, sb, n_q=n_q, n_head=n_head, dim=dim, pos0=pos0,
-                              ratio=ratio, stride=stride, w_scale=w_scale)  # fmt: skip
+        b = IndexerBuffers(rb, qb, wb, sb, n_head=n_head, dim=dim)
+        record_indexer_scores(rec, b, n_q=n_q, pos0=pos0, ratio=ratio, stride=stride,
+                              w_scale=w_scale)  # fmt: skip
         rec.barrier()
         record_topk(rec, sb, selb, n_q=n_q, k=k, pos0=pos0, ratio=ratio, stride=stride)
 
@@ -146,19 +175,33 @@ def indexer_select(
     return scores, [sel[t, : min(n, k)] for t, n in enumerate(counts)]
 
 
+@dataclass(frozen=True)
+class IndexerBuffers:
+    """A layer's indexer buffers for record_indexer_scores: rows (the compressed indexer
+    rows, dim f32 each), iq (n_q, n_head, dim), weights (n_q, n_head), scores (n_q,
+    stride) f32."""
+
+    rows: Buffer
+    iq: Buffer
+    weights: Buffer
+    scores: Buffer
+    n_head: int
+    dim: int
+
+
 def record_indexer_scores(
-    rec: Recorder, rows: Buffer, iq: Buffer, weights: Buffer, scores: Buffer, *, n_q: int,
-    n_head: int, dim: int, pos0: int, ratio: int, stride: int, w_scale: float = 1.0,
+    rec: Recorder, b: IndexerBuffers, *, n_q: int, pos0: int, ratio: int, stride: int,
+    w_scale: float = 1.0,
 ) -> None:  # fmt: skip
-    """Record scores[t, c] (rows of `stride` f32) for c < (pos0 + t + 1) // ratio; the
+    """Record b.scores[t, c] (rows of `stride` f32) for c < (pos0 + t + 1) // ratio; the
     weights are multiplied by w_scale (in f32) first."""
     most = (pos0 + n_q) // ratio
     if n_q < 1 or n_q > MAX_GROUPS or ratio < 1 or most > stride or most > MAX_GROUPS:
         raise Ds4Error(f"indexer: {n_q} queries, {most} rows (stride {stride}) out of range")
     if most == 0:
         return  # no query sees a row yet
-    push = struct.pack("<6If", n_q, n_head, dim, pos0, ratio, stride, w_scale)
-    rec.dispatch("indexer_scores", [rows, iq, weights, scores], push, (most, n_q, 1))
+    push = struct.pack("<6If", n_q, b.n_head, b.dim, pos0, ratio, stride, w_scale)
+    rec.dispatch("indexer_scores", [b.rows, b.iq, b.weights, b.scores], push, (most, n_q, 1))
 
 
 def record_topk(
@@ -292,10 +335,11 @@ def emit_rows(
     nb = ops.vec(setup.prefix + norm)
     d, ratio, n_emit = comp.row_width, comp.ratio, len(lasts)
     last_row, out_row = lasts[0] - comp.kv.base, first - comp.rows.base
-    step.record(lambda rec: record_compress(
-        rec, kvb, scb, zero_ape, nb, cb, sb, out, d=d, ratio=ratio, n_rot=hp.n_rot,
-        eps=hp.rms_eps, last_row=last_row, first_pos=lasts[0] + 1 - ratio, rope_row=0,
-        out_row=out_row, n_emit=n_emit))  # fmt: skip
+    b = CompressorBuffers(kvb, scb, zero_ape, nb, cb, sb, out, d=d, ratio=ratio,
+                          n_rot=hp.n_rot, eps=hp.rms_eps)  # fmt: skip
+    at = Emission(last_row=last_row, first_pos=lasts[0] + 1 - ratio, rope_row=0,
+                  out_row=out_row, n_emit=n_emit)  # fmt: skip
+    step.record(lambda rec: record_compress(rec, b, at))
     comp.rows.n = first + n_emit
     num = setup.numerics
     if mode is StoreRounding.INDEX_ROW and num.indexer_qat != num.kv_rounding:
@@ -325,9 +369,10 @@ def indexer_choice(
     scores, sel = step.alloc(n * stride * 4), step.alloc(n * k * 4)
     rows, qb, wb = idx.buf, step.dev(iq), step.dev(iw)
     w_scale = float(np.float32(1.0 / math.sqrt(hp.indexer_head_dim * hp.n_indexer_head)))
-    step.record(lambda rec: record_indexer_scores(rec, rows, qb, wb, scores, n_q=n,
-                n_head=hp.n_indexer_head, dim=hp.indexer_head_dim, pos0=p0, ratio=4,
-                stride=stride, w_scale=w_scale))  # fmt: skip
+    b = IndexerBuffers(rows, qb, wb, scores, n_head=hp.n_indexer_head,
+                       dim=hp.indexer_head_dim)  # fmt: skip
+    step.record(lambda rec: record_indexer_scores(rec, b, n_q=n, pos0=p0, ratio=4,
+                                                  stride=stride, w_scale=w_scale))  # fmt: skip
     step.record(lambda rec: record_topk(rec, scores, sel, n_q=n, k=k, pos0=p0, ratio=4,
                                         stride=stride))  # fmt: skip
     return sel

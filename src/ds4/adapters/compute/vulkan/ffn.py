@@ -10,6 +10,7 @@ numerics: activations quantized on the device and the integer-dot kernels
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +18,7 @@ import numpy.typing as npt
 from ds4.adapters.compute.reference.attention_layer import LayerSetup
 from ds4.adapters.compute.vulkan.device import Buffer
 from ds4.adapters.compute.vulkan.moe import (
+    FfnBuffers,
     FfnScratch,
     FfnWeights,
     ffn_scratch_sizes,
@@ -79,8 +81,8 @@ def route_on_device(
     lb = bufs[0]
     bb = bufs[1] if mode == TOP_K_BIAS else lb
     tb, hb = (bufs[1], bufs[2]) if mode == HASH else (lb, lb)
-    rt.run(lambda rec: record_route(rec, lb, bb, tb, hb, ids, wts, n_tok, n_expert, k, mode,
-                                    scale, normalize))  # fmt: skip
+    b, r = RouteBuffers(lb, bb, tb, hb, ids, wts), Routing(k, mode, scale, normalize)
+    rt.run(lambda rec: record_route(rec, b, r, n_tok, n_expert))
     out_ids: I64 = ids.read(np.int32, n_tok * k).reshape(n_tok, k).astype(np.int64)
     out_wts: F32 = wts.read(np.float32, n_tok * k).reshape(n_tok, k)
     return out_ids, out_wts
@@ -100,31 +102,50 @@ def hash_table(tid2eid: npt.NDArray[np.generic], n_expert: int, k: int) -> npt.N
     return table
 
 
+@dataclass(frozen=True)
+class RouteBuffers:
+    """A layer's routing buffers: logits (n, E) in, ids (n, k) int32 and wts (n, k) f32
+    out; bias (E) is read in TOP_K_BIAS mode only, tokens (n,) int32 and tid2eid (from
+    hash_table) in HASH mode only (otherwise any buffer)."""
+
+    logits: Buffer
+    bias: Buffer
+    tokens: Buffer
+    tid2eid: Buffer
+    ids: Buffer
+    wts: Buffer
+
+
+@dataclass(frozen=True)
+class Routing:
+    """How a layer routes: top k, the router.comp mode (TOP_K, TOP_K_BIAS or HASH), the
+    weights' scale and whether they are renormalised first."""
+
+    k: int
+    mode: int
+    scale: float
+    normalize: bool
+
+
 def record_router(
-    rec: Recorder, gate_inp: VulkanWeights, tables: list[Buffer], g: Buffer, logits: Buffer,
-    bias: Buffer, tokens: Buffer, tid2eid: Buffer, ids: Buffer, wts: Buffer, n_tok: int,
-    k: int, mode: int, scale: float, normalize: bool,
+    rec: Recorder, gate_inp: VulkanWeights, tables: list[Buffer], g: Buffer, b: RouteBuffers,
+    r: Routing, n_tok: int,
 ) -> None:  # fmt: skip
-    """Record the gate product logits = gate_inp g (fp32 dots), a barrier, and the
-    routing; unused inputs (bias outside TOP_K_BIAS, tokens/tid2eid outside HASH) may be
-    any buffer."""
-    record_matmul(rec, gate_inp, g, logits, n_tok, tables)
+    """Record the gate product b.logits = gate_inp g (fp32 dots), a barrier, and the
+    routing."""
+    record_matmul(rec, gate_inp, g, b.logits, n_tok, tables)
     rec.barrier()
-    record_route(rec, logits, bias, tokens, tid2eid, ids, wts, n_tok, gate_inp.rows, k, mode,
-                 scale, normalize)  # fmt: skip
+    record_route(rec, b, r, n_tok, gate_inp.rows)
 
 
-def record_route(
-    rec: Recorder, logits: Buffer, bias: Buffer, tokens: Buffer, tid2eid: Buffer, ids: Buffer,
-    wts: Buffer, n_tok: int, n_expert: int, k: int, mode: int, scale: float, normalize: bool,
-) -> None:  # fmt: skip
-    """Record the routing of logits (n, E) into ids (n, k) int32 and wts (n, k) f32;
-    tokens (n,) int32 and tid2eid (from hash_table) are read in HASH mode only."""
+def record_route(rec: Recorder, b: RouteBuffers, r: Routing, n_tok: int, n_expert: int) -> None:
+    """Record the routing of b.logits (n, E) into b.ids and b.wts."""
+    k, mode = r.k, r.mode
     check_route(n_tok, n_expert, k, mode)
-    n_vocab = max(tid2eid.size // (4 * k), 1)  # rows of the table (HASH mode)
-    push = struct.pack("<4IfII", n_tok, n_expert, k, mode, scale, int(normalize), n_vocab)
+    n_vocab = max(b.tid2eid.size // (4 * k), 1)  # rows of the table (HASH mode)
+    push = struct.pack("<4IfII", n_tok, n_expert, k, mode, r.scale, int(r.normalize), n_vocab)
     gx = min(n_tok, MAX_GROUPS)
-    rec.dispatch("router", [logits, bias, tokens, tid2eid, ids, wts], push,
+    rec.dispatch("router", [b.logits, b.bias, b.tokens, b.tid2eid, b.ids, b.wts], push,
                  (gx, -(-n_tok // gx), 1))  # fmt: skip
 
 
@@ -162,11 +183,12 @@ def ffn_block(ops: Ops, step: Step, setup: LayerSetup, g: Value, tokens: I64) ->
     sizes = ffn_scratch_sizes(w, n, k, quantized=quantized)
     scratch = FfnScratch(n, k, {name: step.alloc(size) for name, size in sizes.items()})
     clamp = setup.clamp
+    io = FfnBuffers(gb, ids, wts, ob)
     if quantized:
-        step.record(lambda rec: record_moe_ffn_q8(rec, w, scratch, gb, ids, wts, ob, n, clamp,
+        step.record(lambda rec: record_moe_ffn_q8(rec, w, scratch, io, n, clamp,
                                                   record_quantize_for))  # fmt: skip
     else:
-        step.record(lambda rec: record_moe_ffn(rec, w, scratch, gb, ids, wts, ob, n, clamp))
+        step.record(lambda rec: record_moe_ffn(rec, w, scratch, io, n, clamp))
     return out
 
 
@@ -188,8 +210,8 @@ def _route(ops: Ops, step: Step, setup: LayerSetup, logits: Value, tokens: I64
         mode = TOP_K
     ids, wts = step.alloc(n * k * 4), step.alloc(n * k * 4)
     scale, norm = hp.expert_weights_scale, hp.expert_weights_norm
-    step.record(lambda rec: record_route(rec, lb, bias, tok, table, ids, wts, n, n_expert, k,
-                                         mode, scale, norm))  # fmt: skip
+    b, r = RouteBuffers(lb, bias, tok, table, ids, wts), Routing(k, mode, scale, norm)
+    step.record(lambda rec: record_route(rec, b, r, n, n_expert))
     return ids, wts
 
 

@@ -29,6 +29,35 @@ WG = 64
 LAYER, HEAD = 0, 1  # hc_split modes
 
 
+@dataclass(frozen=True)
+class HcShape:
+    """n_tok tokens of n_hc streams of dim, the Sinkhorn iterations, the split's hc_eps,
+    the flat RMSNorm's rms_eps, and the hc_split mode (LAYER or HEAD)."""
+
+    n_tok: int
+    n_hc: int
+    dim: int
+    iters: int
+    hc_eps: float
+    rms_eps: float
+    mode: int = LAYER
+
+
+@dataclass(frozen=True)
+class HcBuffers:
+    """One HC pre's buffers: streams (n, S, D) in, the scale and base weights, mix
+    (n, width) the fn product, split (n, width) and x (n, D) out; flat (n, S*D) is
+    record_hc_pre's RMSNorm scratch (record_hc_split does not read it)."""
+
+    streams: Buffer
+    scale: Buffer
+    base: Buffer
+    mix: Buffer
+    split: Buffer
+    x: Buffer
+    flat: Buffer | None = None
+
+
 def split_width(n_hc: int, mode: int = LAYER) -> int:
     """Values per token of the mix and of the split: 2S + S*S for a layer, S for the head."""
     return 2 * n_hc + n_hc * n_hc if mode == LAYER else n_hc
@@ -63,11 +92,9 @@ def hc_pre(
     x_out = rt.scratch("hc.x", n_tok * dim * 4)
     tables = kernel_tables(rt, fn)
 
-    def record(rec: Recorder) -> None:
-        record_hc_pre(rec, bufs[0], fn, tables, bufs[1], bufs[2], flat, mix, split, x_out,
-                      n_tok, n_hc, dim, iters, hc_eps, rms_eps, mode)  # fmt: skip
-
-    rt.run(record)
+    b = HcBuffers(bufs[0], bufs[1], bufs[2], mix, split, x_out, flat)
+    s = HcShape(n_tok, n_hc, dim, iters, hc_eps, rms_eps, mode)
+    rt.run(lambda rec: record_hc_pre(rec, fn, tables, b, s))
     x: F32 = x_out.read(np.float32, n_tok * dim).reshape(n_tok, dim)
     sp: F32 = split.read(np.float32, n_tok * width).reshape(n_tok, width)
     return x, sp
@@ -93,31 +120,27 @@ def hc_post(y: npt.ArrayLike, streams: npt.ArrayLike, split: npt.ArrayLike,
 
 
 def record_hc_pre(
-    rec: Recorder, streams: Buffer, fn: VulkanWeights, tables: list[Buffer], scale: Buffer,
-    base: Buffer, flat: Buffer, mix: Buffer, split: Buffer, x_out: Buffer, n_tok: int,
-    n_hc: int, dim: int, iters: int, hc_eps: float, rms_eps: float, mode: int = LAYER,
-) -> None:  # fmt: skip
+    rec: Recorder, fn: VulkanWeights, tables: list[Buffer], b: HcBuffers, s: HcShape
+) -> None:
     """Record flat RMSNorm -> fn product -> split and weighted sum, barriers between
-    (fp32 numerics; `tables` from kernel_tables(fn)). Scratch: flat (n, S*D), mix
-    (n, width); results: split (n, width), x_out (n, D)."""
-    record_rmsnorm(rec, streams, scale, flat, n_hc * dim, n_tok, rms_eps, False)
+    (fp32 numerics; `tables` from kernel_tables(fn)); b.flat is the RMSNorm's scratch."""
+    if b.flat is None:
+        raise Ds4Error("hc_pre: no flat scratch buffer (n, S*D)")
+    record_rmsnorm(rec, b.streams, b.scale, b.flat, s.n_hc * s.dim, s.n_tok, s.rms_eps, False)
     rec.barrier()
-    record_matmul(rec, fn, flat, mix, n_tok, tables)
+    record_matmul(rec, fn, b.flat, b.mix, s.n_tok, tables)
     rec.barrier()
-    record_hc_split(rec, mix, scale, base, streams, split, x_out, n_tok, n_hc, dim, iters,
-                    hc_eps, mode)  # fmt: skip
+    record_hc_split(rec, b, s)
 
 
-def record_hc_split(
-    rec: Recorder, mix: Buffer, scale: Buffer, base: Buffer, streams: Buffer, split: Buffer,
-    x_out: Buffer, n_tok: int, n_hc: int, dim: int, iters: int, eps: float, mode: int = LAYER,
-) -> None:  # fmt: skip
-    """Record the split of mix (n, width) into split (n, width) and x_out = sum_h pre[h] *
+def record_hc_split(rec: Recorder, b: HcBuffers, s: HcShape) -> None:
+    """Record the split of b.mix (n, width) into b.split (n, width) and b.x = sum_h pre[h] *
     streams[h] (n, D); mode LAYER (pre, post, Sinkhorn comb) or HEAD (pre only)."""
+    n_tok, n_hc, dim, iters, mode = s.n_tok, s.n_hc, s.dim, s.iters, s.mode
     _check(n_tok, n_hc, dim, iters, mode)
-    push = struct.pack("<4IfI", n_tok, n_hc, dim, iters, eps, mode)
+    push = struct.pack("<4IfI", n_tok, n_hc, dim, iters, s.hc_eps, mode)
     gx = min(n_tok, MAX_GROUPS)
-    rec.dispatch("hc_split", [mix, scale, base, streams, split, x_out], push,
+    rec.dispatch("hc_split", [b.mix, b.scale, b.base, b.streams, b.split, b.x], push,
                  (gx, -(-n_tok // gx), 1))  # fmt: skip
 
 
@@ -184,9 +207,9 @@ def head_logits(w: HeadWeights, streams: npt.ArrayLike, *, hc_eps: float,
                                              n_tok * w.n_hc * 4, n_tok * w.dim * 4,
                                              n_tok * w.dim * 4)]  # fmt: skip
     tables = (kernel_tables(rt, w.hc_fn), kernel_tables(rt, w.output))
+    b = HeadBuffers(sb, *scratch, logits)
     try:
-        rt.run(lambda rec: record_head(rec, w, tables, sb, scratch, logits, n_tok, hc_eps,
-                                       rms_eps))  # fmt: skip
+        rt.run(lambda rec: record_head(rec, w, tables, b, n_tok, hc_eps, rms_eps))
     finally:
         for buf in scratch:
             buf.release()
@@ -194,20 +217,33 @@ def head_logits(w: HeadWeights, streams: npt.ArrayLike, *, hc_eps: float,
     return out
 
 
+@dataclass(frozen=True)
+class HeadBuffers:
+    """record_head's buffers: streams (n, S, D) in, f32 scratch flat (n, S*D), mix (n, S),
+    weights (n, S), collapsed (n, D) and normed (n, D), logits (n, V) out."""
+
+    streams: Buffer
+    flat: Buffer
+    mix: Buffer
+    weights: Buffer
+    collapsed: Buffer
+    normed: Buffer
+    logits: Buffer
+
+
 def record_head(
-    rec: Recorder, w: HeadWeights, tables: tuple[list[Buffer], list[Buffer]], streams: Buffer,
-    scratch: list[Buffer], logits: Buffer, n_tok: int, hc_eps: float, rms_eps: float,
+    rec: Recorder, w: HeadWeights, tables: tuple[list[Buffer], list[Buffer]], b: HeadBuffers,
+    n_tok: int, hc_eps: float, rms_eps: float,
 ) -> None:  # fmt: skip
-    """Record logits (n, V) from streams (n, S, D), barriers between; scratch = [flat
-    (n, S*D), mix (n, S), weights (n, S), collapsed (n, D), normed (n, D)] f32 buffers;
-    tables = kernel_tables of hc_fn and output."""
-    flat, mix, wts, x, z = scratch
-    record_hc_pre(rec, streams, w.hc_fn, tables[0], w.hc_scale, w.hc_base, flat, mix, wts, x,
-                  n_tok, w.n_hc, w.dim, 1, hc_eps, rms_eps, HEAD)  # fmt: skip
+    """Record b.logits (n, V) from b.streams (n, S, D), barriers between; tables =
+    kernel_tables of hc_fn and output."""
+    hc = HcBuffers(b.streams, w.hc_scale, w.hc_base, b.mix, b.weights, b.collapsed, b.flat)
+    record_hc_pre(rec, w.hc_fn, tables[0], hc, HcShape(n_tok, w.n_hc, w.dim, 1, hc_eps,
+                                                        rms_eps, HEAD))  # fmt: skip
     rec.barrier()
-    record_rmsnorm(rec, x, w.norm, z, w.dim, n_tok, rms_eps, True)
+    record_rmsnorm(rec, b.collapsed, w.norm, b.normed, w.dim, n_tok, rms_eps, True)
     rec.barrier()
-    record_matmul(rec, w.output, z, logits, n_tok, tables[1])
+    record_matmul(rec, w.output, b.normed, b.logits, n_tok, tables[1])
 
 
 # -----------------------------------------------------------------------------

@@ -30,13 +30,15 @@ from ds4.adapters.compute.vulkan.hc import (
     EMBED_TYPES,
     HEAD,
     LAYER,
+    HcBuffers,
+    HcShape,
     record_embed,
     record_hc_post,
     record_hc_split,
     split_width,
 )
 from ds4.adapters.compute.vulkan.ops import Ops
-from ds4.adapters.compute.vulkan.runtime import Recorder, runtime
+from ds4.adapters.compute.vulkan.runtime import runtime
 from ds4.adapters.compute.vulkan.step import (
     BufferPool,
     DeviceLayerState,
@@ -202,16 +204,13 @@ class VulkanForward:
         flat = self.ops.norm(step, streams, None, hp.n_hc * hp.n_embd, hp.rms_eps)
         mix = self.ops.mm(step, hc + "fn.weight", _flat(flat, n))
         split, x = step.new((n, split_width(hp.n_hc, mode))), step.new((n, hp.n_embd))
-        bufs = (step.dev(mix), self.ops.vec(hc + "scale.weight"), self.ops.vec(hc + "base.weight"),
-                step.dev(streams), split.buf, x.buf)  # fmt: skip
-        n_hc, dim, iters, eps = hp.n_hc, hp.n_embd, hp.sinkhorn_iters, hp.hc_eps
-
-        def record(rec: Recorder) -> None:
-            mb, sc, bs, sb, spb, xb = bufs
-            assert spb is not None and xb is not None
-            record_hc_split(rec, mb, sc, bs, sb, spb, xb, n, n_hc, dim, iters, eps, mode)
-
-        step.record(record)
+        mb, sc = step.dev(mix), self.ops.vec(hc + "scale.weight")
+        bs = self.ops.vec(hc + "base.weight")
+        sb, spb, xb = step.dev(streams), split.buf, x.buf
+        assert spb is not None and xb is not None
+        b = HcBuffers(sb, sc, bs, mb, spb, xb)
+        s = HcShape(n, hp.n_hc, hp.n_embd, hp.sinkhorn_iters, hp.hc_eps, hp.rms_eps, mode)
+        step.record(lambda rec: record_hc_split(rec, b, s))
         return x, split
 
     def _hc_post(self, step: Step, y: Value, streams: Value, split: Value) -> Value:
