@@ -157,13 +157,7 @@ def check_route(n_tok: int, n_expert: int, k: int, mode: int) -> None:
         raise Ds4Error(f"route: unknown mode {mode}")
 
 
-# -----------------------------------------------------------------------------
-# The FFN sublayer on the device (the device twin of reference/ffn_layer.py;
-# docs/vulkan.md#device-forward): the router's top-k (or hash) choice stays on the device
-# and the routed experts read it there, grouped by expert (a row decoded once per chunk of
-# up to 8 pairs); then the shared expert and the slot-ordered combine. fp32 numerics: f32
-# dots (moe.record_moe_ffn); ds4 numerics: activations quantized on the device and the
-# integer-dot kernels (moe.record_moe_ffn_q8).
+# ---- what a step records for one layer's FFN --------------------------------
 
 
 def ffn_block(ops: Ops, step: Step, setup: LayerSetup, g: Value, tokens: I64) -> Value:

@@ -348,7 +348,7 @@ def record_moe_matmul_q8(
     n_pairs: int, x_div: int, tables: list[Buffer],
 ) -> None:  # fmt: skip
     """ds4 numerics: y[q] = W_{ids[q]} . codes[q // x_div] with acts = [codes, scales, y,
-    bsums] as matvec_q8.stage_activations lays them out (y: n_pairs rows of
+    bsums] as weights.stage_activations lays them out (y: n_pairs rows of
     rows_per_expert)."""
     if w.ggml_type not in SHADERS_Q8:
         raise Ds4Error(f"no quantized-activation Vulkan kernel for {w.ggml_type.name} weights")

@@ -312,7 +312,7 @@ def _check_cols(cols: int, block: int) -> None:
 # activation capture) with one submission per product. fp32
 # numerics: f32 dots on the decoded weights. ds4 numerics: quantized weights take the
 # integer dots against activations quantized on the host by the engine's quantizers
-# (matvec_q8.py); F32/F16 weights take the f32 dots (the reference sums F32 in f64 and
+# (stage_activations); F32/F16 weights take the f32 dots (the reference sums F32 in f64 and
 # F16 in index order: within the fast path's noise). A weight type without a shader is an
 # error, never a quiet CPU product.
 
