@@ -57,7 +57,9 @@ def compress_windows(
     for buf, a in zip(ins, (kvs, gs, apes, ns, cos, sin), strict=True):
         buf.write(a)
     out = rt.scratch("compress.out", n_emit * d * 4)
-    b = CompressorBuffers(*ins, out, d=d, ratio=ratio, n_rot=rp.n_rot, eps=eps)
+    kvb, gb, apeb, nb, cb, sb = ins
+    b = CompressorBuffers(kvb, gb, apeb, nb, cb, sb, out, d=d, ratio=ratio, n_rot=rp.n_rot,
+                          eps=eps)  # fmt: skip
     at = Emission(last_row=ratio - 1, first_pos=0, rope_row=0, out_row=0, n_emit=n_emit)
     rt.run(lambda rec: record_compress(rec, b, at))
     got: F32 = out.read(np.float32, n_emit * d).reshape(n_emit, d)

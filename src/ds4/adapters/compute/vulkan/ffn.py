@@ -81,8 +81,8 @@ def route_on_device(
     lb = bufs[0]
     bb = bufs[1] if mode == TOP_K_BIAS else lb
     tb, hb = (bufs[1], bufs[2]) if mode == HASH else (lb, lb)
-    b, r = RouteBuffers(lb, bb, tb, hb, ids, wts), Routing(k, mode, scale, normalize)
-    rt.run(lambda rec: record_route(rec, b, r, n_tok, n_expert))
+    rb, r = RouteBuffers(lb, bb, tb, hb, ids, wts), Routing(k, mode, scale, normalize)
+    rt.run(lambda rec: record_route(rec, rb, r, n_tok, n_expert))
     out_ids: I64 = ids.read(np.int32, n_tok * k).reshape(n_tok, k).astype(np.int64)
     out_wts: F32 = wts.read(np.float32, n_tok * k).reshape(n_tok, k)
     return out_ids, out_wts

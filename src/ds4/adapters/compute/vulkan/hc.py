@@ -207,7 +207,8 @@ def head_logits(w: HeadWeights, streams: npt.ArrayLike, *, hc_eps: float,
                                              n_tok * w.n_hc * 4, n_tok * w.dim * 4,
                                              n_tok * w.dim * 4)]  # fmt: skip
     tables = (kernel_tables(rt, w.hc_fn), kernel_tables(rt, w.output))
-    b = HeadBuffers(sb, *scratch, logits)
+    flat, mix, wts, x, z = scratch
+    b = HeadBuffers(sb, flat, mix, wts, x, z, logits)
     try:
         rt.run(lambda rec: record_head(rec, w, tables, b, n_tok, hc_eps, rms_eps))
     finally:
