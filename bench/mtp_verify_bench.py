@@ -40,7 +40,7 @@ from ds4 import _native_cpu  # type: ignore[attr-defined]
 from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu.native_forward import NativeForward
 from ds4.adapters.gguf.tensor_values import TensorValues
-from ds4.adapters.quant.native_dequant import NativeDequantizer
+from ds4.adapters.quant.native_codec import NativeDequantizer
 from ds4.domain.engine_math.numerics import numerics_named
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.model.presets import FLASH

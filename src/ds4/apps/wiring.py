@@ -282,10 +282,10 @@ def draft_model(path: str, runner: ModelRunner, main: DeepSeekV4HParams) -> Draf
 
 def dequantizer(backend: DequantBackend = "native") -> Dequantizer:
     if backend == "numpy":
-        from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
+        from ds4.adapters.quant.numpy_codec import NumpyDequantizer
 
         return NumpyDequantizer()
-    from ds4.adapters.quant.native_dequant import NativeDequantizer
+    from ds4.adapters.quant.native_codec import NativeDequantizer
 
     return NativeDequantizer()
 
@@ -293,10 +293,10 @@ def dequantizer(backend: DequantBackend = "native") -> Dequantizer:
 def quantizer(backend: DequantBackend = "native", threads: int | None = None) -> Quantizer:
     """Native by default, on every core (the bytes do not depend on the thread count)."""
     if backend == "numpy":
-        from ds4.adapters.quant.numpy_quantize import NumpyQuantizer
+        from ds4.adapters.quant.numpy_codec import NumpyQuantizer
 
         return NumpyQuantizer()
-    from ds4.adapters.quant.native_quantize import NativeQuantizer
+    from ds4.adapters.quant.native_codec import NativeQuantizer
 
     return NativeQuantizer(threads=threads or os.cpu_count() or 1)
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
-from ds4.adapters.quant.numpy_quantize import NumpyQuantizer
+from ds4.adapters.quant.numpy_codec import NumpyDequantizer, NumpyQuantizer
 from ds4.domain.engine_math.actquant import quantize_q8_0, quantize_q8_k
 from ds4.domain.engine_math.quant_dots import dot_iq2_xxs, dot_q2_k, dot_q4_k, dot_q8_0
 from ds4.domain.gguf.ggml_types import GGMLType

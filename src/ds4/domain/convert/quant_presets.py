@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
-from ds4.domain.model.catalog import Role, TensorSpec
+from ds4.domain.gguf.quant_formats import Role
+from ds4.domain.model.catalog import TensorSpec
 from ds4.domain.model.hparams import DeepSeekV4HParams
 
 QUANT_PRESETS = ("f32", "f16", "q8", "q4", "q2", "q2-q4")

@@ -13,7 +13,8 @@ import zlib
 import numpy as np
 import numpy.typing as npt
 
-from ds4.domain.model.catalog import Role, TensorSpec
+from ds4.domain.gguf.quant_formats import Role
+from ds4.domain.model.catalog import TensorSpec
 from ds4.domain.model.hparams import DeepSeekV4HParams
 
 F32 = npt.NDArray[np.float32]

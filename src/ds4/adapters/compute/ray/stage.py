@@ -30,7 +30,7 @@ from ds4.adapters.compute.cpu.native_forward import NativeForward
 from ds4.adapters.compute.cpu.sequence_state import CpuState
 from ds4.adapters.gguf.model_open import load_model
 from ds4.adapters.gguf.tensor_values import TensorValues
-from ds4.adapters.quant.native_dequant import NativeDequantizer
+from ds4.adapters.quant.native_codec import NativeDequantizer
 from ds4.domain.distributed.layer_split import layer_bytes, range_text
 from ds4.domain.distributed.prefix_hash import EMPTY, rolling_hashes
 from ds4.domain.engine.dsv4_payload import LayerSnapshot, SessionSnapshot

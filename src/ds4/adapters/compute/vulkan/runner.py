@@ -15,7 +15,7 @@ from ds4.adapters.compute.vulkan.runtime import runtime
 from ds4.adapters.compute.vulkan.sequence_state import VulkanState
 from ds4.adapters.compute.vulkan.vk_api import VulkanUnavailableError
 from ds4.adapters.compute.vulkan.weight_store import VulkanWeightStore
-from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
+from ds4.adapters.quant.numpy_codec import NumpyDequantizer
 from ds4.domain.engine_math.numerics import Numerics
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
