@@ -31,7 +31,7 @@ from ds4.adapters.compute.vulkan.norm import record_rmsnorm
 from ds4.adapters.compute.vulkan.router import HASH, TOP_K_BIAS, hash_table, record_router
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime, runtime
 from ds4.adapters.compute.vulkan.submission import Recorder
-from ds4.adapters.gguf.model_open import load_model
+from ds4.adapters.gguf.model_files import load_model
 from ds4.adapters.quant.numpy_codec import NumpyDequantizer
 from ds4.domain.engine_math.hyper import hc_post
 from ds4.domain.engine_math.numerics import FP32, numerics_named

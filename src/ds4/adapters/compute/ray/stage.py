@@ -28,8 +28,7 @@ import numpy.typing as npt
 from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu.native_forward import NativeForward
 from ds4.adapters.compute.cpu.sequence_state import CpuState
-from ds4.adapters.gguf.model_open import load_model
-from ds4.adapters.gguf.tensor_values import TensorValues
+from ds4.adapters.gguf.model_files import TensorValues, load_model
 from ds4.adapters.quant.native_codec import NativeDequantizer
 from ds4.domain.distributed.layer_split import layer_bytes, range_text
 from ds4.domain.distributed.prefix_hash import EMPTY, rolling_hashes

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.gguf.tensor_values import TensorValues
+from ds4.adapters.gguf.model_files import TensorValues
 from ds4.domain.engine_math.actquant import QuantizedActivation, quantize_q8_0, quantize_q8_k
 from ds4.domain.engine_math.numerics import Numerics
 from ds4.domain.engine_math.quant_dots import dot_iq2_xxs, dot_q2_k, dot_q4_k, dot_q8_0
