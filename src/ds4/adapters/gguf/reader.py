@@ -23,14 +23,16 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.domain.errors import Ds4Error
-from ds4.domain.gguf.array_values import PackedArray, StringArray, decode_gguf_string
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType, tensor_nbytes, type_name
 from ds4.domain.gguf.records import (
     SCALAR_SIZES,
     STRUCT_CODES,
     MetaValue,
+    PackedArray,
+    StringArray,
     TensorInfo,
     ValueType,
+    decode_gguf_string,
 )
 
 GGUF_MAGIC = b"GGUF"

@@ -21,9 +21,8 @@ import numpy.typing as npt
 from ds4.adapters.gguf.reader import DEFAULT_ALIGNMENT, GGUF_MAGIC, SUPPORTED_VERSION
 from ds4.domain.convert.planned import Chunk, PlannedTensor
 from ds4.domain.errors import Ds4Error
-from ds4.domain.gguf.array_values import ArrayValue
 from ds4.domain.gguf.ggml_types import GGMLType, tensor_nbytes, type_name
-from ds4.domain.gguf.records import STRUCT_CODES, MetaValue, Value, ValueType
+from ds4.domain.gguf.records import STRUCT_CODES, ArrayValue, MetaValue, Value, ValueType
 from ds4.ports.quantizer import Quantizer
 
 
