@@ -25,8 +25,7 @@ from ds4.adapters.tokenizer.tokenizer_sources import build_tokenizer
 from ds4.adapters.tokenizer.vocab_loading import vocabulary_from_gguf_metadata
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.records import MetaValue, ValueType
-from ds4.domain.model.hparam_ranges import FLOAT_BOUNDS, INT_BOUNDS
-from ds4.domain.model.hparams import FIELD_TO_KEY, KEY_TYPES
+from ds4.domain.model.hparams import FIELD_TO_KEY, FLOAT_BOUNDS, INT_BOUNDS, KEY_TYPES
 from ds4.domain.model.validation import validate_model_file
 
 BASE = micro_metadata()

@@ -21,7 +21,7 @@ from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.kvc_header import KvcFlags, SaveReason
 from ds4.domain.kvcache.model_identity import model_tag_for
 from ds4.domain.kvcache.policy import KvCacheOptions
-from ds4.domain.model.tiny_shapes import DEFAULT_TINY_SHAPE, TINY_SHAPES
+from ds4.domain.model.presets import DEFAULT_TINY_SHAPE, TINY_SHAPES
 from ds4.domain.serving.kv_checkpoints import KvCheckpoints
 from ds4.domain.tools.replay_memory import ToolReplayMemory
 

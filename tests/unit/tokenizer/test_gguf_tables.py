@@ -23,7 +23,7 @@ from ds4.adapters.tokenizer.vocab_loading import (
 from ds4.adapters.tokenizer.vocabulary import TokenizerDataError
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.records import MetaValue, ValueType
-from ds4.domain.model.problems import Problem
+from ds4.domain.model.hparams import Problem
 from ds4.domain.tokenizer.byte_alphabet import BYTE_TO_CHAR
 from ds4.domain.tokenizer.gguf_tables import check_tokenizer_tables
 

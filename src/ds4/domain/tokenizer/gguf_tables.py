@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ds4.domain.gguf.records import INTEGER_TYPES, MetaValue, ValueType
-from ds4.domain.model.problems import Problem
+from ds4.domain.model.hparams import Problem
 from ds4.domain.tokenizer.byte_alphabet import BYTE_TO_CHAR
 
 TOKENS_KEY = "tokenizer.ggml.tokens"

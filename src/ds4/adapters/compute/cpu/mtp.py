@@ -21,7 +21,7 @@ from ds4.adapters.gguf.model_files import TensorValues
 from ds4.adapters.quant.native_codec import NativeDequantizer
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
-from ds4.domain.model.mtp_fit import mtp_clamp
+from ds4.domain.model.presets import mtp_clamp
 from ds4.ports.drafter import DraftState
 from ds4.ports.model_file import ModelFile
 
