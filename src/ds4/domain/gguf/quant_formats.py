@@ -130,8 +130,13 @@ def _cpu(slot: str, activation: Activation, **extra: tuple[str, ...]) -> CpuKern
     """The common case: the same dot_<slot> in the scalar and AVX2 tables (AVX-512
     inheriting AVX2's), NEON's own; `extra` adds or replaces per instruction set."""
     dot = f"dot_{slot}"
-    neon = (dot,) if activation == "f32" else (f"{dot}_base", f"{dot}_sdot")
-    base = {"scalar": (dot,), "avx2": (dot,), "avx512": (dot,), "neon": neon}
+    neon: tuple[str, ...] = (dot,) if activation == "f32" else (f"{dot}_base", f"{dot}_sdot")
+    base: dict[str, tuple[str, ...]] = {
+        "scalar": (dot,),
+        "avx2": (dot,),
+        "avx512": (dot,),
+        "neon": neon,
+    }
     base.update(extra)
     return CpuKernels(slot, activation, base["scalar"], base["avx2"], base["avx512"], base["neon"])
 
