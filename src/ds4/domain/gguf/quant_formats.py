@@ -30,13 +30,17 @@ tests/unit/quant/test_quant_formats.py runs it on every row.
 Adding a type (MXFP4, Q3_K, Q6_K, IQ4_XS, ...): add its row below; bind its numpy
 codec in NUMPY_CODECS; add its native dequantize/quantize cases; give it a
 ds4_dot_table slot with a kernel per instruction set; write its matvec shaders; then
-run the test above, which names every piece still missing.
+run the test above, which names every piece still missing. Three places still name
+their types themselves and need the new one too: the numpy reference dots
+(domain/engine_math/quant_dots.py, used by the reference backend and the kernel
+oracle), the Vulkan adapter's type -> shader maps, and the converter's quant presets
+(domain/convert/quant_presets.py), which pick a type per tensor role.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
@@ -96,7 +100,7 @@ class QuantFormat:
     roles: frozenset[Role] = frozenset()
     importance: Importance = "unused"
     cpu: CpuKernels | None = None
-    vulkan_shaders: tuple[str, ...] = field(default=())
+    vulkan_shaders: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
