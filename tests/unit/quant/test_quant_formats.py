@@ -182,6 +182,10 @@ def test_one_missing_piece_is_the_one_reported() -> None:
     assert missing_pieces(q4k, built) == [
         "built SPIR-V matvec_q4_k_q8.spv", "built SPIR-V matvec_q4_k_q8.sg.spv"
     ]  # fmt: skip
+    f32_only = dataclasses.replace(q4k, vulkan_shaders=("matvec_q4_k",))
+    assert missing_pieces(f32_only, found) == [
+        "Vulkan integer-dot shader (a matvec_*_q8 over q8_k activations)"
+    ]
     assert q4k.cpu is not None
     wrong_neon = dataclasses.replace(q4k, cpu=dataclasses.replace(q4k.cpu, neon=("dot_q4_k",)))
     assert [g.split(":")[0] for g in missing_pieces(wrong_neon, found)] == ["neon CPU kernels"]

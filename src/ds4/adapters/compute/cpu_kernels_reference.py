@@ -63,8 +63,7 @@ def dot_float_index_order(raw: U8, ggml_type: GGMLType, x: F32) -> F32:
 def matvec_reference(raw: U8, ggml_type: GGMLType, x: F32) -> F32:
     """What ds4_cpu_matmul's scalar kernels return for one activation vector."""
     x = np.asarray(x, dtype=np.float32)
-    kernels = FORMATS_BY_TYPE[ggml_type].cpu
-    activation = kernels.activation if kernels else None
+    activation = FORMATS_BY_TYPE[ggml_type].activation
     if activation == "f32":
         return dot_float_index_order(raw, ggml_type, x)
     if activation == "q8_0":

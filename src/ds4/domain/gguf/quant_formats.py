@@ -11,13 +11,15 @@ wrappers read one list instead of keeping their own:
   codecs and CPU kernels only), INDEX (an integer table read raw: loader roles only).
 - `roles`: the tensor roles the loader's validator accepts the type for
   (`domain/model/catalog.py` reads `allowed_types`).
+- `activation`: what the integer dots quantize x to first ("q8_0", "q8_k"; "f32" for
+  the float dots), on the CPU and in the Vulkan _q8 shaders.
 - `importance`: whether the quantizer uses an importance vector ("unused",
   "optional", or "required": then uniform importance is synthesized when none is given).
 - `cpu`: the native CPU dot kernels (native/cpu): the type's slot in `ds4_dot_table`
-  (cpu_internal.h), the activation the kernels quantize x to, and per instruction set
-  the C functions that fill the slot, then any row/tile kernels `cpu_matmul.c` picks
-  for the type. AVX-512's table starts as a copy of AVX2's, so its slot names AVX2's
-  function where no AVX-512 one replaces it; NEON names the baseline then the SDOT one.
+  (cpu_internal.h) and per instruction set the C functions that fill the slot, then
+  any row/tile kernels `cpu_matmul.c` picks for the type. AVX-512's table starts as a
+  copy of AVX2's, so its slot names AVX2's function where no AVX-512 one replaces it;
+  NEON names the baseline then the SDOT one.
 - `vulkan_shaders`: the matvec shaders, as stems of native/vulkan/<stem>.comp (each
   built to <stem>.spv and <stem>.sg.spv by native/build/vulkan_shaders.py).
 
@@ -82,7 +84,6 @@ CPU_KERNEL_SOURCES: dict[ISA, tuple[str, ...]] = {
 @dataclass(frozen=True)
 class CpuKernels:
     slot: str  # the ds4_dot_table field
-    activation: Activation  # what x is quantized to before the dot
     scalar: tuple[str, ...]
     avx2: tuple[str, ...]
     avx512: tuple[str, ...]
@@ -99,6 +100,7 @@ class QuantFormat:
     kind: FormatKind
     roles: frozenset[Role] = frozenset()
     importance: Importance = "unused"
+    activation: Activation = "f32"  # what x is quantized to for the dot (CPU, Vulkan _q8)
     cpu: CpuKernels | None = None
     vulkan_shaders: tuple[str, ...] = ()
 
@@ -130,11 +132,12 @@ class QuantFormat:
         return self.block_elements > 1
 
 
-def _cpu(slot: str, activation: Activation, **extra: tuple[str, ...]) -> CpuKernels:
+def _cpu(slot: str, *, sdot: bool = True, **extra: tuple[str, ...]) -> CpuKernels:
     """The common case: the same dot_<slot> in the scalar and AVX2 tables (AVX-512
-    inheriting AVX2's), NEON's own; `extra` adds or replaces per instruction set."""
+    inheriting AVX2's) and NEON's, a baseline and an SDOT one for the integer dots;
+    `extra` replaces an instruction set's list."""
     dot = f"dot_{slot}"
-    neon: tuple[str, ...] = (dot,) if activation == "f32" else (f"{dot}_base", f"{dot}_sdot")
+    neon: tuple[str, ...] = (f"{dot}_base", f"{dot}_sdot") if sdot else (dot,)
     base: dict[str, tuple[str, ...]] = {
         "scalar": (dot,),
         "avx2": (dot,),
@@ -142,7 +145,7 @@ def _cpu(slot: str, activation: Activation, **extra: tuple[str, ...]) -> CpuKern
         "neon": neon,
     }
     base.update(extra)
-    return CpuKernels(slot, activation, base["scalar"], base["avx2"], base["avx512"], base["neon"])
+    return CpuKernels(slot, base["scalar"], base["avx2"], base["avx512"], base["neon"])
 
 
 _R = Role
@@ -150,32 +153,34 @@ QUANT_FORMATS: tuple[QuantFormat, ...] = (
     QuantFormat(
         GGMLType.F32, FormatKind.WEIGHT,
         frozenset({_R.VECTOR, _R.FLOAT, _R.PROJECTION, _R.EXPERT}),
-        cpu=_cpu("f32", "f32"), vulkan_shaders=("matvec_f32",),
+        cpu=_cpu("f32", sdot=False), vulkan_shaders=("matvec_f32",),
     ),
     QuantFormat(
         GGMLType.F16, FormatKind.WEIGHT, frozenset({_R.FLOAT, _R.PROJECTION, _R.EXPERT}),
-        cpu=_cpu("f16", "f32", avx512=("dot_f16", "ds4_tile_avx512_f16")),
+        cpu=_cpu("f16", sdot=False, avx512=("dot_f16", "ds4_tile_avx512_f16")),
         vulkan_shaders=("matvec_f16",),
     ),
-    QuantFormat(GGMLType.BF16, FormatKind.SOURCE, cpu=_cpu("bf16", "f32")),
+    QuantFormat(GGMLType.BF16, FormatKind.SOURCE, cpu=_cpu("bf16", sdot=False)),
     QuantFormat(
         GGMLType.Q8_0, FormatKind.WEIGHT, frozenset({_R.PROJECTION, _R.EXPERT}),
-        cpu=_cpu("q8_0", "q8_0",
-                 avx512=("dot_q8_0", "ds4_rows_avx512_q8_0", "ds4_tile_avx512_q8_0")),
+        activation="q8_0",
+        cpu=_cpu("q8_0", avx512=("dot_q8_0", "ds4_rows_avx512_q8_0", "ds4_tile_avx512_q8_0")),
         vulkan_shaders=("matvec_q8_0", "matvec_q8_0_q8"),
     ),
     QuantFormat(
         GGMLType.Q2_K, FormatKind.WEIGHT, frozenset({_R.EXPERT}), importance="optional",
-        cpu=_cpu("q2_k", "q8_k", avx512=("ds4_dot_avx512_q2_k", "ds4_rows_avx512_q2_k")),
+        activation="q8_k",
+        cpu=_cpu("q2_k", avx512=("ds4_dot_avx512_q2_k", "ds4_rows_avx512_q2_k")),
         vulkan_shaders=("matvec_q2_k", "matvec_q2_k_q8"),
     ),
     QuantFormat(
         GGMLType.Q4_K, FormatKind.WEIGHT, frozenset({_R.EXPERT}), importance="optional",
-        cpu=_cpu("q4_k", "q8_k"), vulkan_shaders=("matvec_q4_k", "matvec_q4_k_q8"),
+        activation="q8_k", cpu=_cpu("q4_k"), vulkan_shaders=("matvec_q4_k", "matvec_q4_k_q8"),
     ),
     QuantFormat(
         GGMLType.IQ2_XXS, FormatKind.WEIGHT, frozenset({_R.EXPERT}), importance="required",
-        cpu=_cpu("iq2_xxs", "q8_k", avx2=("dot_iq2_xxs", "ds4_tile_avx2_iq2_xxs"),
+        activation="q8_k",
+        cpu=_cpu("iq2_xxs", avx2=("dot_iq2_xxs", "ds4_tile_avx2_iq2_xxs"),
                  avx512=("ds4_dot_avx512_iq2_xxs", "ds4_tile_avx512_iq2_xxs")),
         vulkan_shaders=("matvec_iq2_xxs", "matvec_iq2_xxs_q8"),
     ),
@@ -189,7 +194,7 @@ DEQUANTIZABLE: frozenset[GGMLType] = frozenset(f.ggml_type for f in QUANT_FORMAT
 # Weight types the native CPU products take, and those whose activation is Q8_K.
 CPU_MATMUL_TYPES: frozenset[GGMLType] = frozenset(f.ggml_type for f in QUANT_FORMATS if f.cpu)
 Q8K_ACTIVATION_TYPES: frozenset[GGMLType] = frozenset(
-    f.ggml_type for f in QUANT_FORMATS if f.cpu and f.cpu.activation == "q8_k"
+    f.ggml_type for f in QUANT_FORMATS if f.cpu and f.activation == "q8_k"
 )
 
 
@@ -259,6 +264,8 @@ def _shader_gaps(fmt: QuantFormat, found: FoundPieces) -> list[str]:
     if not fmt.vulkan_shaders:
         return ["Vulkan matvec shaders (vulkan_shaders)"]
     out = []
+    if fmt.activation != "f32" and not any(s.endswith("_q8") for s in fmt.vulkan_shaders):
+        out.append(f"Vulkan integer-dot shader (a matvec_*_q8 over {fmt.activation} activations)")
     for stem in fmt.vulkan_shaders:
         if stem not in found.shader_sources:
             out.append(f"Vulkan shader source native/vulkan/{stem}.comp")
