@@ -16,7 +16,8 @@ from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.release_shapes import PRESET_NAMES, preset_shape
 from ds4.domain.convert.hf_config import hparams_from_config
 from ds4.domain.errors import Ds4Error
-from ds4.domain.gguf.ggml_types import DEQUANTIZABLE, GGMLType
+from ds4.domain.gguf.ggml_types import GGMLType
+from ds4.domain.gguf.quant_formats import DEQUANTIZABLE
 from ds4.domain.model.hparams import DeepSeekV4HParams, check_architecture
 from ds4.domain.model.presets import preset_differences
 from ds4.domain.model.validation import validate_model_file

@@ -7,9 +7,8 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from ds4.domain.gguf.array_values import ArrayValue
 from ds4.domain.gguf.ggml_types import type_name
-from ds4.domain.gguf.records import MetaValue, TensorInfo
+from ds4.domain.gguf.records import ArrayValue, MetaValue, TensorInfo
 from ds4.domain.model.validation import REQUIRED_SPECIAL_TOKENS, ValidationReport
 from ds4.ports.model_file import ModelFile
 

@@ -72,7 +72,7 @@ def open_model_file(path: str, *, prefetch: bool = False) -> ModelFile:
 
 def open_model(path: str) -> OpenedModel:
     """Open and validate a main-model GGUF (Ds4Error naming every problem)."""
-    from ds4.adapters.gguf.model_open import load_model
+    from ds4.adapters.gguf.model_files import load_model
 
     model, hparams = load_model(path)
     return OpenedModel(model, hparams)
@@ -258,7 +258,7 @@ def device_step_report(runner: ModelRunner) -> str | None:
 def draft_model(path: str, runner: ModelRunner, main: DeepSeekV4HParams) -> DraftModel:
     """The MTP block of `path` (`--mtp`) on the runner's backend (docs/mtp.md)."""
     from ds4.adapters.compute.reference.runner import ReferenceRunner
-    from ds4.adapters.gguf.model_open import load_mtp
+    from ds4.adapters.gguf.model_files import load_mtp
 
     if isinstance(runner, ReferenceRunner):
         from ds4.adapters.compute.reference.mtp import ReferenceDraftModel
@@ -280,10 +280,10 @@ def draft_model(path: str, runner: ModelRunner, main: DeepSeekV4HParams) -> Draf
 
 def dequantizer(backend: DequantBackend = "native") -> Dequantizer:
     if backend == "numpy":
-        from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
+        from ds4.adapters.quant.numpy_codec import NumpyDequantizer
 
         return NumpyDequantizer()
-    from ds4.adapters.quant.native_dequant import NativeDequantizer
+    from ds4.adapters.quant.native_codec import NativeDequantizer
 
     return NativeDequantizer()
 
@@ -291,10 +291,10 @@ def dequantizer(backend: DequantBackend = "native") -> Dequantizer:
 def quantizer(backend: DequantBackend = "native", threads: int | None = None) -> Quantizer:
     """Native by default, on every core (the bytes do not depend on the thread count)."""
     if backend == "numpy":
-        from ds4.adapters.quant.numpy_quantize import NumpyQuantizer
+        from ds4.adapters.quant.numpy_codec import NumpyQuantizer
 
         return NumpyQuantizer()
-    from ds4.adapters.quant.native_quantize import NativeQuantizer
+    from ds4.adapters.quant.native_codec import NativeQuantizer
 
     return NativeQuantizer(threads=threads or os.cpu_count() or 1)
 
@@ -339,7 +339,7 @@ def write_model(
     progress: Callable[[PlannedTensor], None] | None = None,
 ) -> Path:
     """Write a model GGUF tensor by tensor; the file appears at `path` only when complete."""
-    from ds4.adapters.gguf.model_writer import write_model as write
+    from ds4.adapters.gguf.writer import write_model as write
 
     return write(path, metadata, plans, produce, quantizer, progress=progress)
 

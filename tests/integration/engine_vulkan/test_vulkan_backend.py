@@ -22,7 +22,7 @@ from ds4.adapters.compute.reference import open_reference_runner
 from ds4.adapters.compute.reference.kv_state import LayerState
 from ds4.adapters.compute.reference.runner import ReferenceRunner
 from ds4.adapters.compute.vulkan.runner import VulkanRunner, vulkan_runner
-from ds4.adapters.gguf.model_open import load_model
+from ds4.adapters.gguf.model_files import load_model
 from ds4.apps import wiring
 from ds4.domain.errors import Ds4Error
 from ds4.ports.compute import ModelRunner
