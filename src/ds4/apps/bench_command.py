@@ -25,13 +25,18 @@ from typing import TextIO
 import numpy as np
 import numpy.typing as npt
 
-from ds4.apps import flag_types, wiring
+from ds4.apps import backends, flag_types
 from ds4.apps.bootstrap import load_engine
 from ds4.apps.cli_prompt import chat_prompt
-from ds4.apps.engine_flags import add_engine_flags, add_mtp_flags, add_repack_flag
+from ds4.apps.engine_flags import (
+    add_engine_flags,
+    add_mtp_flags,
+    add_repack_flag,
+    add_ssd_streaming_flags,
+    engine_options,
+)
 from ds4.apps.flag_types import MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
-from ds4.apps.ssd_flags import add_ssd_streaming_flags, streaming_options
 from ds4.apps.text_files import read_utf8
 from ds4.domain.chat.messages import ThinkMode
 from ds4.domain.engine.session import Session
@@ -287,18 +292,8 @@ def run(args: argparse.Namespace) -> int:
     from ds4.apps.cli_generate import model_path
 
     model = model_path(args)
-    streaming = streaming_options(args)
-    engine = load_engine(
-        model,
-        backend=args.backend,
-        numerics=args.numerics,
-        threads=args.threads,
-        streaming=streaming,
-        repack_experts=args.repack_experts,
-        mtp=args.mtp,
-        mtp_draft=args.mtp_draft,
-    )
-    ssd_stats = wiring.expert_cache_stats(engine.runner)
+    engine = load_engine(engine_options(args, model))
+    ssd_stats = backends.expert_cache_stats(engine.runner)
     ids, eos = prompt_ids(args, engine.tokenizer)
     session = engine.runner.new_session(alloc)
     speculative = engine.session_over(session) if args.mtp is not None else None
@@ -324,7 +319,7 @@ def run(args: argparse.Namespace) -> int:
             out.close()
     if speculative is not None and rows:
         print(mtp_summary(rows, args.mtp_draft), file=sys.stderr)
-    device = wiring.device_step_report(engine.runner)
+    device = backends.device_step_report(engine.runner)
     if device is not None:
         print(device, file=sys.stderr)
     if args.plot is not None:

@@ -16,9 +16,7 @@ from ds4.apps.cli_output import (
     warn_if_cut_by_context,
 )
 from ds4.apps.cli_prompt import prompt_thinks, prompt_tokens
-from ds4.apps.distributed_flags import distributed_options
-from ds4.apps.engine_flags import steering_request
-from ds4.apps.ssd_flags import streaming_options
+from ds4.apps.engine_flags import engine_options
 from ds4.domain.engine.cancel import CancelledError
 from ds4.domain.engine.duty_cycle import DutyCycle, PacedDrafter
 from ds4.domain.engine.session import Session
@@ -48,20 +46,9 @@ def open_session(args: argparse.Namespace) -> tuple[Session, Tokenizer, DutyCycl
     """The live session, the tokenizer and the session's duty cycle (--power)."""
     if args.ctx < 2:
         raise Ds4Error(f"--ctx {args.ctx} is too small (at least 2 tokens)")
-    streaming = streaming_options(args)
     engine = load_engine(
-        model_path(args),
-        backend=args.backend,
-        numerics=args.numerics,
-        threads=args.threads,
-        streaming=streaming,
-        repack_experts=args.repack_experts,
-        distributed=distributed_options(args),
+        engine_options(args, model_path(args)),
         log=lambda line: print(f"ds4: distributed {line}", file=sys.stderr),
-        mtp=args.mtp,
-        mtp_draft=args.mtp_draft,
-        power=args.power,
-        steering=steering_request(args),
     )
     return engine.new_session(args.ctx, chunk=args.chunk), engine.tokenizer, engine.duty
 

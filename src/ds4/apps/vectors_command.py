@@ -17,7 +17,7 @@ from tqdm import tqdm
 from ds4.apps import flag_types
 from ds4.apps.bootstrap import Engine, default_model_path, load_engine, shipped_test_vectors
 from ds4.apps.cli_dumps import write_atomically
-from ds4.apps.engine_flags import add_engine_flags
+from ds4.apps.engine_flags import add_engine_flags, engine_options
 from ds4.apps.flag_types import MAX_CTX
 from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.apps.vectors_files import RecordedCase, load_vectors, write_vectors
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
             )
     vectors, cases = selected_vectors(args.vectors, args.only, args.skip)
     model = default_model_path(args.model)
-    engine = load_engine(model, backend=args.backend, numerics=args.numerics, threads=args.threads)
+    engine = load_engine(engine_options(args, model))
     directory = vectors_dir(args.vectors)
     print(
         f"ds4 test-vectors: {model} ({args.backend} backend, numerics {args.numerics}) "
