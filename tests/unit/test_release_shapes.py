@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ds4.apps.release_shapes import PRESET_NAMES, preset_shape, release_config
+from ds4.apps.gguf_command import PRESET_NAMES, preset_shape, release_config
 from ds4.domain.model.presets import FLASH
 
 

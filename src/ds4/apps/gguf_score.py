@@ -15,11 +15,9 @@ from tqdm import tqdm
 
 from ds4.apps import flag_types
 from ds4.apps.bootstrap import Engine, default_model_path, load_engine
-from ds4.apps.cli_dumps import write_atomically
+from ds4.apps.cli_generate import write_atomically
 from ds4.apps.engine_flags import add_engine_flags, engine_options
-from ds4.apps.flag_types import MAX_CTX
-from ds4.apps.help_format import DefaultsHelpFormatter
-from ds4.apps.text_files import read_utf8
+from ds4.apps.flag_types import MAX_CTX, DefaultsHelpFormatter, read_utf8
 from ds4.apps.vectors_command import selected_vectors
 from ds4.domain.engine.session import Session
 from ds4.domain.errors import Ds4Error

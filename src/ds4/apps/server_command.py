@@ -30,8 +30,7 @@ from ds4.apps.engine_flags import (
     engine_options,
     scripted_flags_problem,
 )
-from ds4.apps.flag_types import INT_MAX, MAX_CTX
-from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.apps.flag_types import INT_MAX, MAX_CTX, DefaultsHelpFormatter
 from ds4.apps.options import (
     DEFAULT_KV_MEM_MIB,
     DEFAULT_PREFILL_CHUNK,

@@ -13,12 +13,10 @@ import sys
 from pathlib import Path
 
 from ds4.apps import flag_types
-from ds4.apps.agent.channel import AgentChannel
-from ds4.apps.agent.trace_file import TraceFile
+from ds4.apps.agent.channel import AgentChannel, TraceFile
 from ds4.apps.agent.worker import AgentWorker
 from ds4.apps.cli_command import add_sampling_flags, add_think_flags, read_prompt
-from ds4.apps.cli_generate import sampling
-from ds4.apps.cli_prompt import think_mode
+from ds4.apps.cli_generate import sampling, think_mode
 from ds4.apps.engine_flags import (
     add_backend_flags,
     add_model_flag,
@@ -26,8 +24,7 @@ from ds4.apps.engine_flags import (
     engine_options,
     scripted_flags_problem,
 )
-from ds4.apps.flag_types import INT_MAX, MAX_CTX
-from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.apps.flag_types import INT_MAX, MAX_CTX, DefaultsHelpFormatter
 from ds4.apps.options import DEFAULT_AGENT_CTX, DEFAULT_PREFILL_CHUNK, AgentOptions
 from ds4.domain.agent.core import AgentSettings
 from ds4.domain.agent.system_prompt import DEFAULT_SYSTEM
@@ -199,7 +196,7 @@ def run_agent(args: argparse.Namespace) -> int:
     worker = AgentWorker(lambda ch: bootstrap_agent(options, ch, engine=engine), channel)
     try:
         if not interactive:
-            from ds4.apps.agent.headless import run_headless
+            from ds4.apps.agent.worker import run_headless
 
             assert task is not None
             return run_headless(channel, worker, task)

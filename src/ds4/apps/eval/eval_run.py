@@ -17,11 +17,8 @@ from types import FrameType
 from ds4.apps import wiring
 from ds4.apps.bootstrap import bootstrap_eval, model_path
 from ds4.apps.engine_flags import app_options, engine_options
-from ds4.apps.eval.eval_command import load_cases, selection
-from ds4.apps.eval.eval_flags import DEFAULT_TOKENS
-from ds4.apps.eval.plain_view import PlainView
-from ds4.apps.eval.run_control import PausableTimer, RunControls
-from ds4.apps.eval.tui_state import MIN_COLUMNS, MIN_ROWS
+from ds4.apps.eval.eval_command import DEFAULT_TOKENS, load_cases, selection
+from ds4.apps.eval.views import MIN_COLUMNS, MIN_ROWS, PausableTimer, PlainView, RunControls
 from ds4.apps.options import EvalOptions
 from ds4.domain.chat.messages import ThinkMode, effective_think_mode
 from ds4.domain.eval.cases import EvalCase
@@ -170,7 +167,7 @@ def execute(
         with ctrl_c_quits(controls):
             return eval_run.run(trace_header), None
     from ds4.apps.eval.tui import run_full_screen
-    from ds4.apps.eval.tui_state import TuiState
+    from ds4.apps.eval.views import TuiState
 
     state = eval_run.view
     assert isinstance(state, TuiState)
@@ -219,7 +216,7 @@ def run_eval(args: argparse.Namespace) -> int:
         trace=None if trace is None else trace.write,
     )
     if full_screen:
-        from ds4.apps.eval.tui_state import TuiState
+        from ds4.apps.eval.views import TuiState
 
         eval_run.view = TuiState(
             eval_run.results, controls, pause_ms=args.pause_ms, hard_limit=run.reply.hard
