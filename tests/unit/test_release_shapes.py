@@ -1,5 +1,5 @@
 """The named presets: PRO read from its shipped release config.json, Flash from ds4's
-constants (src/ds4/apps/release_shapes.py)."""
+constants (src/ds4/apps/gguf_command.py)."""
 
 from __future__ import annotations
 

@@ -321,8 +321,6 @@ def run(args: argparse.Namespace) -> int:
     if device is not None:
         print(device, file=sys.stderr)
     if args.plot is not None:
-        from ds4.apps.bench_command import plot_rows
-
         plot_rows(rows, args.plot, title=f"{Path(model).stem} ({args.backend}, "
                   f"{args.threads} threads) t/s")  # fmt: skip
         print(f"ds4: wrote {args.plot}", file=sys.stderr)

@@ -1,7 +1,7 @@
 """Named model shapes. Flash's values are the published ones (docs/reference/model.md §1.1–1.2).
 
 PRO is not written here: `--preset pro` reads its release's config.json, shipped as package
-data, through the converter's reader (apps/release_shapes.py, docs/model-presets.md).
+data, through the converter's reader (apps/gguf_command.py, docs/model-presets.md).
 """
 
 from __future__ import annotations
