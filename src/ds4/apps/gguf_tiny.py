@@ -9,8 +9,7 @@ from tqdm import tqdm
 
 from ds4 import __version__
 from ds4.apps import flag_types, wiring
-from ds4.apps.flag_types import INT_MAX, SEED_MAX
-from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.apps.flag_types import INT_MAX, SEED_MAX, DefaultsHelpFormatter
 from ds4.domain.convert.plan import (
     QUANT_PRESETS,
     Chunk,

@@ -3,7 +3,7 @@ tiny shapes tests and demos run with (and their random weights), and whether an 
 GGUF's shape fits a main model's (docs/mtp.md).
 
 PRO is not written here: `--preset pro` reads its release's config.json, shipped as package
-data, through the converter's reader (apps/release_shapes.py, docs/model-presets.md).
+data, through the converter's reader (apps/gguf_command.py, docs/model-presets.md).
 """
 
 from __future__ import annotations
