@@ -43,8 +43,8 @@ from ds4.adapters.compute.vulkan.moe import (
 from ds4.adapters.compute.vulkan.ops import record_rmsnorm
 from ds4.adapters.compute.vulkan.runtime import Recorder, VulkanRuntime, runtime
 from ds4.adapters.compute.vulkan.weights import VulkanWeights, kernel_tables, upload_weights
-from ds4.adapters.gguf.model_open import load_model
-from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
+from ds4.adapters.gguf.model_files import load_model
+from ds4.adapters.quant.numpy_codec import NumpyDequantizer
 from ds4.domain.engine_math.layers import hc_post, rmsnorm
 from ds4.domain.engine_math.lowprec import FP32, numerics_named
 from ds4.ports.model_file import ModelFile

@@ -10,7 +10,7 @@ import pytest
 from ds4.adapters.compute.reference.state import GrowRows, LayerState
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.adapters.compute.vulkan.step import BufferPool, DeviceLayerState, DeviceRows, Step
-from ds4.domain.model.tiny_shapes import TINY_SHAPES
+from ds4.domain.model.presets import TINY_SHAPES
 
 WIDTH = 8
 

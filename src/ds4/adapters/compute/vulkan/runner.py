@@ -46,7 +46,7 @@ from ds4.adapters.compute.vulkan.step import (
 )
 from ds4.adapters.compute.vulkan.vk_api import VulkanUnavailableError
 from ds4.adapters.compute.vulkan.weights import VulkanWeightStore
-from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
+from ds4.adapters.quant.numpy_codec import NumpyDequantizer
 from ds4.domain.engine.compressor_frontier import frontier_start
 from ds4.domain.engine_math.lowprec import Numerics
 from ds4.domain.errors import Ds4Error
