@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ds4.adapters.compute.reference.kv_state import GrowRows, LayerState
+from ds4.adapters.compute.reference.state import GrowRows, LayerState
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.adapters.compute.vulkan.step import BufferPool, DeviceLayerState, DeviceRows, Step
 from ds4.domain.model.presets import TINY_SHAPES

@@ -1,7 +1,7 @@
 """The attention sublayer on the GPU: attention with sinks (one query, and a chunk of
 queries over their raw window and compressed rows), the grouped output projection, and
 `attention_block`, what a step records for one layer's attention (the device twin of
-reference/attention_layer.py; docs/vulkan.md#device-forward).
+reference/forward.py; docs/vulkan.md#device-forward).
 
 All of a chunk's raw rows and compressor inputs are written into the state first, then
 the compressed rows the chunk completes are emitted (in position order, one dispatch),
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.attention_layer import LayerSetup
+from ds4.adapters.compute.reference.forward import LayerSetup
 from ds4.adapters.compute.vulkan.compressor import (
     StoreRounding,
     compressor_inputs,

@@ -20,7 +20,7 @@ from enum import IntEnum
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.attention_layer import LayerSetup
+from ds4.adapters.compute.reference.forward import LayerSetup
 from ds4.adapters.compute.vulkan.device import Buffer
 from ds4.adapters.compute.vulkan.ops import Ops, rope_tables
 from ds4.adapters.compute.vulkan.runtime import MAX_GROUPS, Recorder, VulkanRuntime, runtime

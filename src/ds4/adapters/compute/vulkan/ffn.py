@@ -1,4 +1,4 @@
-"""The FFN sublayer on the device (the device twin of reference/ffn_layer.py;
+"""The FFN sublayer on the device (the device twin of reference/forward.py;
 docs/vulkan.md#device-forward): MoE routing (native/vulkan/router.comp), whose top-k
 (or hash) choice stays on the device, then the routed experts reading it there,
 grouped by expert (a row decoded once per chunk of up to 8 pairs), the shared expert
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.attention_layer import LayerSetup
+from ds4.adapters.compute.reference.forward import LayerSetup
 from ds4.adapters.compute.vulkan.device import Buffer
 from ds4.adapters.compute.vulkan.moe import (
     FfnBuffers,

@@ -19,11 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.attention_layer import LayerSetup
-from ds4.adapters.compute.reference.forward import Forward
-from ds4.adapters.compute.reference.kv_state import LayerState
+from ds4.adapters.compute.reference.forward import Forward, LayerSetup
 from ds4.adapters.compute.reference.runner import ReferenceRunner, reference_numerics
-from ds4.adapters.compute.reference.sequence_state import ReferenceState
+from ds4.adapters.compute.reference.state import LayerState, ReferenceState
 from ds4.adapters.compute.vulkan.attention import attention_block as attention
 from ds4.adapters.compute.vulkan.ffn import ffn_block as ffn
 from ds4.adapters.compute.vulkan.hc import (

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.kv_state import CompressorHistory, GrowRows, LayerState
+from ds4.adapters.compute.reference.state import CompressorHistory, GrowRows, LayerState
 from ds4.adapters.compute.vulkan.device import Buffer
 from ds4.adapters.compute.vulkan.runtime import Recorder, VulkanRuntime
 from ds4.domain.model.hparams import DeepSeekV4HParams
@@ -237,7 +237,7 @@ class Step:
 
 
 # -----------------------------------------------------------------------------
-# A sequence's per-layer state in device memory, mirroring reference/kv_state.py's
+# A sequence's per-layer state in device memory, mirroring reference/state.py's
 # LayerState row for row (docs/adr/0066-vulkan-device-forward.md).
 #
 # Each GrowRows becomes a DeviceRows: one device buffer of `capacity` rows addressed by
