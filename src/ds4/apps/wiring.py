@@ -38,7 +38,7 @@ from ds4.ports.workspace import Workspace
 
 if TYPE_CHECKING:
     from ds4.adapters.eval.answerers import EndpointAnswerer
-    from ds4.adapters.eval.files import TraceFile
+    from ds4.adapters.eval.files import EvalTraceFile
     from ds4.adapters.quant.imatrix_file import Imatrix
     from ds4.adapters.tokenizer.vocabulary import TokenizerBackend, Vocabulary
 
@@ -249,11 +249,11 @@ def eval_trace_bytes(path: str) -> bytes:
         raise Ds4Error(f"cannot read trace {path}: {reason}") from None
 
 
-def eval_trace_file(path: str) -> TraceFile:
+def eval_trace_file(path: str) -> EvalTraceFile:
     """The --trace file, written as the run goes and put in place when it ends."""
-    from ds4.adapters.eval.files import TraceFile
+    from ds4.adapters.eval.files import EvalTraceFile
 
-    return TraceFile(path)
+    return EvalTraceFile(path)
 
 
 def endpoint_answerer(

@@ -43,7 +43,7 @@ def read_case_files(paths: Sequence[str], fmt: str = AUTO) -> CaseSet:
 # name next to it, renamed into place when the run ends, so FILE is never half written.
 
 
-class TraceFile:
+class EvalTraceFile:
     def __init__(self, path: str) -> None:
         self.path = Path(path)
         try:
