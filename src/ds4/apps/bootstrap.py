@@ -38,7 +38,6 @@ from ds4.domain.chat.prefix_file import PrefixTurn, parse_prefix_file
 from ds4.domain.distributed.target import DistributedOptions
 from ds4.domain.engine.duty_cycle import DutyCycle
 from ds4.domain.engine.session import EngineSession, StepPolicy
-from ds4.domain.engine.state_session import StateSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.expert_cache.options import StreamingOptions
 from ds4.domain.kvcache.disk_cache import DiskCache
@@ -104,14 +103,16 @@ class Engine:
         its drafter, with --power paced, with a gate (--sessions N) batched."""
         drafter: Drafter | None = None
         if self.speculation is not None:
-            if not isinstance(compute, StateSession):
+            if not (isinstance(compute, EngineSession) and compute.holds_state):
                 raise Ds4Error("--mtp needs --backend cpu or reference")
             drafter = MtpDrafter(self.speculation.model, compute)
         policies: list[StepPolicy] = [] if self.duty is None else [self.duty]
         if gate is not None:
             policies.append(gate)
         draft = self.speculation.draft if self.speculation is not None else 0
-        return EngineSession(compute, chunk=chunk, drafter=drafter, draft=draft, policies=policies)
+        return EngineSession.over(
+            compute, chunk=chunk, drafter=drafter, draft=draft, policies=policies
+        )
 
     def model_tag(self) -> int:
         """The KVC header's model tag: the model file's identity (ADR 0006), or, with no
@@ -583,7 +584,9 @@ def bootstrap_agent(
             script=options.script,
             script_token_delay=options.script_token_delay,
         )
-    session = EngineSession(engine.runner.new_session(options.ctx), chunk=options.prefill_chunk)
+    session = EngineSession.over(
+        engine.runner.new_session(options.ctx), chunk=options.prefill_chunk
+    )
     cwd = str(Path(options.cwd).resolve())
     shell = wiring.agent_shell(cwd)
     browser = wiring.agent_browser() if options.web else None
