@@ -1,7 +1,7 @@
 """RayRunner: the ModelRunner port with the model's layers split by range across Ray
 workers (docs/distributed.md). The coordinator keeps the embedding and the output head;
 each worker opens the same GGUF and holds one range; sessions are the domain's
-StateSession over DistributedState, so everything above the runner is unchanged."""
+EngineSession over DistributedState, so everything above the runner is unchanged."""
 
 from __future__ import annotations
 
