@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ds4.domain.engine.state_session import eval_one_by_one
+from ds4.domain.engine.state_runner import eval_one_by_one
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.model.presets import DEFAULT_TINY_SHAPE, TINY_SHAPES

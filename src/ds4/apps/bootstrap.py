@@ -36,7 +36,6 @@ from ds4.domain.agent.library import SessionLibrary
 from ds4.domain.agent.toolbox import ToolBox
 from ds4.domain.engine.duty_cycle import DutyCycle
 from ds4.domain.engine.session import EngineSession, StepPolicy
-from ds4.domain.engine.state_session import StateSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.kv_file import model_tag_for
 from ds4.domain.model.hparams import DeepSeekV4HParams
@@ -86,14 +85,16 @@ class Engine:
         its drafter, with --power paced, with a gate (--sessions N) batched."""
         drafter: Drafter | None = None
         if self.speculation is not None:
-            if not isinstance(compute, StateSession):
+            if not (isinstance(compute, EngineSession) and compute.holds_state):
                 raise Ds4Error("--mtp needs --backend cpu or reference")
             drafter = MtpDrafter(self.speculation.model, compute)
         policies: list[StepPolicy] = [] if self.duty is None else [self.duty]
         if gate is not None:
             policies.append(gate)
         draft = self.speculation.draft if self.speculation is not None else 0
-        return EngineSession(compute, chunk=chunk, drafter=drafter, draft=draft, policies=policies)
+        return EngineSession.over(
+            compute, chunk=chunk, drafter=drafter, draft=draft, policies=policies
+        )
 
     def model_tag(self) -> int:
         """The KVC header's model tag: the model file's identity (ADR 0006), or, with no
@@ -258,7 +259,9 @@ def bootstrap_agent(
     JSON records in home/sessions."""
     if engine is None:
         engine = load_engine(options)
-    session = EngineSession(engine.runner.new_session(options.ctx), chunk=options.prefill_chunk)
+    session = EngineSession.over(
+        engine.runner.new_session(options.ctx), chunk=options.prefill_chunk
+    )
     cwd = str(Path(options.cwd).resolve())
     shell = wiring.agent_shell(cwd)
     browser = wiring.agent_browser() if options.web else None

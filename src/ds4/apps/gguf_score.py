@@ -160,7 +160,7 @@ def _score_vectors(args: argparse.Namespace, engine: Engine) -> list[ScoredToken
     with _bar(args, total) as bar:
         for case in cases:
             bar.set_description(case.id)
-            session = EngineSession(engine.runner.new_session(case.ctx), chunk=args.chunk)
+            session = EngineSession.over(engine.runner.new_session(case.ctx), chunk=args.chunk)
             rows += score_case(session, engine.tokenizer, index, case, progress=_advance(bar))
     return rows
 

@@ -195,7 +195,7 @@ def _advance(bar: tqdm[Never]) -> Callable[[int], None]:
 
 
 def _session(engine: Engine, case: VectorCase, chunk: int) -> EngineSession:
-    return EngineSession(engine.runner.new_session(case.ctx), chunk=chunk)
+    return EngineSession.over(engine.runner.new_session(case.ctx), chunk=chunk)
 
 
 def _check(

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ds4.domain.engine.state_session import StateSession
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.sampling.sampler import argmax
 from ds4.ports.drafter import DraftModel
 
@@ -56,7 +56,7 @@ class DraftStats:
 
 
 class MtpDrafter:
-    def __init__(self, model: DraftModel, session: StateSession) -> None:
+    def __init__(self, model: DraftModel, session: EngineSession) -> None:
         self._model = model
         self._session = session
         self._window = model.window

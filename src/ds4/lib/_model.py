@@ -109,7 +109,7 @@ class Model:
         int_in("ctx", ctx, 2, MAX_CTX)
         int_in("chunk", chunk, 0, MAX_CTX)
         live = self._engine.runner.new_session(ctx)
-        return Session(live, EngineSession(live, chunk=chunk), self._engine.tokenizer)
+        return Session(live, EngineSession.over(live, chunk=chunk), self._engine.tokenizer)
 
     def kv_files(
         self,

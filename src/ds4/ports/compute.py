@@ -1,9 +1,12 @@
 """Compute: a model runner and the per-sequence state it evaluates tokens into.
 
-Two levels (docs/session-model.md): a backend implements `SequenceState`, the raw
-per-layer state of one sequence (evaluate, truncate, trim, snapshot, copy); the domain's
-StateSession turns any SequenceState into the `ComputeSession` every caller uses
-(token list, logits, exact rewind floors, payloads, in-memory checkpoints).
+A backend implements `SequenceState`, the raw per-layer state of one sequence
+(evaluate, truncate, trim, snapshot, copy); the domain's EngineSession runs directly
+over it, keeping the token list, logits, exact rewind floors, payloads and in-memory
+checkpoints (docs/session-model.md). `ComputeSession` is what such a session offers a
+runner's batch, a benchmark or a scorer: EngineSession is one, and a runner that is no
+SequenceState (the scripted backend, test doubles) makes its own, which an
+EngineSession then drives as it is.
 """
 
 from __future__ import annotations
@@ -88,7 +91,8 @@ class StateCheckpoint(Protocol):
 
 
 class ComputeSession(Protocol):
-    """Engine-owned state of one token sequence (KV rows, compressor frontiers, logits)."""
+    """Engine-owned state of one token sequence (KV rows, compressor frontiers, logits):
+    an EngineSession over a backend state, or a double's own."""
 
     @property
     def ctx(self) -> int:
@@ -166,7 +170,10 @@ class ModelRunner(Protocol):
         """4 if layer 0's routed gate experts are Q4_K, else 2 (docs/reference/formats.md §3.3)."""
         ...
 
-    def new_session(self, ctx: int) -> ComputeSession: ...
+    def new_session(self, ctx: int) -> ComputeSession:
+        """A fresh session: an EngineSession over a new state (StateRunner), or a
+        double's own ComputeSession (EngineSession.over configures or wraps either)."""
+        ...
 
     @property
     def batches_in_one_pass(self) -> bool:

@@ -12,7 +12,7 @@ from ds4 import _native_cpu  # type: ignore[attr-defined]
 from ds4.adapters.compute.cpu import CpuRunner, open_cpu_runner
 from ds4.adapters.compute.cpu.sequence_state import CpuState
 from ds4.adapters.compute.reference import ReferenceRunner, open_reference_runner
-from ds4.domain.engine.state_session import StateSession
+from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 
 _lib = _native_cpu.lib
@@ -26,7 +26,7 @@ def tokens() -> list[int]:
     return [int(t) for t in np.random.default_rng(9).integers(0, 129_280, N)]
 
 
-def session(path: Path, history: int, backend: str = "cpu") -> StateSession:
+def session(path: Path, history: int, backend: str = "cpu") -> EngineSession:
     runner = (
         open_cpu_runner(str(path), numerics="ds4")
         if backend == "cpu"
@@ -34,11 +34,11 @@ def session(path: Path, history: int, backend: str = "cpu") -> StateSession:
     )
     assert isinstance(runner, CpuRunner | ReferenceRunner)
     made = runner.new_session(1024, rewind_history=history)
-    assert isinstance(made, StateSession)
+    assert isinstance(made, EngineSession)
     return made
 
 
-def kept(live: StateSession) -> tuple[int, int]:
+def kept(live: EngineSession) -> tuple[int, int]:
     """(most per-token compressor input rows any layer keeps, lowest raw-row base)."""
     state = live.state
     assert isinstance(state, CpuState)

@@ -129,7 +129,7 @@ def test_a_native_checkpoint_holds_the_rows_in_use_not_the_spare_room(
     live = open_cpu_runner(str(tiny_q2), numerics="ds4").new_session(CTX)
     live.prefill(prompt[:10])  # 10 rows: the arrays have room for 16
     cp = live.checkpoint()
-    assert cp.nbytes < live.state.nbytes  # type: ignore[attr-defined]
+    assert cp.nbytes < live.state.nbytes
     first = continue_with(live, prompt[10:24])
     live.restore(cp)
     assert np.array_equal(continue_with(live, prompt[10:24]), first)

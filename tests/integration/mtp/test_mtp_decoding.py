@@ -16,7 +16,6 @@ from tools.demo.files import GOLDENS
 from ds4.apps.bootstrap import Engine, load_engine
 from ds4.apps.options import EngineOptions
 from ds4.domain.engine.session import EngineSession
-from ds4.domain.engine.state_session import StateSession
 from ds4.domain.generation.loop import TurnSettings, decode_tokens, decode_turn, prefill
 from ds4.domain.sampling.params import GREEDY, SamplingParams
 from ds4.domain.speculative import MtpDrafter
@@ -113,7 +112,7 @@ def test_the_blocks_window_cache_equals_one_rebuilt_from_scratch(
     e = engine(DEMO, DEMO_MTP, backend, numerics)
     ids = e.tokenizer.encode(OPENING)
     compute = e.runner.new_session(512)
-    assert isinstance(compute, StateSession)
+    assert isinstance(compute, EngineSession)
     session = e.session_over(compute)
     for _ in prefill(session, ids):
         pass

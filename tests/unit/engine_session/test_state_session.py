@@ -1,4 +1,4 @@
-"""StateSession over a fake SequenceState: token bookkeeping, rewind floors from the
+"""EngineSession over a fake SequenceState: token bookkeeping, rewind floors from the
 state's kept history, restore points, trims and in-memory checkpoints."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy.typing as npt
 import pytest
 
 from ds4.domain.engine.dsv4_payload import SessionSnapshot
-from ds4.domain.engine.state_session import StateSession
+from ds4.domain.engine.session import EngineSession, StateSpec
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.presets import DEFAULT_TINY_SHAPE, TINY_SHAPES
 from ds4.ports.compute import SequenceState
@@ -81,8 +81,8 @@ class FakeState:
         return 4 * len(self.ids)
 
 
-def new_session(ctx: int = 256, history: int = 1024, owner: object = "runner") -> StateSession:
-    return StateSession(HP, FakeState, ctx, owner=owner, rewind_history=history)
+def new_session(ctx: int = 256, history: int = 1024, owner: object = "runner") -> EngineSession:
+    return EngineSession(StateSpec(HP, FakeState, ctx, owner, history))
 
 
 def test_prefill_eval_and_logits_follow_the_state() -> None:

@@ -1,4 +1,4 @@
-"""MtpDrafter over a fake MTP block and a StateSession on a fake state: which rows the
+"""MtpDrafter over a fake MTP block and an EngineSession on a fake state: which rows the
 block computes (H_q with the token after q), which it keeps, and where its window
 starts when the session holds no streams."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 from tests.unit.engine_session.test_state_session import HP, FakeState
 
-from ds4.domain.engine.state_session import StateSession
+from ds4.domain.engine.session import EngineSession, StateSpec
 from ds4.domain.speculative import MtpDrafter
 from ds4.ports.drafter import DraftState
 
@@ -74,14 +74,14 @@ class FakeModel:
         return FakeBlock(self)
 
 
-def session_with(tokens: list[int]) -> StateSession:
-    s = StateSession(HP, FakeState, 256, owner="runner")
+def session_with(tokens: list[int]) -> EngineSession:
+    s = EngineSession(StateSpec(HP, FakeState, 256, "runner"))
     s.prefill(tokens)
     return s
 
 
 def test_rows_pair_each_positions_streams_with_the_token_after_it() -> None:
-    session = StateSession(HP, FakeState, 256, owner="runner")
+    session = EngineSession(StateSpec(HP, FakeState, 256, "runner"))
     model = FakeModel(window=8)
     drafter = MtpDrafter(model, session)  # streams are kept from now on
     session.prefill([1, 2, 3])
@@ -94,7 +94,7 @@ def test_rows_pair_each_positions_streams_with_the_token_after_it() -> None:
 
 
 def test_current_rows_are_reused_and_stale_ones_recomputed() -> None:
-    session = StateSession(HP, FakeState, 256, owner="runner")
+    session = EngineSession(StateSpec(HP, FakeState, 256, "runner"))
     model = FakeModel(window=8)
     drafter = MtpDrafter(model, session)
     session.prefill([1, 2, 3])
@@ -124,7 +124,7 @@ def test_the_window_starts_where_the_sessions_streams_start() -> None:
 
 
 def test_only_the_last_window_positions_are_computed() -> None:
-    session = StateSession(HP, FakeState, 256, owner="runner")
+    session = EngineSession(StateSpec(HP, FakeState, 256, "runner"))
     model = FakeModel(window=4)
     drafter = MtpDrafter(model, session)
     session.prefill(list(range(1, 21)))
@@ -133,7 +133,7 @@ def test_only_the_last_window_positions_are_computed() -> None:
 
 
 def test_a_row_is_stale_when_the_token_after_it_changed() -> None:
-    session = StateSession(HP, FakeState, 256, owner="runner")
+    session = EngineSession(StateSpec(HP, FakeState, 256, "runner"))
     model = FakeModel(window=8)
     drafter = MtpDrafter(model, session)
     session.prefill([1, 2, 3, 4])

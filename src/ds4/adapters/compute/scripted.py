@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from ds4.domain.engine.state_session import REWIND_HISTORY, eval_one_by_one
+from ds4.domain.engine.session import REWIND_HISTORY
+from ds4.domain.engine.state_runner import eval_one_by_one
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.model.presets import DEFAULT_TINY_SHAPE, TINY_SHAPES
@@ -96,7 +97,8 @@ class ScriptedSession:
         rewind_history: int = REWIND_HISTORY,
     ) -> None:
         """Rewinds are exact only within the last `rewind_history` positions, as the real
-        backends' are (StateSession), so the cache decisions a client sees are theirs."""
+        backends' are (an EngineSession over a state), so a client sees their cache
+        decisions."""
         self._ctx = ctx
         self._script = script
         self._vocab = vocab

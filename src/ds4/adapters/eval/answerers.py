@@ -49,7 +49,7 @@ class EngineAnswerer:
 
     def open(self, ctx: int) -> None:
         """Allocate the session every case runs in."""
-        self._session = EngineSession(self._runner.new_session(ctx), chunk=self._chunk)
+        self._session = EngineSession.over(self._runner.new_session(ctx), chunk=self._chunk)
 
     def close(self) -> None:
         self._session = None

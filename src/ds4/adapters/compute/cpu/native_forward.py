@@ -1,6 +1,11 @@
-"""The forward pass as two native calls per step: ds4_fw_seq_forward runs every layer
-over a C-owned sequence state (ds4_seq.h), ds4_fw_head_forward the output head.
-Python only looks up the embedding rows and hands pointers over."""
+"""The model on the native side: its layout, numerics options, embedding table and the
+passes that are not one sequence's own (several sequences in one pass, a worker's layer
+range, the output head of a batch, benchmarks' timed layer passes).
+
+A step is two native calls: ds4_fw_seq_forward runs every layer over a C-owned sequence
+state (ds4_seq.h), ds4_fw_head_forward the output head. One sequence's step makes them
+from CpuState (sequence_state.py), so a decode token goes from the session to the
+state to native code; Python only looks up the embedding rows and hands pointers over."""
 
 from __future__ import annotations
 
@@ -37,7 +42,7 @@ _ERRORS = {
 }
 
 
-def _fptr(arr: F32) -> Any:
+def fptr(arr: F32) -> Any:
     return _ffi.cast("float *", _ffi.from_buffer(arr))
 
 
@@ -85,11 +90,11 @@ class NativeForward:
                 "iterated_rope": int(numerics.iterated_rope),
             },
         )
-        self._failed = _ffi.new("int *")
+        self.failed = _ffi.new("int *")  # the failing layer of a pass
         self._one_streams = np.empty((1, hp.n_hc, hp.n_embd), dtype=np.float32)
         self._one_id = np.zeros(1, dtype=np.int32)
         self._one_ptrs = (
-            _fptr(self._one_streams),
+            fptr(self._one_streams),
             _ffi.cast("int32_t *", _ffi.from_buffer(self._one_id)),
         )
         self.native_seconds = 0.0
@@ -107,9 +112,10 @@ class NativeForward:
             raise Ds4Error("out of memory for a new sequence state")
         return _ffi.gc(seq, _lib.ds4_fw_seq_free)
 
-    def run(self, seq: Any, tokens: I64) -> F32:
-        """Evaluate tokens at the sequence's next positions; return the streams (n, S, D)
-        (for one token, a buffer the next call reuses). On failure the state is as it was."""
+    def inputs(self, tokens: I64) -> tuple[F32, npt.NDArray[np.int32], Any, Any]:
+        """The embedded streams (n, S, D) of a pass over tokens, the int32 ids, and the
+        pointers to both (valid while the caller holds the arrays); for one token,
+        buffers the next one-token pass reuses."""
         hp, n = self.hp, int(tokens.size)
         if n == 1:  # decode: reused buffers and pointers (valid until the next call)
             streams, ids = self._one_streams, self._one_id
@@ -118,12 +124,22 @@ class NativeForward:
         else:
             streams = np.empty((n, hp.n_hc, hp.n_embd), dtype=np.float32)
             ids = tokens.astype(np.int32)
-            sp, tp = _fptr(streams), _ffi.cast("int32_t *", _ffi.from_buffer(ids))
+            sp, tp = fptr(streams), _ffi.cast("int32_t *", _ffi.from_buffer(ids))
         self.embed(tokens, streams)
+        return streams, ids, sp, tp
+
+    def run(self, seq: Any, tokens: I64) -> F32:
+        """Evaluate tokens at the sequence's next positions; return the streams (n, S, D)
+        (for one token, a buffer the next call reuses). On failure the state is as it
+        was. (CpuState makes this call itself; benchmarks time it alone.)"""
+        streams, ids, sp, tp = self.inputs(tokens)
         t0 = time.perf_counter()
-        rc = _lib.ds4_fw_seq_forward(seq, self.layout.layers, sp, tp, n, self.opts, self._failed)
+        rc = _lib.ds4_fw_seq_forward(
+            seq, self.layout.layers, sp, tp, int(tokens.size), self.opts, self.failed
+        )
         self.native_seconds += time.perf_counter() - t0
-        self._check(rc)
+        self.check(rc)
+        del ids  # held through the call: tp points into it
         return streams
 
     def embed(self, tokens: I64, streams: F32) -> None:
@@ -133,9 +149,10 @@ class NativeForward:
         else:
             streams[:] = self.values.rows("token_embd.weight", tokens)[:, None, :]
 
-    def _check(self, rc: int) -> None:
+    def check(self, rc: int) -> None:
+        """Ds4Error naming the failed layer unless a layer pass returned 0."""
         if rc:
-            layer = self.layer_range.start + int(self._failed[0])
+            layer = self.layer_range.start + int(self.failed[0])
             raise Ds4Error(f"layer {layer}: {error_text(rc)}")
 
     def run_many(self, seqs: list[Any], tokens: list[I64]) -> list[F32]:
@@ -173,11 +190,11 @@ class NativeForward:
         c_counts = _ffi.new("size_t[]", counts)
         t0 = time.perf_counter()
         rc = _lib.ds4_fw_seqs_forward(
-            c_seqs, c_counts, len(seqs), self.layout.layers, _fptr(streams),
-            _ffi.cast("int32_t *", _ffi.from_buffer(ids)), self.opts, self._failed,
+            c_seqs, c_counts, len(seqs), self.layout.layers, fptr(streams),
+            _ffi.cast("int32_t *", _ffi.from_buffer(ids)), self.opts, self.failed,
         )  # fmt: skip
         self.native_seconds += time.perf_counter() - t0
-        self._check(rc)
+        self.check(rc)
 
     def head(self, streams: F32) -> F32:
         """Logits (n, V) from final streams (n, S, D)."""
@@ -186,7 +203,7 @@ class NativeForward:
         s = np.ascontiguousarray(streams, dtype=np.float32)
         out = np.empty((s.shape[0], int(self.layout.head.output.rows)), dtype=np.float32)
         t0 = time.perf_counter()
-        rc = _lib.ds4_fw_head_forward(self.layout.head, _fptr(s), s.shape[0], _fptr(out), self.opts)
+        rc = _lib.ds4_fw_head_forward(self.layout.head, fptr(s), s.shape[0], fptr(out), self.opts)
         self.native_seconds += time.perf_counter() - t0
         if rc:
             raise Ds4Error(f"output head: {error_text(rc)}")

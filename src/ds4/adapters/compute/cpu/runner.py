@@ -1,5 +1,5 @@
 """CpuRunner: the ModelRunner port on the native forward (ds4._native_cpu), with
-per-sequence state owned by C (CpuState) and sessions from the domain's StateSession."""
+per-sequence state owned by C (CpuState), each session an EngineSession over one."""
 
 from __future__ import annotations
 

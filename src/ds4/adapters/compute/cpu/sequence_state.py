@@ -8,6 +8,7 @@ this backend and the reference one.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4 import _native_cpu  # type: ignore[attr-defined]
-from ds4.adapters.compute.cpu.native_forward import NativeForward, error_text
+from ds4.adapters.compute.cpu.native_forward import NativeForward, error_text, fptr
 from ds4.domain.engine.compressor_frontier import frontier_from_inputs, inputs_from_frontier
 from ds4.domain.engine.dsv4_payload import (
     CompressorSnapshot,
@@ -64,14 +65,29 @@ class CpuState:
     def forward_streams(
         self, tokens: npt.NDArray[np.int64], all_logits: bool, keep: int
     ) -> tuple[F32, F32]:
+        # the step's two native calls, made here: every layer over this sequence, the head
+        fwd, n, head = self._fwd, int(tokens.size), self._fwd.layout.head
+        if head == _ffi.NULL:
+            raise Ds4Error("this layout has no output head")
         start = self.length
-        streams = self._fwd.run(self._seq, tokens)
+        streams, ids, sp, tp = fwd.inputs(tokens)
+        t0 = time.perf_counter()
+        rc = _lib.ds4_fw_seq_forward(self._seq, fwd.layout.layers, sp, tp, n, fwd.opts, fwd.failed)
+        fwd.native_seconds += time.perf_counter() - t0
+        fwd.check(rc)  # on failure the state is as it was
+        del ids  # held through the call: tp points into it
         try:
-            logits = self._fwd.head(streams if all_logits else streams[-1:])
+            rows = streams if all_logits else streams[-1:]  # C-contiguous either way
+            logits = np.empty((rows.shape[0], int(head.output.rows)), dtype=np.float32)
+            t0 = time.perf_counter()
+            rc = _lib.ds4_fw_head_forward(head, fptr(rows), rows.shape[0], fptr(logits), fwd.opts)
+            fwd.native_seconds += time.perf_counter() - t0
+            if rc:
+                raise Ds4Error(f"output head: {error_text(rc)}")
         except BaseException:
             _lib.ds4_fw_seq_truncate(self._seq, start)
             raise
-        # a view (of a buffer the next one-token call reuses): the caller copies it
+        # streams: a view (of a buffer the next one-token call reuses): the caller copies it
         return logits, streams[streams.shape[0] - min(keep, streams.shape[0]) :]
 
     def truncate(self, n: int) -> None:

@@ -310,7 +310,7 @@ class Pipeline:
 #
 # The workers hold the per-layer arrays; the coordinator keeps what it needs to check
 # and rebuild them: the tokens, the rolling prefix hash after each position, the
-# snapshot a payload restore started from, and the history trim not yet sent. StateSession
+# snapshot a payload restore started from, and the history trim not yet sent. EngineSession
 # sits on top unchanged (docs/adr/0032), so payloads, checkpoints and rewinds behave as
 # on a local backend. Truncate and trim only change the bookkeeping: the next operation
 # names the prefix it expects, and each worker cuts its state back to it (or refuses,
@@ -329,7 +329,7 @@ class DistributedState:
         self._tokens = array("q")
         self._hashes = array("Q", [EMPTY])  # _hashes[n]: hash of the first n tokens
         # a payload restore's starting point: its token count and layers (not the
-        # snapshot itself: StateSession goes on appending to the snapshot's token list)
+        # snapshot itself: EngineSession goes on appending to the snapshot's token list)
         self.base: tuple[int, list[LayerSnapshot]] | None = None
         self._trim = 0
         self._history: tuple[int, bytes] | None = None  # (first position, answers)

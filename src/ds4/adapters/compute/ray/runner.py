@@ -49,7 +49,7 @@ from ds4.ports.model_file import ModelFile
 # RayRunner: the ModelRunner port with the model's layers split by range across Ray
 # workers (docs/distributed.md). The coordinator keeps the embedding and the output head;
 # each worker opens the same GGUF and holds one range; sessions are the domain's
-# StateSession over DistributedState, so everything above the runner is unchanged.
+# EngineSession over DistributedState, so everything above the runner is unchanged.
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
