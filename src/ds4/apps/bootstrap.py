@@ -51,13 +51,11 @@ from ds4.domain.serving.prepare import longest_token_bytes
 from ds4.domain.speculative import MtpDrafter
 from ds4.domain.steering.directions import Steering, directions_from_bytes, steering_scales
 from ds4.domain.tools import ToolReplayMemory
-from ds4.ports.agent_io import AgentIO
-from ds4.ports.browser import Browser
+from ds4.ports.agent import AgentIO, Browser, Shell
 from ds4.ports.compute import ComputeSession, ModelRunner
 from ds4.ports.drafter import Drafter, DraftModel
 from ds4.ports.kv_store import KVStore
 from ds4.ports.random_source import RandomSource
-from ds4.ports.shell import Shell
 from ds4.ports.steering import Steerable
 from ds4.ports.time import Clock
 from ds4.ports.tokenizer import Tokenizer

@@ -26,8 +26,7 @@ from ds4.domain.eval.case_schema import CaseSet
 from ds4.domain.expert_cache import ExpertCacheStats, StreamingOptions
 from ds4.domain.gguf.records import MetaValue
 from ds4.domain.model.hparams import DeepSeekV4HParams
-from ds4.ports.agent_sessions import SessionIndex
-from ds4.ports.browser import Browser
+from ds4.ports.agent import Browser, SessionIndex, Shell, Workspace
 from ds4.ports.checkpoint import Checkpoint
 from ds4.ports.compute import ModelRunner
 from ds4.ports.dequantizer import Dequantizer
@@ -36,10 +35,8 @@ from ds4.ports.kv_store import KVStore
 from ds4.ports.model_file import ModelFile
 from ds4.ports.quantizer import Quantizer
 from ds4.ports.random_source import RandomSource
-from ds4.ports.shell import Shell
 from ds4.ports.time import Clock, Pacer, Timer
 from ds4.ports.tokenizer import Tokenizer
-from ds4.ports.workspace import Workspace
 
 if TYPE_CHECKING:
     from ds4.adapters.eval.endpoint_answerer import EndpointAnswerer

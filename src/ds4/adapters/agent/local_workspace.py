@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ds4.adapters.files import read_limited
 from ds4.domain.agent.tool_catalog import ToolError
-from ds4.ports.workspace import MAX_FILE_BYTES, DirEntry, EntryKind, FileStamp
+from ds4.ports.agent import MAX_FILE_BYTES, DirEntry, EntryKind, FileStamp
 
 
 def _reason(exc: OSError) -> str:

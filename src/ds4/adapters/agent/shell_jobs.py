@@ -21,7 +21,7 @@ from typing import IO
 
 from ds4.domain.agent.tool_catalog import ToolError
 from ds4.domain.engine.cancel import CancelCheck
-from ds4.ports.shell import JobSnapshot
+from ds4.ports.agent import JobSnapshot
 
 POLL_SECONDS = 0.05
 STOP_GRACE = 1.0  # SIGTERM first, SIGKILL this long after
