@@ -27,13 +27,10 @@ from ds4.domain.expert_cache import ExpertCacheStats, StreamingOptions
 from ds4.domain.gguf.records import MetaValue
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.agent import Browser, SessionIndex, Shell, Workspace
-from ds4.ports.checkpoint import Checkpoint
 from ds4.ports.compute import ModelRunner
-from ds4.ports.dequantizer import Dequantizer
 from ds4.ports.drafter import DraftModel
 from ds4.ports.kv_store import KVStore
-from ds4.ports.model_file import ModelFile
-from ds4.ports.quantizer import Quantizer
+from ds4.ports.model_file import Checkpoint, Dequantizer, ModelFile, Quantizer
 from ds4.ports.random_source import RandomSource
 from ds4.ports.time import Clock, Pacer, Timer
 from ds4.ports.tokenizer import Tokenizer

@@ -17,7 +17,7 @@ from ds4.domain.convert.plan import Chunk, PlannedTensor
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.gguf.records import MetaValue
-from ds4.ports.quantizer import Quantizer
+from ds4.ports.model_file import Quantizer
 
 Producer = Callable[[PlannedTensor], Iterable[Chunk]]
 Progress = Callable[[PlannedTensor], None]

@@ -12,8 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.domain.gguf.ggml_types import GGMLType
-from ds4.ports.dequantizer import Dequantizer
-from ds4.ports.model_file import ModelFile
+from ds4.ports.model_file import Dequantizer, ModelFile
 
 F32 = npt.NDArray[np.float32]
 

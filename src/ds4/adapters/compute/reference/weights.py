@@ -26,8 +26,7 @@ from ds4.domain.engine_math.quant_dots import (
 )
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
-from ds4.ports.dequantizer import Dequantizer
-from ds4.ports.model_file import ModelFile
+from ds4.ports.model_file import Dequantizer, ModelFile
 
 F32 = npt.NDArray[np.float32]
 U8 = npt.NDArray[np.uint8]

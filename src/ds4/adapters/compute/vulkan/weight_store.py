@@ -22,8 +22,7 @@ from ds4.adapters.compute.vulkan.matvec_q8 import SHADERS_Q8, matmul_q8
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.domain.engine_math.lowprec import Numerics
 from ds4.domain.errors import Ds4Error
-from ds4.ports.dequantizer import Dequantizer
-from ds4.ports.model_file import ModelFile
+from ds4.ports.model_file import Dequantizer, ModelFile
 
 F32 = npt.NDArray[np.float32]
 
