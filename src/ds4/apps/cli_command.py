@@ -32,7 +32,7 @@ from ds4.apps.ssd_flags import add_ssd_streaming_flags
 from ds4.apps.text_files import read_utf8
 from ds4.domain.chat import ThinkMode
 from ds4.domain.errors import Ds4Error
-from ds4.domain.sampling.params import MAX_TOP_K
+from ds4.domain.sampling import MAX_TOP_K
 from ds4.ports.tokenizer import Tokenizer
 from ds4.wire.chat import render_chat_request
 

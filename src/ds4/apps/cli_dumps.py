@@ -15,8 +15,7 @@ import numpy.typing as npt
 
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
-from ds4.domain.sampling.logprobs import StepLogprobs
-from ds4.domain.sampling.sampler import argmax
+from ds4.domain.sampling import StepLogprobs, argmax
 from ds4.ports.tokenizer import Tokenizer
 
 MAX_LOGPROBS_TOP_K = 128

@@ -25,7 +25,7 @@ from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished, PrefillProgress
 from ds4.domain.generation.loop import TurnSettings, decode_tokens, decode_turn, prefill
-from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
+from ds4.domain.sampling import SamplingParams, seed_from_bytes
 from ds4.domain.speculative import MtpDrafter
 from ds4.ports.tokenizer import Tokenizer
 

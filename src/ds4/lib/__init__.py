@@ -42,7 +42,7 @@ from ds4.domain.generation.events import (
     ToolCallStarted,
     Usage,
 )
-from ds4.domain.sampling.params import SamplingParams
+from ds4.domain.sampling import SamplingParams
 from ds4.domain.tools import ReplayStats, ToolApi, ToolReplayMemory
 from ds4.lib._chat import render_chat, render_chat_request
 from ds4.lib._kv_files import KvFiles

@@ -26,7 +26,7 @@ from ds4.domain.generation.loop import (
     ignore_token,
     prefill,
 )
-from ds4.domain.sampling.params import GREEDY, SamplingParams
+from ds4.domain.sampling import GREEDY, SamplingParams
 from ds4.lib._checks import int_in
 from ds4.ports.compute import ComputeSession, StateCheckpoint
 from ds4.ports.tokenizer import Tokenizer

@@ -13,7 +13,7 @@ from ds4.apps.help_format import DefaultsHelpFormatter
 from ds4.domain.eval.cases import DEFAULT_SUITE, MAX_CASE_TOKENS, parse_case_sequence
 from ds4.domain.eval.prompts import ReplyLimits
 from ds4.domain.eval.readers import AUTO, FORMAT_NAMES
-from ds4.domain.sampling.params import MAX_TOP_K
+from ds4.domain.sampling import MAX_TOP_K
 
 DEFAULT_TOKENS = 16_000
 DEFAULT_PREFILL_CHUNK = 2048

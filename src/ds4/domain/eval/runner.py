@@ -24,7 +24,7 @@ from ds4.domain.eval.grading import grade_output, has_final_answer_line
 from ds4.domain.eval.prompts import CasePrompt, ReplyLimits, case_prompt
 from ds4.domain.eval.report import CaseResult, CaseState
 from ds4.domain.eval.traces import TraceHeader, TraceRecord, render_record, render_summary
-from ds4.domain.sampling.params import SamplingParams
+from ds4.domain.sampling import SamplingParams
 from ds4.ports.case_answerer import Answer, AnswerLimits, AnswerObserver, CaseAnswerer
 from ds4.ports.time import Timer
 

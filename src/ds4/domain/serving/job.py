@@ -44,7 +44,7 @@ from ds4.domain.generation.loop import (
     prefill,
 )
 from ds4.domain.kvcache.kv_file import KvcFlags, SaveReason
-from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
+from ds4.domain.sampling import SamplingParams, seed_from_bytes
 from ds4.domain.serving.checkpoints import (
     MEMORY_CHECKPOINT,
     DiskHit,
