@@ -55,9 +55,8 @@ from ds4.ports.agent import AgentIO, Browser, Shell
 from ds4.ports.compute import ComputeSession, ModelRunner
 from ds4.ports.drafter import Drafter, DraftModel
 from ds4.ports.kv_store import KVStore
-from ds4.ports.random_source import RandomSource
 from ds4.ports.steering import Steerable
-from ds4.ports.time import Clock
+from ds4.ports.system import Clock, RandomSource
 from ds4.ports.tokenizer import Tokenizer
 
 if TYPE_CHECKING:

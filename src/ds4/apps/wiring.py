@@ -31,8 +31,7 @@ from ds4.ports.compute import ModelRunner
 from ds4.ports.drafter import DraftModel
 from ds4.ports.kv_store import KVStore
 from ds4.ports.model_file import Checkpoint, Dequantizer, ModelFile, Quantizer
-from ds4.ports.random_source import RandomSource
-from ds4.ports.time import Clock, Pacer, Timer
+from ds4.ports.system import Clock, Pacer, RandomSource, Timer
 from ds4.ports.tokenizer import Tokenizer
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 
 from ds4.domain.eval.runner import Interruption
-from ds4.ports.time import Timer
+from ds4.ports.system import Timer
 
 
 class PausableTimer:

@@ -26,7 +26,7 @@ from ds4.domain.eval.report import CaseResult, CaseState
 from ds4.domain.eval.traces import TraceHeader, TraceRecord, render_record, render_summary
 from ds4.domain.sampling import SamplingParams
 from ds4.ports.case_answerer import Answer, AnswerLimits, AnswerObserver, CaseAnswerer
-from ds4.ports.time import Timer
+from ds4.ports.system import Timer
 
 SKIP_NO_FIT = "prompt does not fit context"
 SKIP_NO_ROOM = "prompt leaves no generation room"
