@@ -23,7 +23,7 @@ import numpy as np
 from ds4.adapters.compute.cpu import cpu_runner
 from ds4.adapters.compute.ray import RayRunner, ray_runner
 from ds4.adapters.compute.ray.pipeline import Transport
-from ds4.adapters.gguf.model_open import load_model
+from ds4.adapters.gguf.model_files import load_model
 from ds4.domain.distributed import parse_target
 from ds4.ports.compute import ModelRunner
 

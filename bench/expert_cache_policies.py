@@ -19,6 +19,7 @@ import numpy as np
 
 from ds4.adapters.compute.cpu import open_cpu_runner
 from ds4.apps.bootstrap import load_engine
+from ds4.apps.options import EngineOptions
 from ds4.domain.expert_cache import (
     CacheSpec,
     StreamingOptions,
@@ -56,7 +57,7 @@ def main() -> int:
     p.add_argument("--decode", type=int, default=512, help="greedy tokens after the prompt")
     args = p.parse_args()
     text = Path(args.text).read_text(encoding="utf-8")[: args.max_prompt_chars]
-    ids = load_engine(args.model, backend="reference").tokenizer.encode(text)
+    ids = load_engine(EngineOptions(args.model, backend="reference")).tokenizer.encode(text)
     options = StreamingOptions(cache=CacheSpec(experts=1 << 24))
     runner = open_cpu_runner(args.model, streaming=options)
     assert runner.streaming is not None

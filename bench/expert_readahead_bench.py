@@ -24,6 +24,7 @@ import numpy as np
 
 from ds4.adapters.compute.cpu import open_cpu_runner
 from ds4.apps.bootstrap import load_engine
+from ds4.apps.options import EngineOptions
 from ds4.domain.expert_cache import CacheSpec, ExpertCacheStats, StreamingOptions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +73,7 @@ def main() -> int:
         prompt = [int(t) for t in rng.integers(0, hp.n_vocab, args.random_prompt)]
     else:
         text = Path(args.text).read_text(encoding="utf-8")[: args.max_prompt_chars]
-        prompt = load_engine(args.model, backend="reference").tokenizer.encode(text)
+        prompt = load_engine(EngineOptions(args.model, backend="reference")).tokenizer.encode(text)
     try:
         counts = [int(c) for c in args.readahead.split(",")] if args.readahead else []
     except ValueError:

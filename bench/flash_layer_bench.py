@@ -43,9 +43,9 @@ from bench.cpu_kernels_bench import copy_bandwidth, expert_tensor, random_blocks
 from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu.expert_repack import repack_down_experts
 from ds4.adapters.compute.cpu.native_forward import NativeForward
-from ds4.adapters.gguf.tensor_values import TensorValues
-from ds4.adapters.quant.native_dequant import NativeDequantizer
-from ds4.apps.release_shapes import PRESET_NAMES, preset_shape
+from ds4.adapters.gguf.model_files import TensorValues
+from ds4.adapters.quant.native_codec import NativeDequantizer
+from ds4.apps.gguf_command import PRESET_NAMES, preset_shape
 from ds4.domain.convert.hf_config import hparams_from_config
 from ds4.domain.convert.plan import quant_plan
 from ds4.domain.engine_math.lowprec import numerics_named

@@ -39,8 +39,8 @@ from bench.flash_layer_bench import MemoryModel, decode_bytes, token_macs
 from ds4 import _native_cpu  # type: ignore[attr-defined]
 from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu.native_forward import NativeForward
-from ds4.adapters.gguf.tensor_values import TensorValues
-from ds4.adapters.quant.native_dequant import NativeDequantizer
+from ds4.adapters.gguf.model_files import TensorValues
+from ds4.adapters.quant.native_codec import NativeDequantizer
 from ds4.domain.engine_math.lowprec import numerics_named
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.model.presets import FLASH

@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from ds4.apps.bootstrap import load_engine
+from ds4.apps.options import EngineOptions
 from ds4.domain.generation.loop import decode_tokens, prefill
 from ds4.domain.sampling import GREEDY
 
@@ -30,7 +31,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    engine = load_engine(args.model, backend="cpu", threads=args.threads, power=100)
+    engine = load_engine(EngineOptions(args.model, backend="cpu", threads=args.threads, power=100))
     assert engine.duty is not None
     ids = engine.tokenizer.encode("Quel ramo del lago di Como, che volge a mezzogiorno")
     rates: dict[int, list[float]] = {p: [] for p in SHARES}

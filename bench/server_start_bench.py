@@ -31,8 +31,8 @@ BUILD = r"""
 import sys, tempfile, time
 start = time.perf_counter()
 try:
-    from ds4.apps.bootstrap import bootstrap_server as build
-    from ds4.apps.server_options import ServerOptions
+    from ds4.apps.server_bootstrap import bootstrap_server as build
+    from ds4.apps.options import ServerOptions
 except ImportError:  # a tree from before the composition root
     from ds4.apps.server_app import ServerOptions, build_server as build
 with tempfile.TemporaryDirectory() as kv:

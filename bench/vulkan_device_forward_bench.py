@@ -24,7 +24,7 @@ import numpy as np
 
 from ds4.adapters.compute.vulkan.runner import VulkanRunner, vulkan_runner
 from ds4.adapters.compute.vulkan.runtime import runtime
-from ds4.adapters.gguf.model_open import load_model
+from ds4.adapters.gguf.model_files import load_model
 
 
 class CountingRun:

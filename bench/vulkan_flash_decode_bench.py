@@ -22,15 +22,14 @@ import numpy as np
 from bench.random_blocks import random_blocks
 from bench.vulkan_matvec_bench import copy_bandwidth
 
-from ds4.adapters.compute.vulkan.buffers import Buffer
-from ds4.adapters.compute.vulkan.matvec import (
+from ds4.adapters.compute.vulkan.device import Buffer
+from ds4.adapters.compute.vulkan.runtime import MAX_SETS, Recorder, runtime
+from ds4.adapters.compute.vulkan.weights import (
     VulkanWeights,
     kernel_tables,
     record_matmul,
     upload_weights,
 )
-from ds4.adapters.compute.vulkan.runtime import runtime
-from ds4.adapters.compute.vulkan.submission import MAX_SETS, Recorder
 from ds4.domain.gguf.ggml_types import GGMLType
 
 Q8, IQ2, Q2K = GGMLType.Q8_0, GGMLType.IQ2_XXS, GGMLType.Q2_K

@@ -41,7 +41,8 @@ from bench.vulkan_matvec_bench import copy_bandwidth
 
 from ds4.adapters.compute.vulkan.runner import VulkanRunner
 from ds4.adapters.compute.vulkan.runtime import runtime
-from ds4.apps import wiring
+from ds4.apps import backends, wiring
+from ds4.apps.options import EngineOptions
 from ds4.domain.convert.plan import quant_plan
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import tensor_nbytes
@@ -185,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, path: Path, copy: float) -> None:
     opened = wiring.open_model(str(path))
     try:
-        runner = wiring.model_runner(opened, backend="vulkan", numerics=args.numerics)
+        runner = backends.model_runner(
+            opened, EngineOptions(str(path), backend="vulkan", numerics=args.numerics)
+        )
         assert isinstance(runner, VulkanRunner)
         fwd = runner.device_forward
         hp = opened.hparams

@@ -23,15 +23,16 @@ import numpy as np
 import numpy.typing as npt
 from bench.random_blocks import random_blocks
 
-from ds4.adapters.compute.vulkan.matvec import (
+from ds4.adapters.compute.vulkan.runtime import MAX_SETS, Recorder, VulkanRuntime, runtime
+from ds4.adapters.compute.vulkan.weights import (
+    SHADERS_Q8,
     VulkanWeights,
     kernel_tables,
     record_matmul,
+    record_matmul_q8,
+    stage_activations,
     upload_weights,
 )
-from ds4.adapters.compute.vulkan.matvec_q8 import SHADERS_Q8, record_matmul_q8, stage_activations
-from ds4.adapters.compute.vulkan.runtime import VulkanRuntime, runtime
-from ds4.adapters.compute.vulkan.submission import MAX_SETS, Recorder
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 
 U8 = npt.NDArray[np.uint8]

@@ -20,17 +20,21 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ds4.adapters.compute.vulkan.matvec import kernel_tables, upload_weights
-from ds4.adapters.compute.vulkan.matvec_q8 import SHADERS_Q8, stage_activations
 from ds4.adapters.compute.vulkan.moe import (
+    ExpertGroups,
     chunk_table_bytes,
     record_moe_group,
     record_moe_matmul,
     record_moe_matmul_q8,
     record_moe_matmul_q8_grouped,
 )
-from ds4.adapters.compute.vulkan.runtime import runtime
-from ds4.adapters.compute.vulkan.submission import Recorder
+from ds4.adapters.compute.vulkan.runtime import Recorder, runtime
+from ds4.adapters.compute.vulkan.weights import (
+    SHADERS_Q8,
+    kernel_tables,
+    stage_activations,
+    upload_weights,
+)
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 
 
@@ -79,16 +83,17 @@ def main() -> None:
     def per_pair(rec: Recorder) -> None:
         record_moe_matmul_q8(rec, w, args.experts, q8, idb, n_pairs, args.k, tables)
 
+    groups = ExpertGroups(perm, chunks, n_pairs, args.experts)
+
     def grouped(rec: Recorder) -> None:
-        record_moe_group(rec, idb, perm, chunks, n_pairs, args.experts)
+        record_moe_group(rec, idb, groups)
         rec.barrier()
-        record_moe_matmul_q8_grouped(rec, w, args.experts, q8, perm, chunks, n_pairs, args.k,
-                                     tables)  # fmt: skip
+        record_moe_matmul_q8_grouped(rec, w, groups, q8, args.k, tables)
 
     def grouped_f32(rec: Recorder) -> None:
-        record_moe_group(rec, idb, perm, chunks, n_pairs, args.experts)
+        record_moe_group(rec, idb, groups)
         rec.barrier()
-        record_moe_matmul(rec, w, args.experts, xb, y, perm, chunks, n_pairs, args.k, tables)
+        record_moe_matmul(rec, w, groups, xb, y, args.k, tables)
 
     def timed(record: Callable[[Recorder], None]) -> float:
         rt.run(record)  # warm: pipelines built

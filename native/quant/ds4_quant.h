@@ -1,6 +1,6 @@
 /* Dequantizers for the GGML block formats a DeepSeek V4 GGUF uses.
  * Every function is bit-identical to the numpy reference in
- * ds4.adapters.quant.numpy_dequant (which is bit-identical to gguf-py):
+ * ds4.adapters.quant.numpy_codec (which is bit-identical to gguf-py):
  * build with -ffp-contract=off so no multiply-add is fused. */
 #ifndef DS4_QUANT_H
 #define DS4_QUANT_H

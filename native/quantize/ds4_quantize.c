@@ -1,5 +1,5 @@
 /* Quantizer entry points: row dispatch, float encoders and Q8_0
- * (docs/reference/formats.md §4.2, §6.3); twin of numpy_quantize.py. */
+ * (docs/reference/formats.md §4.2, §6.3); twin of adapters/quant/numpy_codec.py. */
 #include "ds4_quantize.h"
 
 #include "qz_internal.h"

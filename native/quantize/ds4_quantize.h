@@ -1,6 +1,6 @@
 /* Quantizers for the GGML block formats ds4 writes (docs/reference/formats.md §4, §6).
  * Output is byte-identical to the numpy reference in
- * ds4.adapters.quant.numpy_quantize*: every sum runs left to right from its first
+ * ds4.adapters.quant.block_quantizers: every sum runs left to right from its first
  * term, every running max/min/argmin keeps the first winner, and the build uses
  * -ffp-contract=off so no multiply-add is fused. */
 #ifndef DS4_QUANTIZE_H

@@ -21,7 +21,7 @@ import numpy.typing as npt
 from ds4.domain.engine.state_session import eval_one_by_one
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
-from ds4.domain.model.tiny_shapes import DEFAULT_TINY_SHAPE, TINY_SHAPES
+from ds4.domain.model.presets import DEFAULT_TINY_SHAPE, TINY_SHAPES
 from ds4.ports.compute import ComputeSession
 
 _MAGIC = b"FAKEDSV4"

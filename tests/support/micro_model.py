@@ -21,7 +21,7 @@ from ds4.domain.gguf.ggml_types import GGMLType, tensor_nbytes
 from ds4.domain.gguf.records import MetaValue
 from ds4.domain.model.catalog import TensorSpec, model_tensors
 from ds4.domain.model.hparams import DeepSeekV4HParams, hparams_metadata
-from ds4.domain.model.tiny_shapes import TINY_SHAPES
+from ds4.domain.model.presets import TINY_SHAPES
 from tests.unit.tokenizer.tiny_bpe_vocab import tiny_vocabulary
 
 VOCAB = tiny_vocabulary()

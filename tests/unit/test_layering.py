@@ -93,7 +93,7 @@ def test_adapters_never_import_apps(path: Path) -> None:
 
 
 # The composition root: the only apps code that names adapters.
-COMPOSITION_ROOT = {"wiring.py", "bootstrap.py"}
+COMPOSITION_ROOT = {"wiring.py", "backends.py", "bootstrap.py", "server_bootstrap.py"}
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,11 @@
 """The named presets: PRO read from its shipped release config.json, Flash from ds4's
-constants (src/ds4/apps/release_shapes.py)."""
+constants (src/ds4/apps/gguf_command.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ds4.apps.release_shapes import PRESET_NAMES, preset_shape, release_config
+from ds4.apps.gguf_command import PRESET_NAMES, preset_shape, release_config
 from ds4.domain.model.presets import FLASH
 
 

@@ -31,7 +31,7 @@ from ds4.ports.tokenizer import Tokenizer
 from tools.demo.tool_dialogues import READ_FILE_TOOL
 
 USER_WEIGHT = 0.5
-CLI_SYSTEM = "You are a helpful assistant"  # `ds4 cli`'s default -sys (apps/cli_prompt.py)
+CLI_SYSTEM = "You are a helpful assistant"  # `ds4 cli`'s default -sys (apps/cli_generate.py)
 ITALIAN_SYSTEM = "Continua il testo dell'utente con lo stile dei Promessi sposi."
 
 

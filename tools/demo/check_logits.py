@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.apps.bootstrap import load_engine
+from ds4.apps.options import EngineOptions
 from tools.demo.reference_torch import all_logits, load_reference
 
 CONFIGS = (("reference", "fp32"), ("cpu", "fp32"), ("reference", "ds4"), ("cpu", "ds4"),
@@ -47,7 +48,9 @@ def compare(
 ) -> list[Agreement]:
     out = []
     for backend, numerics in CONFIGS:
-        engine = load_engine(str(gguf), backend=backend, numerics=numerics, threads=1)
+        engine = load_engine(
+            EngineOptions(str(gguf), backend=backend, numerics=numerics, threads=1)
+        )
         worst, same, total = 0.0, 0, 0
         for ids, ref in zip(seqs, torch_logits, strict=True):
             ours = engine.runner.new_session(len(ids)).prefill(ids, all_logits=True)

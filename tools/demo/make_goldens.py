@@ -14,6 +14,7 @@ import json
 
 from ds4.apps import wiring
 from ds4.apps.bootstrap import load_engine
+from ds4.apps.options import EngineOptions
 from tools.demo.corpus import paragraphs, passages, pieces, split_held_out
 from tools.demo.files import DEMO, GOLDENS, NOVEL, sha256
 from tools.demo.greedy import chat_ids, greedy
@@ -35,7 +36,7 @@ def held_out_openings() -> list[str]:
 
 def run_config(config: str, openings: list[str]) -> list[list[int]]:
     backend, numerics = config.split("/")
-    engine = load_engine(str(DEMO), backend=backend, numerics=numerics, threads=1)
+    engine = load_engine(EngineOptions(str(DEMO), backend=backend, numerics=numerics, threads=1))
     eos = engine.tokenizer.special.eos
     return [
         greedy(engine.runner, chat_ids(engine.tokenizer, o), GREEDY_STEPS, eos) for o in openings

@@ -17,22 +17,25 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol, TextIO
 
 import numpy as np
 import numpy.typing as npt
 
-from ds4.apps import flag_types, wiring
+from ds4.apps import backends, flag_types
 from ds4.apps.bootstrap import load_engine
-from ds4.apps.cli_prompt import chat_prompt
-from ds4.apps.engine_flags import add_engine_flags, add_mtp_flags, add_repack_flag
-from ds4.apps.flag_types import MAX_CTX
-from ds4.apps.help_format import DefaultsHelpFormatter
-from ds4.apps.ssd_flags import add_ssd_streaming_flags, streaming_options
-from ds4.apps.text_files import read_utf8
+from ds4.apps.cli_generate import chat_prompt
+from ds4.apps.engine_flags import (
+    add_engine_flags,
+    add_mtp_flags,
+    add_repack_flag,
+    add_ssd_streaming_flags,
+    engine_options,
+)
+from ds4.apps.flag_types import MAX_CTX, DefaultsHelpFormatter, read_utf8
 from ds4.domain.chat import ThinkMode
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
@@ -287,18 +290,8 @@ def run(args: argparse.Namespace) -> int:
     from ds4.apps.cli_generate import model_path
 
     model = model_path(args)
-    streaming = streaming_options(args)
-    engine = load_engine(
-        model,
-        backend=args.backend,
-        numerics=args.numerics,
-        threads=args.threads,
-        streaming=streaming,
-        repack_experts=args.repack_experts,
-        mtp=args.mtp,
-        mtp_draft=args.mtp_draft,
-    )
-    ssd_stats = wiring.expert_cache_stats(engine.runner)
+    engine = load_engine(engine_options(args, model))
+    ssd_stats = backends.expert_cache_stats(engine.runner)
     ids, eos = prompt_ids(args, engine.tokenizer)
     session = engine.runner.new_session(alloc)
     speculative = engine.session_over(session) if args.mtp is not None else None
@@ -324,13 +317,67 @@ def run(args: argparse.Namespace) -> int:
             out.close()
     if speculative is not None and rows:
         print(mtp_summary(rows, args.mtp_draft), file=sys.stderr)
-    device = wiring.device_step_report(engine.runner)
+    device = backends.device_step_report(engine.runner)
     if device is not None:
         print(device, file=sys.stderr)
     if args.plot is not None:
-        from ds4.apps.bench_plot import plot_rows
-
         plot_rows(rows, args.plot, title=f"{Path(model).stem} ({args.backend}, "
                   f"{args.threads} threads) t/s")  # fmt: skip
         print(f"ds4: wrote {args.plot}", file=sys.stderr)
     return 0
+
+
+# ---- bench plot ----------------------------------------------------------------------
+# `ds4 bench --plot`: prefill (left axis) and generation (right axis) t/s against
+# context, as a PNG (matplotlib, Agg backend; colours of docs/reference/cli-and-bench.md
+# §6).
+
+
+PREFILL_COLOUR = "#2563eb"
+GEN_COLOUR = "#dc2626"
+
+
+class BenchRow(Protocol):
+    @property
+    def ctx_tokens(self) -> int: ...
+
+    @property
+    def prefill_tps(self) -> float: ...
+
+    @property
+    def gen_tps(self) -> float: ...
+
+
+def plot_rows(rows: Sequence[BenchRow], path: str, *, title: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise Ds4Error("--plot needs matplotlib (pip install 'ds4[plot]')") from None
+    ordered = sorted(rows, key=lambda r: r.ctx_tokens)
+    ctx = [r.ctx_tokens for r in ordered]
+    fig, left = plt.subplots(figsize=(9.6, 5.4), dpi=100)
+    right = left.twinx()
+    left.plot(ctx, [r.prefill_tps for r in ordered], color=PREFILL_COLOUR, lw=3, marker="o",
+              label="prefill")  # fmt: skip
+    right.plot(ctx, [r.gen_tps for r in ordered], color=GEN_COLOUR, lw=3, marker="o",
+               label="generation")  # fmt: skip
+    left.set_xlim(0, max(ctx) * 1.05)
+    left.set_ylim(0, max(r.prefill_tps for r in ordered) * 1.05 or 1)
+    right.set_ylim(0, max(r.gen_tps for r in ordered) * 1.05 or 1)
+    left.set_xlabel("ctx size")
+    left.set_ylabel("prefill t/s", color=PREFILL_COLOUR)
+    right.set_ylabel("generation t/s", color=GEN_COLOUR, rotation=90)
+    left.grid(True, color="#e2e8f0")
+    left.set_title(title, fontsize=16, fontweight="bold")
+    handles = left.get_lines() + right.get_lines()
+    left.legend(handles, [str(h.get_label()) for h in handles], loc="upper right")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, format="png")
+    except OSError as exc:
+        raise Ds4Error(f"cannot write plot {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)

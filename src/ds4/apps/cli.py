@@ -1,14 +1,24 @@
-"""The `ds4` console command: one parser, one subcommand per app module."""
+"""The `ds4` console command: one parser, one subcommand per app module, and the list
+of implemented subcommands (only what REGISTRARS lists appears in `ds4 --help`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from ds4 import __version__
-from ds4.apps import commands
+from ds4.apps import (
+    bench_command,
+    cli_command,
+    gguf_command,
+    server_command,
+    steer_command,
+    vectors_command,
+)
+from ds4.apps.agent import command as agent_command
+from ds4.apps.eval import eval_command
 from ds4.domain.errors import Ds4Error
 
 
@@ -27,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ds4 {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for register in commands.REGISTRARS:
+    for register in REGISTRARS:
         register(sub)
     return parser
 
@@ -46,3 +56,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     return code
+
+
+# ---- commands ------------------------------------------------------------------------
+# The list of implemented subcommands; only what is listed here appears in `ds4 --help`.
+
+
+Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
+
+REGISTRARS: list[Registrar] = [
+    server_command.register,
+    cli_command.register,
+    agent_command.register,
+    bench_command.register,
+    eval_command.register,
+    gguf_command.register,
+    steer_command.register,
+    vectors_command.register,
+]

@@ -13,23 +13,19 @@ import sys
 from pathlib import Path
 
 from ds4.apps import flag_types, wiring
-from ds4.apps.cli_dumps import MAX_LOGPROBS_TOP_K
-from ds4.apps.cli_generate import run_one_shot
-from ds4.apps.cli_prompt import DEFAULT_SYSTEM
-from ds4.apps.distributed_flags import add_distributed_flags
+from ds4.apps.cli_generate import DEFAULT_SYSTEM, MAX_LOGPROBS_TOP_K, run_one_shot
 from ds4.apps.engine_flags import (
     add_backend_flags,
+    add_distributed_flags,
     add_model_flag,
     add_mtp_flags,
     add_numerics_flag,
     add_power_flag,
     add_repack_flag,
+    add_ssd_streaming_flags,
     add_steering_flags,
 )
-from ds4.apps.flag_types import INT_MAX, MAX_CTX, SEED_MAX
-from ds4.apps.help_format import DefaultsHelpFormatter
-from ds4.apps.ssd_flags import add_ssd_streaming_flags
-from ds4.apps.text_files import read_utf8
+from ds4.apps.flag_types import INT_MAX, MAX_CTX, SEED_MAX, DefaultsHelpFormatter, read_utf8
 from ds4.domain.chat import ThinkMode
 from ds4.domain.errors import Ds4Error
 from ds4.domain.sampling import MAX_TOP_K

@@ -15,20 +15,20 @@ from pathlib import Path
 from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
 
-from ds4.apps.cli_generate import model_path, open_session, sampling
-from ds4.apps.cli_output import (
+from ds4.apps.cli_generate import (
     EventPrinter,
     Interrupt,
     PrefillMeter,
     Stopwatch,
-    warn_if_cut_by_context,
-)
-from ds4.apps.cli_prompt import (
     conversation_head,
+    model_path,
+    open_session,
     prefix_turns,
+    sampling,
     think_mode,
     transcript_head,
     user_turn,
+    warn_if_cut_by_context,
 )
 from ds4.domain.chat import EOS, THINK_MAX_MIN_CONTEXT, ThinkMode, effective_think_mode
 from ds4.domain.engine.cancel import CancelledError

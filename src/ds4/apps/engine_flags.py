@@ -1,18 +1,45 @@
 """The engine flags every engine command declares (`ds4 cli`, `bench`, `server`, `eval`,
-`test-vectors`, `gguf score`): one declaration, so their names, ranges and help agree.
+`agent`, `test-vectors`, `gguf score`): one declaration, so their names, ranges and help
+agree, and one function, `engine_options`, that turns whichever of them a command
+declares into its EngineOptions.
+
 Also the engine knobs of some of them: --mtp FILE and --mtp-draft N (`ds4 cli`,
-`server`, `bench`), --power PERCENT and the --dir-steering-* flags (`ds4 cli`, `server`)."""
+`server`, `bench`), --power PERCENT and the --dir-steering-* flags (`ds4 cli`,
+`server`), the SSD-streaming flags (`ds4 cli`, `bench`, `server`; docs/ssd-streaming.md)
+and --distributed with its companions (`ds4 cli`, `server`; docs/distributed.md).
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
+from dataclasses import fields
+from typing import Any, TypeVar
 
-from ds4.apps import flag_types, wiring
-from ds4.apps.flag_types import MAX_THREADS
+from ds4.apps import backends, flag_types
+from ds4.apps.flag_types import MAX_CTX, MAX_THREADS
+from ds4.apps.options import DEFAULT_MTP_DRAFT, MAX_MTP_DRAFT, EngineOptions, SteeringRequest
+from ds4.domain.distributed import (
+    MAX_LOCAL_WORKERS,
+    DistributedOptions,
+    DistributedTarget,
+    parse_layer_split,
+    parse_target,
+)
 from ds4.domain.engine.duty_cycle import MAX_POWER, MIN_POWER
+from ds4.domain.errors import Ds4Error
+from ds4.domain.expert_cache import (
+    GIB,
+    MAX_EXPERTS,
+    MAX_GB,
+    POLICIES,
+    CacheSpec,
+    StreamingOptions,
+    parse_cache_spec,
+)
 from ds4.domain.steering.directions import MAX_SCALE
+
+AppOptions = TypeVar("AppOptions", bound=EngineOptions)
 
 MODEL_HELP = (
     "model file (default: $DS4_MODEL, else ./ds4flash.gguf, else models/demo.gguf, the "
@@ -27,18 +54,11 @@ def add_model_flag(parser: argparse.ArgumentParser, help_text: str = MODEL_HELP)
 def add_backend_flags(parser: argparse.ArgumentParser, *, scripted: bool = False) -> None:
     """--backend (cpu by default when the native kernels are built) and --threads; with
     `scripted`, also the scripted backend and its --script / --script-token-delay."""
-    choices = ["cpu", "reference", "vulkan", "scripted"] if scripted else [
-        "cpu", "reference", "vulkan"]  # fmt: skip
-    scripted_help = (
-        ", or scripted, which plays back --script outputs (for client tests)" if scripted else ""
-    )
     parser.add_argument(
         "--backend",
-        choices=choices,
-        default=wiring.default_backend(),
-        help="compute backend: cpu (native kernels on the mapped weights), reference (the "
-        "numpy engine checked against HF transformers), vulkan (the whole forward and the KV "
-        f"state on a Vulkan GPU; docs/vulkan.md){scripted_help}",
+        choices=backends.backend_choices(scripted=scripted),
+        default=backends.default_backend(),
+        help=backends.backend_help(scripted=scripted),
     )
     parser.add_argument(
         "-t",
@@ -67,10 +87,12 @@ def add_backend_flags(parser: argparse.ArgumentParser, *, scripted: bool = False
 
 def scripted_flags_problem(args: argparse.Namespace) -> str | None:
     """Why --backend and --script/--script-token-delay do not go together, or None."""
-    if args.backend != "scripted" and (args.script is not None or args.script_token_delay):
-        return "--script and --script-token-delay need --backend scripted"
-    if args.backend == "scripted" and args.script is None:
-        return "--backend scripted needs --script FILE"
+    plays_script = backends.BACKENDS[args.backend].plays_script
+    if not plays_script and (args.script is not None or args.script_token_delay):
+        players = backends.names_where(lambda spec: spec.plays_script)
+        return f"--script and --script-token-delay need --backend {players}"
+    if plays_script and args.script is None:
+        return f"--backend {args.backend} needs --script FILE"
     return None
 
 
@@ -106,21 +128,8 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     add_numerics_flag(parser)
 
 
-@dataclass(frozen=True)
-class SteeringRequest:
-    """The --dir-steering-* flags as given (None: not given)."""
-
-    file: str | None = None
-    attn: float | None = None
-    ffn: float | None = None
-
-
 def steering_request(args: argparse.Namespace) -> SteeringRequest:
     return SteeringRequest(args.dir_steering_file, args.dir_steering_attn, args.dir_steering_ffn)
-
-
-DEFAULT_MTP_DRAFT = 2  # tokens drafted per step (docs/mtp.md: measured, and why)
-MAX_MTP_DRAFT = 16
 
 
 def add_mtp_flags(parser: argparse.ArgumentParser) -> None:
@@ -179,3 +188,250 @@ def add_steering_flags(parser: argparse.ArgumentParser) -> None:
         metavar="F",
         help="scale on the attention outputs, -100..100 (default: 0)",
     )
+
+
+# ---- SSD streaming: the cpu backend's expert cache (docs/ssd-streaming.md) ----------
+
+_COMPANIONS = (
+    ("ssd_streaming_cache_experts", "--ssd-streaming-cache-experts"),
+    ("ssd_streaming_preload_experts", "--ssd-streaming-preload-experts"),
+    ("ssd_streaming_cold", "--ssd-streaming-cold"),
+    ("simulate_used_memory", "--simulate-used-memory"),
+    ("expert_profile", "--expert-profile"),
+    ("ssd_streaming_policy", "--ssd-streaming-policy"),
+    ("ssd_streaming_readahead", "--ssd-streaming-readahead"),
+    ("ssd_streaming_mlock", "--ssd-streaming-mlock"),
+)
+
+
+def cache_spec(text: str) -> CacheSpec:
+    try:
+        return parse_cache_spec(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+cache_spec.__name__ = "N experts or NGB"
+
+
+def gigabytes(text: str) -> int:
+    """A size in GiB ('12' or '12GB'), 0..2^20, as bytes."""
+    body = text.strip().lower().removesuffix("gb").removesuffix("g")
+    value = flag_types.float_in(0, MAX_GB)(body)
+    return int(value * GIB)
+
+
+gigabytes.__name__ = "size in GB"
+
+
+def add_ssd_streaming_flags(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("SSD streaming (cpu backend; docs/ssd-streaming.md)")
+    g.add_argument(
+        "--ssd-streaming",
+        action="store_true",
+        help="keep non-routed weights resident and read routed experts from the model file "
+        "into a budgeted expert cache on demand, bypassing the page cache (default: off, "
+        "the whole file is mapped and paged by the kernel)",
+    )
+    g.add_argument(
+        "--ssd-streaming-cache-experts",
+        type=cache_spec,
+        metavar="N|NGB",
+        help=f"expert cache budget: N whole experts (1..{MAX_EXPERTS}) or NGB gibibytes "
+        "(default: automatic, available memory minus resident weights, KV and scratch; "
+        "printed at start)",
+    )
+    g.add_argument(
+        "--ssd-streaming-preload-experts",
+        type=flag_types.int_in(0, MAX_EXPERTS),
+        default=0,
+        metavar="N",
+        help="load the N hottest experts of --expert-profile at start (0..2^24)",
+    )
+    g.add_argument(
+        "--ssd-streaming-cold",
+        action="store_true",
+        help="drop the model file from the page cache first, so the run starts cold (default: off)",
+    )
+    g.add_argument(
+        "--simulate-used-memory",
+        type=gigabytes,
+        default=0,
+        metavar="NGB",
+        help=f"pretend NGB of memory are taken when sizing the automatic budget (0..{MAX_GB})",
+    )
+    g.add_argument(
+        "--expert-profile",
+        type=flag_types.output_file,
+        metavar="FILE",
+        help="expert use counts: read at start when FILE exists (for the preload), this "
+        "run's counts added and written back at exit (default: none)",
+    )
+    g.add_argument(
+        "--ssd-streaming-policy",
+        choices=POLICIES,
+        default="decayed",
+        help="expert cache eviction: decayed (evict the lowest use count, counts halving "
+        "every 8 tokens' worth of expert uses) or lru (least recently used)",
+    )
+    g.add_argument(
+        "--ssd-streaming-readahead",
+        type=flag_types.int_in(0, 1024),
+        default=0,
+        metavar="N",
+        help="while a layer computes, a background thread loads up to N of the experts "
+        "the next layer's router predicts from this layer's input (exact for a "
+        "hash-routed layer); costs disk reads for wrong guesses (0..1024; 0: off)",
+    )
+    g.add_argument(
+        "--ssd-streaming-mlock",
+        action="store_true",
+        help="lock the non-routed weights and the expert cache in memory (mlock), so "
+        "memory pressure cannot page them out; needs a locked-memory limit (ulimit -l) "
+        "that large (default: off, they are pre-faulted only)",
+    )
+
+
+def streaming_options(args: argparse.Namespace) -> StreamingOptions | None:
+    """The parsed flags as StreamingOptions; Ds4Error when a companion flag comes
+    without --ssd-streaming or the backend is not cpu."""
+    if not args.ssd_streaming:
+        for dest, flag in _COMPANIONS:
+            value = getattr(args, dest)
+            if value not in (None, 0, False, "decayed"):
+                raise Ds4Error(f"{flag} needs --ssd-streaming")
+        return None
+    backend = vars(args).get("backend")
+    if backend is not None and not backends.BACKENDS[backend].ssd_streaming:
+        streams = backends.names_where(lambda spec: spec.ssd_streaming)
+        raise Ds4Error(f"--ssd-streaming needs --backend {streams} (not {backend})")
+    if args.ssd_streaming_preload_experts and args.expert_profile is None:
+        raise Ds4Error("--ssd-streaming-preload-experts needs --expert-profile FILE")
+    return StreamingOptions(
+        cache=args.ssd_streaming_cache_experts,
+        preload=args.ssd_streaming_preload_experts,
+        cold=args.ssd_streaming_cold,
+        simulate_used_bytes=args.simulate_used_memory,
+        profile=args.expert_profile,
+        policy=args.ssd_streaming_policy,
+        readahead=args.ssd_streaming_readahead,
+        lock=args.ssd_streaming_mlock,
+    )
+
+
+# ---- --distributed: the layer ranges on Ray workers (docs/distributed.md) -----------
+
+DEFAULT_PIECE = DistributedOptions(DistributedTarget(None)).piece
+
+
+def _target(text: str) -> DistributedTarget:
+    try:
+        return parse_target(text)
+    except Ds4Error as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _split(text: str) -> str:
+    try:
+        parse_layer_split(text)
+    except Ds4Error as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def add_distributed_flags(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("distributed inference (docs/distributed.md)")
+    g.add_argument(
+        "--distributed",
+        type=_target,
+        metavar="ray://HOST:PORT|local:N",
+        default=None,
+        help="split the model by layer ranges across Ray workers: ray://HOST:PORT joins a "
+        "running cluster (the head's Ray client port; every node needs ds4 and the model at "
+        f"the same path), local:N starts N worker processes here (1..{MAX_LOCAL_WORKERS}); "
+        "this process keeps the embedding and the output head (default: one process)",
+    )
+    g.add_argument(
+        "--layer-split",
+        type=_split,
+        default="auto",
+        metavar="auto|A-B,C-D",
+        help="with --distributed: the layer range of each worker, inclusive and in order "
+        "(e.g. 0-21,22-42), or auto: one range per worker (per node of a ray:// cluster), "
+        "weight bytes in proportion to each machine's memory",
+    )
+    g.add_argument(
+        "--dist-prefill-piece",
+        type=flag_types.int_in(1, MAX_CTX),
+        default=DEFAULT_PIECE,
+        metavar="TOKENS",
+        help=f"with --distributed: prefill moves through the ranges in pieces of this many "
+        f"tokens, one piece per range at a time (1..{MAX_CTX}); results do not depend on it",
+    )
+    g.add_argument(
+        "--dist-transport",
+        choices=("refs", "values"),
+        default="refs",
+        help="with --distributed: refs hands each range's output to the next as a Ray object "
+        "ref (the chain is submitted at once); values fetches every output to this process "
+        "first (docs/distributed.md compares them)",
+    )
+
+
+def distributed_options(args: argparse.Namespace) -> DistributedOptions | None:
+    """The parsed flags, or None without --distributed; a companion flag without
+    --distributed, or a backend other than cpu, is a usage error."""
+    target: DistributedTarget | None = args.distributed
+    if target is None:
+        given = [
+            flag
+            for flag, value, default in (
+                ("--layer-split", args.layer_split, "auto"),
+                ("--dist-prefill-piece", args.dist_prefill_piece, DEFAULT_PIECE),
+                ("--dist-transport", args.dist_transport, "refs"),
+            )
+            if value != default
+        ]
+        if given:
+            raise Ds4Error(f"{', '.join(given)} need --distributed")
+        return None
+    if backends.BACKENDS[args.backend].distributed is None:
+        spreads = backends.names_where(lambda spec: spec.distributed is not None)
+        raise Ds4Error(
+            f"--distributed runs the {spreads} backend's kernels, not --backend {args.backend}"
+        )
+    return DistributedOptions(
+        target, args.layer_split, args.dist_prefill_piece, args.dist_transport
+    )
+
+
+# ---- the options the flags build ------------------------------------------------------
+
+
+def engine_options(args: argparse.Namespace, model: str | None) -> EngineOptions:
+    """The engine a command's parsed flags ask for, over `model` (bootstrap.model_path);
+    a flag the command does not declare keeps EngineOptions' default."""
+    declared = vars(args)
+    default = EngineOptions(model)
+    return EngineOptions(
+        model=model,
+        backend=args.backend,
+        numerics=declared.get("numerics", default.numerics),
+        threads=args.threads,
+        script=declared.get("script"),
+        script_token_delay=declared.get("script_token_delay", default.script_token_delay),
+        streaming=streaming_options(args) if "ssd_streaming" in declared else None,
+        repack_experts=declared.get("repack_experts", default.repack_experts),
+        mtp=declared.get("mtp"),
+        mtp_draft=declared.get("mtp_draft", default.mtp_draft),
+        power=declared.get("power"),
+        steering=steering_request(args) if "dir_steering_file" in declared else None,
+        distributed=distributed_options(args) if "distributed" in declared else None,
+    )
+
+
+def app_options(kind: type[AppOptions], engine: EngineOptions, **own: Any) -> AppOptions:
+    """An app's options (ServerOptions, AgentOptions, EvalOptions): the engine's as they
+    are, plus the app's own fields."""
+    inherited = {f.name: getattr(engine, f.name) for f in fields(engine)}
+    return kind(**inherited, **own)

@@ -1,5 +1,8 @@
-"""argparse `type=` checks shared by the commands: a bad value is one usage line naming
-the flag (argparse adds `argument --flag:`), exit 2, before anything is loaded.
+"""The command line's shared vocabulary: argparse `type=` checks, the help formatter
+every command uses, and the whole-file text read of prompt and score files.
+
+A bad flag value is one usage line naming the flag (argparse adds `argument --flag:`),
+exit 2, before anything is loaded.
 
 Nothing is clamped or fixed up: a value outside its documented range is refused
 (issue 14 item 9; docs/adr/0044-server-exposure-and-limits.md).
@@ -11,6 +14,8 @@ import argparse
 import stat
 from collections.abc import Callable
 from pathlib import Path
+
+from ds4.domain.errors import Ds4Error
 
 INT_MAX = 2**31 - 1  # what the API layer clamps JSON integers to (docs/reference/server.md §2.3)
 MAX_CTX = 1 << 20  # DeepSeek V4's context window, 1M tokens (docs/reference/model.md §1.1)
@@ -160,3 +165,37 @@ def _kind(mode: int) -> str:
     if stat.S_ISSOCK(mode):
         return "a socket"
     return "not a file"
+
+
+# ---- help format ----------------------------------------------------------------------
+# argparse help that always states each flag's default, once.
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Append "(default: X)" unless the help text already says what the default is."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "(default" in text or action.default is argparse.SUPPRESS:
+            return text
+        if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
+            if action.default is None or action.default is False:
+                return text
+            return f"{text} (default: %(default)s)"
+        return text
+
+
+# ---- text files -----------------------------------------------------------------------
+# A text file a command reads whole (prompts, score tables): its bytes decoded as UTF-8
+# exactly as stored (CR/LF kept), or one Ds4Error line naming the file and the problem.
+
+
+def read_utf8(path: str | Path, what: str = "") -> str:
+    """The file's text; `what` ("prompt file") prefixes the path in the error."""
+    named = f"{what} {path}" if what else str(path)
+    try:
+        return Path(path).read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise Ds4Error(f"cannot read {named}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise Ds4Error(f"{named} is not UTF-8 (byte {exc.start})") from None

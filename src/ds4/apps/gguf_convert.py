@@ -11,8 +11,7 @@ from tqdm import tqdm
 
 from ds4 import __version__
 from ds4.apps import flag_types, wiring
-from ds4.apps.flag_types import INT_MAX, MAX_THREADS
-from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.apps.flag_types import INT_MAX, MAX_THREADS, DefaultsHelpFormatter
 from ds4.domain.convert.checkpoint_sources import (
     ImportanceLookup,
     SourceIndex,

@@ -15,11 +15,9 @@ from tqdm import tqdm
 
 from ds4.apps import flag_types
 from ds4.apps.bootstrap import Engine, default_model_path, load_engine
-from ds4.apps.cli_dumps import write_atomically
-from ds4.apps.engine_flags import add_engine_flags
-from ds4.apps.flag_types import MAX_CTX
-from ds4.apps.help_format import DefaultsHelpFormatter
-from ds4.apps.text_files import read_utf8
+from ds4.apps.cli_generate import write_atomically
+from ds4.apps.engine_flags import add_engine_flags, engine_options
+from ds4.apps.flag_types import MAX_CTX, DefaultsHelpFormatter, read_utf8
 from ds4.apps.vectors_command import selected_vectors
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
@@ -123,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if args.text is not None and (args.only or args.skip):
         raise Ds4Error("--only and --skip apply to --vectors")
     model = default_model_path(args.model)
-    engine = load_engine(model, backend=args.backend, numerics=args.numerics, threads=args.threads)
+    engine = load_engine(engine_options(args, model))
     info = {"model": model, "backend": args.backend, "numerics": args.numerics}
     if args.vectors is not None:
         rows = _score_vectors(args, engine)

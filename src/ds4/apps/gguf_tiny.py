@@ -9,8 +9,7 @@ from tqdm import tqdm
 
 from ds4 import __version__
 from ds4.apps import flag_types, wiring
-from ds4.apps.flag_types import INT_MAX, SEED_MAX
-from ds4.apps.help_format import DefaultsHelpFormatter
+from ds4.apps.flag_types import INT_MAX, SEED_MAX, DefaultsHelpFormatter
 from ds4.domain.convert.plan import (
     QUANT_PRESETS,
     Chunk,
@@ -23,8 +22,7 @@ from ds4.domain.convert.plan import (
 from ds4.domain.gguf.records import MetaValue, meta_str
 from ds4.domain.model.catalog import TensorSpec, model_tensors, mtp_tensors
 from ds4.domain.model.hparams import hparams_metadata
-from ds4.domain.model.random_init import init_tensor
-from ds4.domain.model.tiny_shapes import DEFAULT_TINY_SHAPE, TINY_SHAPES
+from ds4.domain.model.presets import DEFAULT_TINY_SHAPE, TINY_SHAPES, init_tensor
 
 
 def register(tools: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

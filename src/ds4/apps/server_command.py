@@ -14,29 +14,30 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TextIO
 
-from ds4.apps import flag_types
-from ds4.apps.distributed_flags import add_distributed_flags, distributed_options
+from ds4.apps import backends, flag_types
 from ds4.apps.engine_flags import (
     add_backend_flags,
+    add_distributed_flags,
     add_model_flag,
     add_mtp_flags,
     add_numerics_flag,
     add_power_flag,
     add_repack_flag,
+    add_ssd_streaming_flags,
     add_steering_flags,
+    app_options,
+    distributed_options,
+    engine_options,
     scripted_flags_problem,
-    steering_request,
 )
-from ds4.apps.flag_types import INT_MAX, MAX_CTX
-from ds4.apps.help_format import DefaultsHelpFormatter
-from ds4.apps.server_logging import LOG_FORMATS, configure_server_logging
-from ds4.apps.server_options import (
+from ds4.apps.flag_types import INT_MAX, MAX_CTX, DefaultsHelpFormatter
+from ds4.apps.options import (
     DEFAULT_KV_MEM_MIB,
     DEFAULT_PREFILL_CHUNK,
     MAX_SESSIONS,
     ServerOptions,
 )
-from ds4.apps.ssd_flags import add_ssd_streaming_flags, streaming_options
+from ds4.apps.server_logging import LOG_FORMATS, configure_server_logging
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
 from ds4.wire.requests import is_loopback_host
@@ -210,7 +211,7 @@ def check_flags(args: argparse.Namespace) -> None:
         distributed_options(args)
     except Ds4Error as exc:
         parser.error(str(exc))
-    if args.mtp is not None and args.backend == "scripted":
+    if args.mtp is not None and backends.BACKENDS[args.backend].drafter is None:
         parser.error("--mtp needs --backend cpu or reference")
     if args.mtp is not None and args.sessions > 1:
         parser.error("--mtp works with one live session (--sessions 1)")
@@ -327,29 +328,13 @@ def client_snippet(url: str, api_key: str | None) -> str:
     )
 
 
-def run_server(args: argparse.Namespace) -> int:
-    # The HTTP stack (Litestar) loads only when a server actually starts.
-    from ds4.apps.bootstrap import (
-        bind_listener,
-        bootstrap_server,
-        default_model_path,
-        is_shipped_demo,
-    )
+def server_options(args: argparse.Namespace, host: str) -> ServerOptions:
+    """What the parsed flags ask of the server (host: the bind address as resolved)."""
+    from ds4.apps.bootstrap import model_path
 
-    check_flags(args)
-    host = "127.0.0.1" if args.host == "localhost" else args.host
-    if args.backend == "scripted":
-        model, demo = args.model, False
-    else:
-        model = default_model_path(args.model)
-        demo = is_shipped_demo(model)
-    options = ServerOptions(
-        model=model,
-        backend=args.backend,
-        numerics=args.numerics,
-        threads=args.threads,
-        script=args.script,
-        script_token_delay=args.script_token_delay,
+    return app_options(
+        ServerOptions,
+        engine_options(args, model_path(args.backend, args.model)),
         ctx=args.ctx,
         tokens=args.tokens,
         api_key=args.api_key,
@@ -359,23 +344,27 @@ def run_server(args: argparse.Namespace) -> int:
         exact_tool_replay=not args.disable_exact_dsml_tool_replay,
         prefill_chunk=args.prefill_chunk,
         sessions=args.sessions,
-        mtp=args.mtp,
-        mtp_draft=args.mtp_draft,
         prefix_file=args.prefix_file,
-        power=args.power,
-        steering=steering_request(args),
         kv_disk_dir=args.kv_disk_dir,
         kv_cache=kv_cache_options(args),
-        streaming=streaming_options(args),
-        repack_experts=args.repack_experts,
         kv_mem_bytes=args.kv_mem_space_mb << 20,
         max_body_mb=args.max_body_mb,
         max_connections=args.max_connections,
         header_timeout=args.header_timeout,
         idle_timeout=args.idle_timeout,
         body_timeout=args.body_timeout,
-        distributed=distributed_options(args),
     )
+
+
+def run_server(args: argparse.Namespace) -> int:
+    # The HTTP stack (Litestar) loads only when a server actually starts.
+    from ds4.apps.bootstrap import is_shipped_demo
+    from ds4.apps.server_bootstrap import bind_listener, bootstrap_server
+
+    check_flags(args)
+    host = "127.0.0.1" if args.host == "localhost" else args.host
+    options = server_options(args, host)
+    demo = options.model is not None and is_shipped_demo(options.model)
     # access lines, KV cache decisions and warnings: one handler, text or JSON
     configure_server_logging(args.log_format)
     with ExitStack() as stack:
@@ -390,9 +379,9 @@ def run_server(args: argparse.Namespace) -> int:
                 raise Ds4Error(f"cannot open trace file {args.trace}: {error}") from None
         built = bootstrap_server(options, trace)
         url = f"http://[{host}]:{args.port}" if ":" in host else f"http://{host}:{args.port}"
-        label = "scripted outputs" if args.backend == "scripted" else model
+        label = options.model if backends.needs_model(options.backend) else "scripted outputs"
         if demo:
-            label = f"{model} (the small demo model: docs/demo-model.md)"
+            label = f"{options.model} (the small demo model: docs/demo-model.md)"
         sessions = f", {args.sessions} sessions" if args.sessions > 1 else ""
         if args.mtp is not None:
             sessions += f", MTP {args.mtp} drafting {args.mtp_draft}"

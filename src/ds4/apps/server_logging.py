@@ -10,6 +10,9 @@ line is printed twice.
 that do not apply left out. `json`: one object per line with `time` (UTC, ISO 8601),
 `level`, `logger`, `message` and, on an access line, every field, null where it does
 not apply; `exception` when a traceback belongs to the line.
+
+Also the line writers the server's graph hands its parts (server_bootstrap.py): the
+--trace file's, each slot's tagged lines, the KV cache's and the warnings'.
 """
 
 from __future__ import annotations
@@ -18,8 +21,14 @@ import json
 import logging
 import re
 import sys
+import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TextIO
+
+kv_log = logging.getLogger("ds4.kvcache")
+server_log = logging.getLogger("ds4.server")
+Log = Callable[[str], None]
 
 LOG_FORMATS = ("text", "json")
 PREFIX = "ds4 server: "
@@ -82,3 +91,52 @@ def configure_server_logging(log_format: str, stream: TextIO | None = None) -> N
     root.setLevel(logging.WARNING)
     for name in ("ds4.access", "ds4.kvcache"):
         logging.getLogger(name).setLevel(logging.INFO)
+
+
+# ---- the line writers of the server's parts ----------------------------------------
+
+
+def placement_log(line: str) -> None:
+    """Where each distributed layer range runs, once at start (stderr)."""
+    print(f"ds4 server: distributed {line}", file=sys.stderr)
+
+
+def trace_writer(trace: TextIO | None) -> Log:
+    """The --trace file's writer (a no-op without one)."""
+    lock = threading.Lock()  # whole lines, also from several slots
+
+    def write_trace(line: str) -> None:
+        if trace is not None:
+            with lock:
+                trace.write(line + "\n")
+                trace.flush()
+
+    return write_trace
+
+
+def tagged(write: Log, tag: str) -> Log:
+    """Each slot's trace lines start with its tag (the first line of an entry)."""
+
+    def write_tagged(line: str) -> None:
+        write(tag + line)
+
+    return write_tagged
+
+
+def kv_trace_log(write_trace: Log) -> Log:
+    """KV cache lines go to the `ds4.kvcache` logger and the trace."""
+
+    def log(line: str) -> None:
+        kv_log.info(line)
+        write_trace(line)
+
+    return log
+
+
+def server_warning(tag: str) -> Log:
+    """A slot's warnings, on the `ds4.server` logger with its tag."""
+
+    def warn(line: str) -> None:
+        server_log.warning("%s%s", tag, line)
+
+    return warn

@@ -11,11 +11,9 @@ from tqdm import tqdm
 
 from ds4.apps import flag_types, wiring
 from ds4.apps.bootstrap import Engine, load_engine
-from ds4.apps.cli_generate import model_path
-from ds4.apps.cli_prompt import DEFAULT_SYSTEM, chat_prompt
-from ds4.apps.engine_flags import add_engine_flags
-from ds4.apps.help_format import DefaultsHelpFormatter
-from ds4.apps.text_files import read_utf8
+from ds4.apps.cli_generate import DEFAULT_SYSTEM, chat_prompt, model_path
+from ds4.apps.engine_flags import add_engine_flags, engine_options
+from ds4.apps.flag_types import DefaultsHelpFormatter, read_utf8
 from ds4.domain.chat import ThinkMode
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished
@@ -105,9 +103,7 @@ def _model_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _engine(args: argparse.Namespace) -> Engine:
-    return load_engine(
-        model_path(args), backend=args.backend, numerics=args.numerics, threads=args.threads
-    )
+    return load_engine(engine_options(args, model_path(args)))
 
 
 def _read_prompts(path: str) -> list[str]:

@@ -5,35 +5,57 @@ next-token vectors? By default DeepSeek's official API vectors in tests/test-vec
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import stat
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Never
 
 from tqdm import tqdm
 
-from ds4.apps import flag_types
+from ds4.apps import flag_types, wiring
 from ds4.apps.bootstrap import Engine, default_model_path, load_engine, shipped_test_vectors
-from ds4.apps.cli_dumps import write_atomically
-from ds4.apps.engine_flags import add_engine_flags
-from ds4.apps.flag_types import MAX_CTX
-from ds4.apps.help_format import DefaultsHelpFormatter
-from ds4.apps.vectors_files import RecordedCase, load_vectors, write_vectors
-from ds4.apps.vectors_report import case_text, report_json, summary_text
+from ds4.apps.cli_command import display_piece
+from ds4.apps.cli_generate import write_atomically
+from ds4.apps.engine_flags import add_engine_flags, engine_options
+from ds4.apps.flag_types import MAX_CTX, DefaultsHelpFormatter
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
-from ds4.domain.vectors.files import RecordHeader
+from ds4.domain.vectors.files import (
+    VEC_FILE,
+    RecordHeader,
+    read_vector_set,
+    render_official,
+    render_vec,
+)
 from ds4.domain.vectors.local_run import (
     DEFAULT_TOLERANCE,
+    AlternativeCheck,
     CaseReport,
+    LocalToken,
+    StepReport,
     TokenIndex,
     check_case,
     prompt_ids,
     record_case,
 )
-from ds4.domain.vectors.records import MAX_STEPS, VectorCase, VectorSet
+from ds4.domain.vectors.records import (
+    MANIFEST,
+    MAX_STEPS,
+    Manifest,
+    ManifestEntry,
+    VectorCase,
+    VectorFileError,
+    VectorSet,
+    VectorStep,
+    VectorToken,
+    render_manifest,
+)
 
 EXIT_FAILED = 1
 OFFICIAL_CHUNK = 2048  # the prefill chunk the official comparison was pinned to
@@ -141,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
             )
     vectors, cases = selected_vectors(args.vectors, args.only, args.skip)
     model = default_model_path(args.model)
-    engine = load_engine(model, backend=args.backend, numerics=args.numerics, threads=args.threads)
+    engine = load_engine(engine_options(args, model))
     directory = vectors_dir(args.vectors)
     print(
         f"ds4 test-vectors: {model} ({args.backend} backend, numerics {args.numerics}) "
@@ -247,3 +269,231 @@ def _record(
     out = write_vectors(args.write_vectors, header, vectors.top_logprobs, recorded)
     print(f"wrote {len(recorded)} case(s) to {out}")
     return 0
+
+
+# ---- vectors files -------------------------------------------------------------------
+# A vector directory on disk: read it through the domain parsers (errors name the
+# directory and file), and write a set recorded from a local model, file by file
+# atomically, the manifest last (docs/test-vectors.md).
+
+
+MAX_FILE_BYTES = 256 << 20  # far above any prompt a model's context holds
+
+
+def load_vectors(directory: str, only: Sequence[str] | None = None) -> VectorSet:
+    """The directory's cases (those in `only`, when given), validated."""
+    root = Path(directory)
+    if not (root / MANIFEST).exists():
+        raise VectorFileError(f"{root}: no {MANIFEST} (not a test-vector directory)")
+
+    def read(relative: str) -> bytes:
+        return _read(root / relative, relative)
+
+    try:
+        return read_vector_set(read, frozenset(only) if only else None)
+    except VectorFileError as exc:
+        raise VectorFileError(f"{root}: {exc}") from None
+
+
+def _read(path: Path, name: str) -> bytes:
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise VectorFileError(f"{name}: not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise VectorFileError(f"{name}: {info.st_size} bytes, more than a vector file holds")
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise VectorFileError(f"{name}: no such file") from None
+    except OSError as exc:
+        raise VectorFileError(f"{name}: {(exc.strerror or str(exc)).lower()}") from None
+
+
+@dataclass(frozen=True)
+class RecordedCase:
+    case: VectorCase  # the case it was recorded for (prompt, kind, ctx)
+    prompt_tokens: int
+    steps: tuple[VectorStep, ...]
+
+
+def write_vectors(
+    directory: str, header: RecordHeader, top_logprobs: int, recorded: Sequence[RecordedCase]
+) -> Path:
+    """manifest.json, official.vec, prompts/ and official/ for the recorded cases."""
+    root = Path(directory)
+    entries = []
+    written = []
+    for item in recorded:
+        case = item.case
+        entry = ManifestEntry(
+            id=case.id,
+            kind=case.kind,
+            prompt_file=f"prompts/{case.id}.txt",
+            official_file=f"official/{case.id}.official.json",
+            prompt_chars=len(case.prompt),
+            steps=len(item.steps),
+        )
+        record = render_official(
+            header, entry, case.prompt, item.prompt_tokens, top_logprobs, item.steps
+        )
+        _write(root / entry.prompt_file, case.prompt.encode("utf-8"))
+        _write(root / entry.official_file, record)
+        entries.append(entry)
+        written.append(
+            VectorCase(
+                case.id,
+                case.kind,
+                case.prompt,
+                case.ctx,
+                item.steps,
+                entry.prompt_file,
+                entry.official_file,
+                item.prompt_tokens,
+            )
+        )
+    manifest = Manifest(
+        source=header.source,
+        model=header.model,
+        endpoint=header.endpoint,
+        top_logprobs=top_logprobs,
+        max_tokens=max(len(item.steps) for item in recorded),
+        entries=tuple(entries),
+    )
+    _write(root / VEC_FILE, render_vec(written))
+    _write(root / MANIFEST, render_manifest(manifest))
+    return root
+
+
+def _write(path: Path, data: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with wiring.atomic_write(path) as handle:
+            handle.write(data)
+    except OSError as exc:
+        raise VectorFileError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+# ---- vectors report ------------------------------------------------------------------
+# What `ds4 test-vectors` prints per case and step, and its --json report.
+
+
+REPORT_SCHEMA = "ds4-test-vectors-report-v1"
+SHOWN_PROBLEMS = 3
+
+
+def _f(value: float | None, places: int = 3) -> str:
+    return "-" if value is None else f"{value:.{places}f}"
+
+
+def case_text(report: CaseReport, top_k: int, tolerance: float, seconds: float) -> str:
+    case = report.case
+    recorded = "" if case.prompt_tokens is None else f" (recorded {case.prompt_tokens})"
+    verdict = "PASS" if report.passed else f"FAIL at step {report.first_failure}"
+    lines = [
+        f"{verdict}  {case.id}: ctx {case.ctx}, {report.prompt_tokens} prompt tokens{recorded}, "
+        f"max |Δlogprob| {_f(report.max_abs_delta)}, {seconds:.2f} s"
+    ]
+    if case.prompt_tokens is not None and case.prompt_tokens != report.prompt_tokens:
+        lines.append(
+            "  note: the prompt token counts differ: this tokenizer or chat encoding is not "
+            "the one the vectors were recorded with"
+        )
+    for step in report.steps:
+        lines.append("  " + _step_text(step, top_k, tolerance))
+    return "\n".join(lines)
+
+
+def _step_text(step: StepReport, top_k: int, tolerance: float) -> str:
+    mine = step.recorded_local
+    where = "absent" if mine is None else f"rank {mine.rank}, logprob {_f(mine.logprob)}"
+    text = (
+        f"step {step.index}: {'ok  ' if step.passed else 'FAIL'} "
+        f"recorded {display_piece(step.recorded.raw)} ({_f(step.recorded_logprob)}) here {where}; "
+        f"argmax {display_piece(step.chosen.raw)} ({_f(step.chosen.logprob)}); "
+        f"max |Δ| {_f(step.max_abs_delta)}"
+    )
+    problems = step.problems(top_k, tolerance)
+    if len(problems) > SHOWN_PROBLEMS:  # the --json report lists every one
+        more = len(problems) - SHOWN_PROBLEMS
+        problems = [*problems[:SHOWN_PROBLEMS], f"{more} more alternatives"]
+    return text + (" -- " + "; ".join(problems) if problems else "")
+
+
+def summary_text(reports: Sequence[CaseReport]) -> str:
+    passed = sum(1 for r in reports if r.passed)
+    failed = [r.case.id for r in reports if not r.passed]
+    tail = f"; failed: {', '.join(failed)}" if failed else ""
+    return f"test-vectors: {passed}/{len(reports)} cases passed{tail}"
+
+
+def _num(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else value
+
+
+def _token(token: VectorToken) -> dict[str, object]:
+    return {"text": token.text, "bytes": list(token.raw)}
+
+
+def _local(token: LocalToken | None) -> dict[str, object] | None:
+    if token is None:
+        return None
+    return {
+        "id": token.id,
+        "text": token.raw.decode("utf-8", errors="replace"),
+        "bytes": list(token.raw),
+        "logprob": _num(token.logprob),
+        "rank": token.rank,
+    }
+
+
+def _alternative(alt: AlternativeCheck) -> dict[str, object]:
+    return {
+        "token": _token(alt.token),
+        "recorded_logprob": alt.recorded,
+        "local": _local(alt.local),
+        "delta": _num(alt.delta),
+        "ok": alt.ok,
+    }
+
+
+def report_json(
+    reports: Sequence[CaseReport], run: Mapping[str, object], top_k: int, tolerance: float
+) -> bytes:
+    """The whole run as one JSON object (schema ds4-test-vectors-report-v1)."""
+    body = {
+        "schema": REPORT_SCHEMA,
+        **run,
+        "top_k": top_k,
+        "tolerance": tolerance,
+        "passed": all(r.passed for r in reports),
+        "cases_passed": sum(1 for r in reports if r.passed),
+        "cases": [
+            {
+                "id": r.case.id,
+                "kind": r.case.kind,
+                "ctx": r.case.ctx,
+                "passed": r.passed,
+                "first_failing_step": r.first_failure,
+                "max_abs_delta": _num(r.max_abs_delta),
+                "prompt_tokens": r.prompt_tokens,
+                "recorded_prompt_tokens": r.case.prompt_tokens,
+                "steps": [
+                    {
+                        "step": s.index,
+                        "passed": s.passed,
+                        "argmax_ok": s.argmax_ok,
+                        "recorded": _token(s.recorded),
+                        "recorded_logprob": s.recorded_logprob,
+                        "recorded_here": _local(s.recorded_local),
+                        "argmax": _local(s.chosen),
+                        "max_abs_delta": _num(s.max_abs_delta),
+                        "alternatives": [_alternative(a) for a in s.alternatives],
+                        "problems": s.problems(top_k, tolerance),
+                    }
+                    for s in r.steps
+                ],
+            }
+            for r in reports
+        ],
+    }
+    return (json.dumps(body, indent=1, ensure_ascii=False) + "\n").encode()

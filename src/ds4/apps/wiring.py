@@ -1,14 +1,14 @@
 """Which adapter serves each port: one small factory per port.
 
-With bootstrap.py this is the composition root, and the only apps code that imports
-ds4.adapters (tests/unit/test_layering.py checks it). Adapters load lazily, so a
+With bootstrap.py and backends.py (the compute port: one spec per backend) this is the
+composition root, and the only apps code that imports ds4.adapters
+(tests/unit/test_layering.py checks it). Adapters load lazily, so a
 command pays only for what it uses.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,16 +19,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.domain.convert.plan import Chunk, PlannedTensor
-from ds4.domain.distributed import DistributedOptions
-from ds4.domain.engine_math.lowprec import numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.eval.case_schema import CaseSet
-from ds4.domain.expert_cache import ExpertCacheStats, StreamingOptions
 from ds4.domain.gguf.records import MetaValue
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.agent import Browser, SessionIndex, Shell, Workspace
-from ds4.ports.compute import ModelRunner
-from ds4.ports.drafter import DraftModel
 from ds4.ports.kv_store import KVStore
 from ds4.ports.model_file import Checkpoint, Dequantizer, ModelFile, Quantizer
 from ds4.ports.system import Clock, Pacer, RandomSource, Timer
@@ -42,7 +37,6 @@ if TYPE_CHECKING:
     from ds4.adapters.tokenizer.vocabulary import Vocabulary
 
 DequantBackend = Literal["native", "numpy"]
-ComputeBackend = Literal["cpu", "reference", "scripted"]
 
 # ---- model files -----------------------------------------------------------------
 
@@ -65,7 +59,7 @@ def open_model_file(path: str, *, prefetch: bool = False) -> ModelFile:
 
 def open_model(path: str) -> OpenedModel:
     """Open and validate a main-model GGUF (Ds4Error naming every problem)."""
-    from ds4.adapters.gguf.model_open import load_model
+    from ds4.adapters.gguf.model_files import load_model
 
     model, hparams = load_model(path)
     return OpenedModel(model, hparams)
@@ -113,170 +107,15 @@ def tokenizer_records(tokenizer_json: str | None = None) -> dict[str, MetaValue]
     return tokenizer_metadata(load_tokenizer_json(tokenizer_json))
 
 
-# ---- compute ---------------------------------------------------------------------
-
-
-def cpu_backend_available() -> bool:
-    """Whether the native CPU kernels (ds4._native_cpu) import in this build."""
-    try:
-        from ds4.adapters.compute import cpu_kernels  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def default_backend() -> str:
-    """cpu when the native kernels are built, else the numpy reference."""
-    return "cpu" if cpu_backend_available() else "reference"
-
-
-def vulkan_unavailable_reason() -> str | None:
-    """None where the Vulkan backend can run (loader, device, compiled shaders), else why."""
-    from ds4.adapters.compute.vulkan.runtime import unavailable_reason
-
-    return unavailable_reason()
-
-
-def check_backend(backend: str, numerics: str = "ds4") -> None:
-    """Refuse an unusable `--backend`/`--numerics` before any file is opened."""
-    if backend == "scripted":
-        return
-    if backend == "vulkan":
-        reason = vulkan_unavailable_reason()
-        if reason is not None:
-            raise Ds4Error(f"--backend vulkan: {reason}")
-        if numerics_named(numerics).name == "exact":
-            raise Ds4Error("--numerics exact runs on the native CPU backend (--backend cpu)")
-        return
-    have = "cpu, reference" if cpu_backend_available() else "reference"
-    if backend not in ("cpu", "reference") or (backend == "cpu" and "cpu" not in have):
-        raise Ds4Error(f"backend {backend!r} is not available in this build (have: {have})")
-    numerics_named(numerics)
-
-
-def model_runner(
-    model: OpenedModel | None,
-    *,
-    backend: str = "reference",
-    numerics: str = "ds4",
-    threads: int | None = None,
-    script: str | None = None,
-    script_tokenizer: Tokenizer | None = None,
-    script_token_delay: float = 0.0,
-    streaming: StreamingOptions | None = None,
-    distributed: DistributedOptions | None = None,
-    log: Callable[[str], None] | None = None,
-    repack_experts: str = "auto",
-) -> ModelRunner:
-    """The compute backend (`--backend`) over an opened model: native cpu, reference
-    numpy, vulkan (the device-resident forward, docs/vulkan.md), or the
-    scripted test double (no model). threads sizes the cpu backend's kernel pool
-    (default: every core). distributed: the cpu backend's layers split by range across
-    Ray workers (docs/distributed.md); log gets one line per range."""
-    check_backend(backend, numerics)
-    if distributed is not None:
-        if streaming is not None:
-            raise Ds4Error("--ssd-streaming and --distributed do not go together (yet)")
-        if backend != "cpu" or model is None:
-            raise Ds4Error("--distributed needs the cpu backend and a model (-m)")
-        from ds4.adapters.compute.ray import ray_runner
-
-        return ray_runner(
-            model.file,
-            model.hparams,
-            target=distributed.target,
-            layer_split=distributed.layer_split,
-            numerics=numerics,
-            threads=threads,
-            piece=distributed.piece,
-            transport="values" if distributed.transport == "values" else "refs",
-            log=log,
-        )
-    if backend == "scripted":
-        if script is None or script_tokenizer is None:
-            raise Ds4Error("--backend scripted needs --script FILE")
-        from ds4.adapters.compute.scripted import ScriptedRunner, load_script
-
-        return ScriptedRunner(load_script(script), script_tokenizer, token_delay=script_token_delay)
-    if model is None:
-        raise Ds4Error(f"the {backend} backend needs a model (-m)")
-    if backend == "cpu":
-        from ds4.adapters.compute.cpu import cpu_runner
-
-        return cpu_runner(
-            model.file,
-            model.hparams,
-            numerics=numerics,
-            threads=threads,
-            streaming=streaming,
-            repack_experts=repack_experts,
-        )
-    if streaming is not None:
-        raise Ds4Error("--ssd-streaming needs --backend cpu")
-    if backend == "vulkan":
-        from ds4.adapters.compute.vulkan.runner import vulkan_runner
-
-        return vulkan_runner(model.file, model.hparams, numerics=numerics)
-    from ds4.adapters.compute.reference import reference_runner
-
-    return reference_runner(
-        model.file, model.hparams, numerics=numerics, dequantizer=dequantizer("native")
-    )
-
-
-def expert_cache_stats(runner: ModelRunner) -> Callable[[], ExpertCacheStats] | None:
-    """The SSD-streaming cache's counters of a cpu runner with --ssd-streaming, else None
-    (for ds4 bench and the server's /metrics)."""
-    if not cpu_backend_available():
-        return None
-    from ds4.adapters.compute.cpu import CpuRunner
-
-    if not isinstance(runner, CpuRunner) or runner.streaming is None:
-        return None
-    return runner.streaming.stats
-
-
-def device_step_report(runner: ModelRunner) -> str | None:
-    """What the vulkan backend's last step cost (submissions, host fallbacks), else None
-    (ds4 bench prints it)."""
-    module = sys.modules.get("ds4.adapters.compute.vulkan.runner")
-    if module is None or not isinstance(runner, module.VulkanRunner):
-        return None  # not imported: no vulkan runner exists
-    last = runner.device_forward.last
-    detours = ", ".join(f"{k} x{v}" for k, v in last.fallbacks.items()) or "none"
-    return (f"vulkan: last step ({last.tokens} tokens): {last.submissions} submission(s), "
-            f"host fallbacks: {detours}")  # fmt: skip
-
-
-def draft_model(path: str, runner: ModelRunner, main: DeepSeekV4HParams) -> DraftModel:
-    """The MTP block of `path` (`--mtp`) on the runner's backend (docs/mtp.md)."""
-    from ds4.adapters.compute.reference.runner import ReferenceRunner
-    from ds4.adapters.gguf.model_open import load_mtp
-
-    if isinstance(runner, ReferenceRunner):
-        from ds4.adapters.compute.reference.mtp import ReferenceDraftModel
-
-        file, hp = load_mtp(path, main)
-        return ReferenceDraftModel(runner.forward, file, hp, runner.numerics, dequantizer())
-    if cpu_backend_available():
-        from ds4.adapters.compute.cpu import CpuRunner
-        from ds4.adapters.compute.cpu.mtp import CpuDraftModel
-
-        if isinstance(runner, CpuRunner):
-            file, hp = load_mtp(path, main)
-            return CpuDraftModel(runner.forward, file, hp)
-    raise Ds4Error("--mtp needs --backend cpu or reference")
-
-
 # ---- quantization and conversion -------------------------------------------------
 
 
 def dequantizer(backend: DequantBackend = "native") -> Dequantizer:
     if backend == "numpy":
-        from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
+        from ds4.adapters.quant.numpy_codec import NumpyDequantizer
 
         return NumpyDequantizer()
-    from ds4.adapters.quant.native_dequant import NativeDequantizer
+    from ds4.adapters.quant.native_codec import NativeDequantizer
 
     return NativeDequantizer()
 
@@ -284,10 +123,10 @@ def dequantizer(backend: DequantBackend = "native") -> Dequantizer:
 def quantizer(backend: DequantBackend = "native", threads: int | None = None) -> Quantizer:
     """Native by default, on every core (the bytes do not depend on the thread count)."""
     if backend == "numpy":
-        from ds4.adapters.quant.numpy_quantize import NumpyQuantizer
+        from ds4.adapters.quant.numpy_codec import NumpyQuantizer
 
         return NumpyQuantizer()
-    from ds4.adapters.quant.native_quantize import NativeQuantizer
+    from ds4.adapters.quant.native_codec import NativeQuantizer
 
     return NativeQuantizer(threads=threads or os.cpu_count() or 1)
 
@@ -332,7 +171,7 @@ def write_model(
     progress: Callable[[PlannedTensor], None] | None = None,
 ) -> Path:
     """Write a model GGUF tensor by tensor; the file appears at `path` only when complete."""
-    from ds4.adapters.gguf.model_writer import write_model as write
+    from ds4.adapters.gguf.writer import write_model as write
 
     return write(path, metadata, plans, produce, quantizer, progress=progress)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ds4.domain.gguf.records import INTEGER_TYPES, MetaValue, ValueType
-from ds4.domain.model.problems import Problem
+from ds4.domain.model.hparams import Problem
 
 # --- byte alphabet ---
 # The GPT-2 byte-level alphabet: every byte is one printable code point

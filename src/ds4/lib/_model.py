@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from ds4.apps import bootstrap, wiring
+from ds4.apps import backends, bootstrap, wiring
 from ds4.apps.flag_types import MAX_CTX, MAX_THREADS, model_file_problem
+from ds4.apps.options import EngineOptions
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.disk_cache import DiskCache
@@ -56,10 +57,12 @@ def open_model(
     if threads is not None:
         int_in("threads", threads, 1, MAX_THREADS)
     engine = bootstrap.load_engine(
-        chosen,
-        backend=backend or wiring.default_backend(),
-        numerics=numerics,
-        threads=threads,
+        EngineOptions(
+            chosen,
+            backend=backend or backends.default_backend(),
+            numerics=numerics,
+            threads=threads,
+        )
     )
     return Model(chosen, engine)
 

@@ -3,8 +3,8 @@
 
 A row names the API's POST route(s), its request parser, its reply context (the ids
 its replies carry), its JSON reply mapper, its stream mapper and its error shape. The
-HTTP routes (adapters/http/app.py, post_route.py: parse, reply, stream, errors) and
-the error bodies below read it. Adding an API is one wire module, one row here and
+HTTP routes (adapters/http/app.py: parse, reply, stream, errors) and the error
+bodies below read it. Adding an API is one wire module, one row here and
 one `Api` member with its row of ds4.domain.serving.exchange.SERVING_RULES;
 tests/unit/wire/test_apis.py checks every member has a whole row in both.
 """

@@ -14,6 +14,7 @@ import pytest
 from ds4.apps import bench_command
 from ds4.apps.bench_command import CSV_HEADER, frontiers
 from ds4.apps.bootstrap import load_engine
+from ds4.apps.options import EngineOptions
 from ds4.domain.errors import Ds4Error
 
 ROW = re.compile(r"^\d+,\d+,\d+\.\d\d,\d+,\d+\.\d\d,\d+$")
@@ -70,7 +71,7 @@ def test_csv_rows_snapshot_sizes_and_plot(
     assert [int(r[1]) for r in rows] == [32, 16, 16]
     assert all(int(r[3]) == 3 and float(r[2]) > 0 and float(r[4]) > 0 for r in rows)
     # kvcache_bytes is the state at the frontier: the probe's tokens were restored away
-    engine = load_engine(str(tiny_model), backend="cpu")
+    engine = load_engine(EngineOptions(str(tiny_model), backend="cpu"))
     ids = engine.tokenizer.encode(prompt_file.read_text("utf-8"))
     session = engine.runner.new_session(64 + 3 + 1)
     done = 0

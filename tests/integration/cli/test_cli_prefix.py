@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 from tests.integration.server.live_server import live_server
 
-from ds4.apps.cli_prompt import prompt_tokens
+from ds4.apps.cli_generate import prompt_tokens
 from ds4.apps.wiring import tokenizer
 from ds4.domain.chat import (
     SystemMessage,

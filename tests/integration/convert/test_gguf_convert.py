@@ -14,7 +14,7 @@ from tests.support.safetensors_io import write_safetensors
 
 from ds4.adapters.checkpoint.safetensors_dir import SafetensorsCheckpoint
 from ds4.adapters.gguf.reader import GGUFFile
-from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
+from ds4.adapters.quant.numpy_codec import NumpyDequantizer
 from ds4.domain.convert.checkpoint_sources import gguf_target, hub_name
 from ds4.domain.gguf.ggml_types import GGMLType
 

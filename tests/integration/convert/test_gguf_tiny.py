@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ds4.adapters.gguf.reader import GGUFFile
-from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
+from ds4.adapters.quant.numpy_codec import NumpyDequantizer
 from ds4.domain.gguf.ggml_types import GGMLType
 
 

@@ -15,13 +15,14 @@ from tools.demo.files import DEMO, NOVEL
 
 from ds4.apps import wiring
 from ds4.apps.bootstrap import load_engine
+from ds4.apps.options import EngineOptions
 
 
 @pytest.mark.slow
 def test_held_out_cross_entropy_beats_unigram() -> None:
     meta = wiring.open_model_file(str(DEMO)).metadata
     seed = int(str(meta["ds4.convert.train_seed"].value))
-    engine = load_engine(str(DEMO), backend="cpu", numerics="ds4")
+    engine = load_engine(EngineOptions(str(DEMO), backend="cpu", numerics="ds4"))
     corpus = build_corpus(engine.tokenizer, NOVEL, 1, seed)
 
     def logits_of(ids: list[int]) -> np.ndarray:

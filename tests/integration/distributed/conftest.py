@@ -8,7 +8,7 @@ import pytest
 from tools.demo.files import DEMO
 
 from ds4.adapters.compute.cpu import cpu_runner
-from ds4.adapters.gguf.model_open import load_model
+from ds4.adapters.gguf.model_files import load_model
 from ds4.adapters.gguf.reader import GGUFFile
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.compute import ModelRunner

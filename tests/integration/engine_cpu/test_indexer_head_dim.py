@@ -23,7 +23,7 @@ from tools.oracle.tiny_hf import build_model, save_hf
 
 from ds4.adapters.compute.cpu import open_cpu_runner
 from ds4.adapters.compute.reference import open_reference_runner
-from ds4.adapters.gguf.model_open import load_model
+from ds4.adapters.gguf.model_files import load_model
 from ds4.domain.errors import Ds4Error
 
 # Layers ratio 8, 4 (indexer, top-k 4) and 0; 96-wide heads with 32 RoPE dims keep the

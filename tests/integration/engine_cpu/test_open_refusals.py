@@ -12,9 +12,8 @@ import pytest
 
 from ds4.adapters.compute.cpu import open_cpu_runner
 from ds4.adapters.compute.cpu.native_layout import NativeLayout
-from ds4.adapters.gguf.model_open import load_model
-from ds4.adapters.gguf.tensor_values import TensorValues
-from ds4.adapters.quant.native_dequant import NativeDequantizer
+from ds4.adapters.gguf.model_files import TensorValues, load_model
+from ds4.adapters.quant.native_codec import NativeDequantizer
 from ds4.domain.errors import Ds4Error
 
 

@@ -17,7 +17,7 @@ import numpy.typing as npt
 import pytest
 
 from ds4.adapters.compute.cpu import CpuRunner, cpu_runner, open_cpu_runner
-from ds4.adapters.gguf.model_open import load_model
+from ds4.adapters.gguf.model_files import load_model
 from ds4.domain.errors import Ds4Error
 from ds4.domain.expert_cache import CacheSpec, StreamingOptions, replay
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from tests.integration.engine_cpu.conftest import make_tiny
 
-from ds4.apps import wiring
+from ds4.apps import backends
 
 
 @pytest.fixture(scope="session")
 def vulkan_ok() -> None:
-    reason = wiring.vulkan_unavailable_reason()
+    reason = backends.BACKENDS["vulkan"].unavailable()
     if reason is not None:
         pytest.skip(reason)
 

@@ -16,23 +16,37 @@ import pytest
 from ds4.adapters.compute.reference.ffn_layer import route_tokens
 from ds4.adapters.compute.reference.forward import Forward
 from ds4.adapters.compute.reference.weights import WeightStore
-from ds4.adapters.compute.vulkan.buffers import Buffer
-from ds4.adapters.compute.vulkan.grouped_output import grouped_output
-from ds4.adapters.compute.vulkan.hc import record_hc_post, record_hc_pre, split_width
-from ds4.adapters.compute.vulkan.head import HeadWeights, head_logits
-from ds4.adapters.compute.vulkan.matvec import VulkanWeights, kernel_tables, upload_weights
+from ds4.adapters.compute.vulkan.attention import grouped_output
+from ds4.adapters.compute.vulkan.device import Buffer
+from ds4.adapters.compute.vulkan.ffn import (
+    HASH,
+    TOP_K_BIAS,
+    RouteBuffers,
+    Routing,
+    hash_table,
+    record_router,
+)
+from ds4.adapters.compute.vulkan.hc import (
+    HcBuffers,
+    HcShape,
+    HeadWeights,
+    head_logits,
+    record_hc_post,
+    record_hc_pre,
+    split_width,
+)
 from ds4.adapters.compute.vulkan.moe import (
+    FfnBuffers,
     FfnWeights,
     ffn_scratch,
     record_moe_ffn,
     record_moe_ffn_q8,
 )
-from ds4.adapters.compute.vulkan.norm import record_rmsnorm
-from ds4.adapters.compute.vulkan.router import HASH, TOP_K_BIAS, hash_table, record_router
-from ds4.adapters.compute.vulkan.runtime import VulkanRuntime, runtime
-from ds4.adapters.compute.vulkan.submission import Recorder
-from ds4.adapters.gguf.model_open import load_model
-from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
+from ds4.adapters.compute.vulkan.ops import record_rmsnorm
+from ds4.adapters.compute.vulkan.runtime import Recorder, VulkanRuntime, runtime
+from ds4.adapters.compute.vulkan.weights import VulkanWeights, kernel_tables, upload_weights
+from ds4.adapters.gguf.model_files import load_model
+from ds4.adapters.quant.numpy_codec import NumpyDequantizer
 from ds4.domain.engine_math.layers import hc_post, rmsnorm
 from ds4.domain.engine_math.lowprec import FP32, numerics_named
 from ds4.ports.model_file import ModelFile
@@ -76,8 +90,8 @@ def test_ffn_half_of_a_layer_in_one_submission(tiny_q2: Path, layer: int, numeri
     dots): within 1e-3 of max|ref|, the cpu fast path's noise."""
     quantize = None
     if numerics == "ds4":
-        why = "the on-device activation quantizer (vulkan/actquant.py) is not on this branch"
-        quantize = pytest.importorskip("ds4.adapters.compute.vulkan.actquant",
+        why = "the on-device activation quantizer (vulkan/weights.py) is not on this branch"
+        quantize = pytest.importorskip("ds4.adapters.compute.vulkan.weights",
                                        reason=why).record_quantize_for  # fmt: skip
     chosen = numerics_named(numerics)
     model, hp = load_model(str(tiny_q2))
@@ -133,22 +147,12 @@ def test_ffn_half_of_a_layer_in_one_submission(tiny_q2: Path, layer: int, numeri
     def record(rec: Recorder) -> None:
         record_hc_pre(
             rec,
-            host["streams"],
             hc_fn,
             fn_tables,
-            scale,
-            base,
-            scr["flat"],
-            scr["mix"],
-            scr["split"],
-            scr["x"],
-            n,
-            s,
-            d,
-            hp.sinkhorn_iters,
-            hp.hc_eps,
-            hp.rms_eps,
-        )
+            HcBuffers(host["streams"], scale, base, scr["mix"], scr["split"], scr["x"],
+                      scr["flat"]),
+            HcShape(n, s, d, hp.sinkhorn_iters, hp.hc_eps, hp.rms_eps),
+        )  # fmt: skip
         rec.barrier()
         record_rmsnorm(rec, scr["x"], norm, scr["g"], d, n, hp.rms_eps, True)
         rec.barrier()
@@ -157,25 +161,16 @@ def test_ffn_half_of_a_layer_in_one_submission(tiny_q2: Path, layer: int, numeri
             gate_inp,
             gate_tables,
             scr["g"],
-            scr["logits"],
-            bias,
-            host["tokens"],
-            table,
-            host["ids"],
-            host["wts"],
+            RouteBuffers(scr["logits"], bias, host["tokens"], table, host["ids"], host["wts"]),
+            Routing(k, mode, hp.expert_weights_scale, hp.expert_weights_norm),
             n,
-            k,
-            mode,
-            hp.expert_weights_scale,
-            hp.expert_weights_norm,
-        )
+        )  # fmt: skip
         rec.barrier()
+        io = FfnBuffers(scr["g"], host["ids"], host["wts"], scr["y"])
         if quantize is None:
-            record_moe_ffn(rec, ffn, moe_scr, scr["g"], host["ids"], host["wts"], scr["y"], n,
-                           setup.clamp)  # fmt: skip
+            record_moe_ffn(rec, ffn, moe_scr, io, n, setup.clamp)
         else:
-            record_moe_ffn_q8(rec, ffn, moe_scr, scr["g"], host["ids"], host["wts"], scr["y"],
-                              n, setup.clamp, quantize)  # fmt: skip
+            record_moe_ffn_q8(rec, ffn, moe_scr, io, n, setup.clamp, quantize)
         rec.barrier()
         record_hc_post(rec, scr["y"], host["streams"], scr["split"], host["out"], n, s, d)
 

@@ -22,8 +22,9 @@ from ds4.adapters.compute.reference import open_reference_runner
 from ds4.adapters.compute.reference.kv_state import LayerState
 from ds4.adapters.compute.reference.runner import ReferenceRunner
 from ds4.adapters.compute.vulkan.runner import VulkanRunner, vulkan_runner
-from ds4.adapters.gguf.model_open import load_model
-from ds4.apps import wiring
+from ds4.adapters.gguf.model_files import load_model
+from ds4.apps import backends
+from ds4.apps.options import EngineOptions
 from ds4.domain.errors import Ds4Error
 from ds4.ports.compute import ModelRunner
 
@@ -130,9 +131,9 @@ def test_device_state_decodes_rewinds_and_replays_exactly(
         steps.append(vk.eval(tokens[-1]))
         assert _one_submission(vk_runner)
         assert _close(steps[-1], ref.eval(tokens[-1]))
-    report = wiring.device_step_report(vk_runner)  # what ds4 bench prints
+    report = backends.device_step_report(vk_runner)  # what ds4 bench prints
     assert report is not None and "1 submission(s), host fallbacks: none" in report
-    assert wiring.device_step_report(ref_runner) is None
+    assert backends.device_step_report(ref_runner) is None
     vk.rewind(42)
     replay = vk.prefill(tokens[42:], all_logits=True)
     assert np.array_equal(replay, np.stack(steps[-3:]))
@@ -159,10 +160,10 @@ def test_payload_round_trip_after_device_decode(
 
 def test_exact_numerics_and_missing_models_are_refused(vulkan_ok: None) -> None:
     with pytest.raises(Ds4Error, match="exact runs on the native CPU backend"):
-        wiring.check_backend("vulkan", "exact")
-    wiring.check_backend("vulkan", "ds4")
+        backends.check_backend("vulkan", "exact")
+    backends.check_backend("vulkan", "ds4")
     with pytest.raises(Ds4Error, match="needs a model"):
-        wiring.model_runner(None, backend="vulkan", numerics="fp32")
+        backends.model_runner(None, EngineOptions(None, backend="vulkan", numerics="fp32"))
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tests.support.sparse_gguf import inspect, write_sparse
 
-from ds4.apps.release_shapes import release_config
+from ds4.apps.gguf_command import release_config
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,9 @@ from tests.unit.serving.fake_server import (
     texts,
 )
 
-from ds4.apps.bootstrap import Engine, bootstrap_server
-from ds4.apps.server_options import ServerOptions
+from ds4.apps.bootstrap import Engine
+from ds4.apps.options import ServerOptions
+from ds4.apps.server_bootstrap import bootstrap_server
 from ds4.domain.kvcache.policy import KvCacheOptions
 from ds4.ports.kv_store import KVStore
 

@@ -17,8 +17,8 @@ from tests.support.sessions import prefilled
 from tests.unit.serving.fake_server import FixedClock
 
 from ds4.adapters.storage.kv_disk_store import DiskKVStore
-from ds4.apps.bootstrap import bootstrap_server
-from ds4.apps.server_options import ServerOptions
+from ds4.apps.options import ServerOptions
+from ds4.apps.server_bootstrap import bootstrap_server
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.disk_cache import DiskCache

@@ -14,6 +14,7 @@ import pytest
 from tools.demo.files import GOLDENS
 
 from ds4.apps.bootstrap import Engine, load_engine
+from ds4.apps.options import EngineOptions
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.engine.state_session import StateSession
 from ds4.domain.generation.loop import TurnSettings, decode_tokens, decode_turn, prefill
@@ -38,7 +39,9 @@ CONFIGS = [
 
 
 def engine(model: Path, mtp: Path, backend: str, numerics: str) -> Engine:
-    return load_engine(str(model), backend=backend, numerics=numerics, threads=2, mtp=str(mtp))
+    return load_engine(
+        EngineOptions(str(model), backend=backend, numerics=numerics, threads=2, mtp=str(mtp))
+    )
 
 
 def greedy(

@@ -14,8 +14,8 @@ from typing import TextIO
 
 from ds4.adapters.http.inference_worker import JobQueue
 from ds4.adapters.http.serve import Ds4Server, uvicorn_config
-from ds4.apps.bootstrap import BuiltServer, bind_listener, bootstrap_server
-from ds4.apps.server_options import ServerOptions
+from ds4.apps.options import ServerOptions
+from ds4.apps.server_bootstrap import BuiltServer, bind_listener, bootstrap_server
 
 D = "｜DSML｜"
 

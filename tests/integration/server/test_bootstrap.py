@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from ds4.adapters.gguf.reader import GGUFFile
-from ds4.apps import wiring
-from ds4.apps.bootstrap import bootstrap_server, load_engine
+from ds4.apps import backends, wiring
+from ds4.apps.bootstrap import load_engine
 from ds4.apps.gguf_tiny import run_tiny
-from ds4.apps.server_options import ServerOptions
+from ds4.apps.options import EngineOptions, ServerOptions
+from ds4.apps.server_bootstrap import bootstrap_server
 from ds4.domain.kvcache.kv_file import model_tag_for
 
 
@@ -46,7 +47,7 @@ def test_the_server_opens_its_model_file_once(
 ) -> None:
     options = ServerOptions(
         model=str(tiny_model),
-        backend=wiring.default_backend(),
+        backend=backends.default_backend(),
         ctx=256,
         kv_disk_dir=str(tmp_path / "kv"),  # the KV model tag is needed too
     )
@@ -65,7 +66,7 @@ def test_the_server_opens_its_model_file_once(
 
 
 def test_the_cli_engine_opens_its_model_file_once(tiny_model: Path, opened: list[str]) -> None:
-    engine = load_engine(str(tiny_model), backend=wiring.default_backend())
+    engine = load_engine(EngineOptions(str(tiny_model), backend=backends.default_backend()))
     assert opened == [str(tiny_model)]
     assert engine.model is not None and engine.runner.hparams == engine.model.hparams
     session = engine.runner.new_session(32)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from ds4.apps.bootstrap import load_engine
+from ds4.apps.options import EngineOptions
 from ds4.domain.steering.directions import Steering
 from ds4.ports.steering import Steerable
 
@@ -33,7 +34,7 @@ def directions(n_layer: int, n_embd: int) -> np.ndarray:
 def test_scale_one_leaves_no_component_along_the_direction(
     backend: str, numerics: str, component: str
 ) -> None:
-    engine = load_engine(str(DEMO), backend=backend, numerics=numerics, threads=2)
+    engine = load_engine(EngineOptions(str(DEMO), backend=backend, numerics=numerics, threads=2))
     runner, hp = engine.runner, engine.runner.hparams
     assert isinstance(runner, Steerable)
     ids = engine.tokenizer.encode(PROMPT)
@@ -55,7 +56,7 @@ def test_scale_one_leaves_no_component_along_the_direction(
 
 @pytest.mark.parametrize(("backend", "numerics"), CONFIGS)
 def test_scale_zero_changes_nothing_bit_for_bit(backend: str, numerics: str) -> None:
-    engine = load_engine(str(DEMO), backend=backend, numerics=numerics, threads=2)
+    engine = load_engine(EngineOptions(str(DEMO), backend=backend, numerics=numerics, threads=2))
     runner, hp = engine.runner, engine.runner.hparams
     assert isinstance(runner, Steerable)
     ids = engine.tokenizer.encode(PROMPT)
@@ -77,7 +78,7 @@ def ds4(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_flags_log_refuse_and_steer(tmp_path: Path) -> None:
-    hp = load_engine(str(DEMO), backend="cpu").runner.hparams
+    hp = load_engine(EngineOptions(str(DEMO), backend="cpu")).runner.hparams
     path = tmp_path / "d.f32"
     path.write_bytes(directions(hp.n_layer, hp.n_embd).astype("<f4").tobytes())
     common: list[str | Path] = ["cli", "-m", DEMO, "--nothink", "--temp", "0", "-p", PROMPT]

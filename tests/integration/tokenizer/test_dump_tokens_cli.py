@@ -15,7 +15,8 @@ from tests.integration.tokenizer.tokenizer_oracle import corpus_chunks, hf_ids, 
 from ds4.adapters.gguf.writer import GGUFWriter
 from ds4.adapters.tokenizer.native_bpe import NativeBpeTokenizer
 from ds4.adapters.tokenizer.vocab_loading import vocabulary_from_gguf_values
-from ds4.apps import cli_command, commands
+from ds4.apps import cli as commands
+from ds4.apps import cli_command
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.records import MetaValue, ValueType
 

@@ -11,7 +11,7 @@ import pytest
 from tests.integration.vectors.conftest import OFFICIAL
 
 from ds4.apps import wiring
-from ds4.apps.vectors_files import load_vectors
+from ds4.apps.vectors_command import load_vectors
 from ds4.domain.vectors.local_run import prompt_ids
 from ds4.domain.vectors.records import VectorFileError
 

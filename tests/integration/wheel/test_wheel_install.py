@@ -184,7 +184,7 @@ def test_the_cli_works(installed: Installed) -> None:
 def test_the_pro_preset_ships_as_package_data(installed: Installed) -> None:
     """`--preset pro` reads the release config.json from the installed package."""
     code = (
-        "from ds4.apps.release_shapes import preset_shape; hp = preset_shape('pro'); "
+        "from ds4.apps.gguf_command import preset_shape; hp = preset_shape('pro'); "
         "print(hp.n_layer, hp.n_embd, hp.n_expert)"
     )
     out = checked(run([installed.python, "-c", code], cwd=installed.home, env=installed.env))

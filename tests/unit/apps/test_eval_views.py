@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from ds4.apps.eval.plain_view import result_line
-from ds4.apps.eval.run_control import PausableTimer, RunControls
-from ds4.apps.eval.tui_render import left_pane, left_width, short_count, status_line, stream_tail
-from ds4.apps.eval.tui_state import TuiState
+from ds4.apps.eval.tui import left_pane, left_width, short_count, status_line, stream_tail
+from ds4.apps.eval.views import PausableTimer, RunControls, TuiState, result_line
 from ds4.domain.eval.cases import AnswerKind, EvalCase
 from ds4.domain.eval.report import CaseResult, CaseState
 from ds4.domain.eval.runner import Interruption

@@ -8,8 +8,7 @@ from ds4.domain.convert.plan import check_plan_fits, quant_plan
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType as T
 from ds4.domain.model.catalog import model_tensors
-from ds4.domain.model.presets import FLASH
-from ds4.domain.model.tiny_shapes import TINY_SHAPES
+from ds4.domain.model.presets import FLASH, TINY_SHAPES
 
 
 def types_for(preset: str, q4_last: int | None = None) -> dict[str, T]:

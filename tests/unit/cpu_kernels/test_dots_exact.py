@@ -17,7 +17,7 @@ from tests.unit.cpu_kernels.kernel_blocks import (
 
 from ds4.adapters.compute.cpu_kernels import matmul, matvec
 from ds4.adapters.compute.cpu_kernels_reference import matvec_reference
-from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
+from ds4.adapters.quant.numpy_codec import NumpyDequantizer
 from ds4.domain.gguf.ggml_types import GGMLType
 
 COLS = 512

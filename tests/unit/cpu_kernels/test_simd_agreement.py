@@ -22,7 +22,7 @@ from tests.unit.cpu_kernels.kernel_blocks import (
 
 from ds4.adapters.compute.cpu_kernels import available_impls, matvec
 from ds4.adapters.compute.cpu_kernels_reference import float_weights
-from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
+from ds4.adapters.quant.numpy_codec import NumpyDequantizer
 from ds4.domain.engine_math.quant_dots import quantize_q8_0, quantize_q8_k
 from ds4.domain.gguf.ggml_types import GGMLType
 

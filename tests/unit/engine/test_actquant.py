@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
-from ds4.adapters.quant.numpy_quantize import NumpyQuantizer
+from ds4.adapters.quant.numpy_codec import NumpyDequantizer, NumpyQuantizer
 from ds4.domain.engine_math.quant_dots import (
     dot_iq2_xxs,
     dot_q2_k,

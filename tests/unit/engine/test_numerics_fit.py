@@ -9,8 +9,7 @@ import pytest
 from ds4.domain.engine_math.lowprec import DS4, EXACT, FP32, check_numerics_fit
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
-from ds4.domain.model.presets import FLASH
-from ds4.domain.model.tiny_shapes import TINY_SHAPES
+from ds4.domain.model.presets import FLASH, TINY_SHAPES
 
 
 @pytest.mark.parametrize("hp", [FLASH, *TINY_SHAPES.values()])

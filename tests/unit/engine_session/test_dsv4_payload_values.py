@@ -19,7 +19,7 @@ from ds4.domain.engine.dsv4_payload import (
     raw_window,
 )
 from ds4.domain.errors import Ds4Error
-from ds4.domain.model.tiny_shapes import TINY_SHAPES
+from ds4.domain.model.presets import TINY_SHAPES
 
 HP = TINY_SHAPES["tiny"]  # dense, ratio 4 + indexer and ratio 128 layers
 CTX = 512

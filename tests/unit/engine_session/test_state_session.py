@@ -12,7 +12,7 @@ import pytest
 from ds4.domain.engine.dsv4_payload import SessionSnapshot
 from ds4.domain.engine.state_session import StateSession
 from ds4.domain.errors import Ds4Error
-from ds4.domain.model.tiny_shapes import DEFAULT_TINY_SHAPE, TINY_SHAPES
+from ds4.domain.model.presets import DEFAULT_TINY_SHAPE, TINY_SHAPES
 from ds4.ports.compute import SequenceState
 
 HP = TINY_SHAPES[DEFAULT_TINY_SHAPE]

@@ -9,11 +9,9 @@ import numpy as np
 import pytest
 from tests.support.sample_gguf import SAMPLE_METADATA, write_sample
 
-from ds4.adapters.gguf.parser import parse_gguf
-from ds4.adapters.gguf.reader import GGUFFile
+from ds4.adapters.gguf.reader import GGUFFile, parse_gguf
 from ds4.adapters.gguf.writer import GGUFWriter
-from ds4.domain.gguf.array_values import ArrayValue, PackedArray, StringArray
-from ds4.domain.gguf.records import MetaValue, ValueType
+from ds4.domain.gguf.records import ArrayValue, MetaValue, PackedArray, StringArray, ValueType
 from ds4.domain.kvcache.kv_file import model_identity
 from ds4.domain.model.presets import FLASH
 

@@ -12,9 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.support.sample_gguf import write_sample
 
-from ds4.adapters.gguf import parser
-from ds4.adapters.gguf.parser import GGUFFormatError, parse_gguf
-from ds4.adapters.gguf.reader import GGUFFile
+from ds4.adapters.gguf import reader
+from ds4.adapters.gguf.reader import GGUFFile, GGUFFormatError, parse_gguf
 
 
 def s(text: str) -> bytes:
@@ -113,7 +112,7 @@ def string_array(key: str, items: list[str]) -> bytes:
 
 def test_string_items_have_a_per_file_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each string item becomes a Python object when read, so a file gets a bounded number."""
-    monkeypatch.setattr(parser, "MAX_STRING_ITEMS", 5)
+    monkeypatch.setattr(reader, "MAX_STRING_ITEMS", 5)
     parse(pad(header(0, 2) + string_array("a", ["x"] * 3) + string_array("b", ["y"] * 2), 32))
     blob = pad(header(0, 2) + string_array("a", ["x"] * 3) + string_array("b", ["y"] * 3), 32)
     with pytest.raises(GGUFFormatError, match="'b': more than 5 string array items"):
@@ -121,7 +120,7 @@ def test_string_items_have_a_per_file_budget(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_nested_arrays_have_a_per_file_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(parser, "MAX_NESTED_ARRAYS", 2)
+    monkeypatch.setattr(reader, "MAX_NESTED_ARRAYS", 2)
     inner = struct.pack("<IQ", 4, 1) + struct.pack("<I", 7)  # array[u32] of one item
     nested = s("n") + struct.pack("<IIQ", 9, 9, 3) + inner * 3
     with pytest.raises(GGUFFormatError, match="more than 2 nested arrays"):

@@ -20,7 +20,7 @@ from ds4.domain.gguf.records import TensorInfo, meta_u32
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.kv_file import KvcFlags, SaveReason, model_tag_for
 from ds4.domain.kvcache.policy import KvCacheOptions
-from ds4.domain.model.tiny_shapes import DEFAULT_TINY_SHAPE, TINY_SHAPES
+from ds4.domain.model.presets import DEFAULT_TINY_SHAPE, TINY_SHAPES
 from ds4.domain.serving.checkpoints import KvCheckpoints
 from ds4.domain.tools import ToolReplayMemory
 

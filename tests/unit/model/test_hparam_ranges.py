@@ -8,11 +8,15 @@ import math
 import pytest
 
 from ds4.domain.gguf.records import MetaValue, ValueType
-from ds4.domain.model.hparam_ranges import FLOAT_BOUNDS, INT_BOUNDS
-from ds4.domain.model.hparams import FIELD_TO_KEY, hparams_metadata, read_hparams
-from ds4.domain.model.presets import FLASH, flash_compress_ratios
-from ds4.domain.model.problems import Problem
-from ds4.domain.model.tiny_shapes import TINY_SHAPES
+from ds4.domain.model.hparams import (
+    FIELD_TO_KEY,
+    FLOAT_BOUNDS,
+    INT_BOUNDS,
+    Problem,
+    hparams_metadata,
+    read_hparams,
+)
+from ds4.domain.model.presets import FLASH, TINY_SHAPES, flash_compress_ratios
 
 U32_MAX = 2**32 - 1
 

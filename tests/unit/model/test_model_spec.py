@@ -10,8 +10,9 @@ import pytest
 from tests.support.flash_fixture import flash_tensors
 
 from ds4.domain.gguf.ggml_types import GGMLType
+from ds4.domain.gguf.quant_formats import Role
 from ds4.domain.gguf.records import MetaValue, ValueType
-from ds4.domain.model.catalog import Role, model_tensors, mtp_tensors
+from ds4.domain.model.catalog import model_tensors, mtp_tensors
 from ds4.domain.model.hparams import hparams_metadata, read_hparams
 from ds4.domain.model.presets import FLASH, flash_compress_ratios, matching_preset
 

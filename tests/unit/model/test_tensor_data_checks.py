@@ -12,11 +12,9 @@ import pytest
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.gguf.records import MetaValue, TensorInfo
 from ds4.domain.model.catalog import model_tensors
-from ds4.domain.model.hparams import hparams_metadata
-from ds4.domain.model.problems import Problem
-from ds4.domain.model.tensor_data_checks import check_tensor_data, tid2eid_name
-from ds4.domain.model.tiny_shapes import TINY_SHAPES
-from ds4.domain.model.validation import validate_model_file
+from ds4.domain.model.hparams import Problem, hparams_metadata
+from ds4.domain.model.presets import TINY_SHAPES
+from ds4.domain.model.validation import check_tensor_data, tid2eid_name, validate_model_file
 
 HP = dataclasses.replace(TINY_SHAPES["tiny"], n_vocab=1000)  # three hash layers
 

@@ -8,10 +8,11 @@ import numpy.typing as npt
 import pytest
 from gguf import GGMLQuantizationType
 
-from ds4.adapters.quant.native_dequant import NativeDequantizer
-from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
+from ds4.adapters.quant.native_codec import NativeDequantizer
+from ds4.adapters.quant.numpy_codec import NumpyDequantizer
 from ds4.domain.errors import Ds4Error
-from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, DEQUANTIZABLE, GGMLType
+from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
+from ds4.domain.gguf.quant_formats import DEQUANTIZABLE
 
 QUANT_TYPES = sorted(DEQUANTIZABLE, key=int)
 # Offsets of the f16 scale fields in each block, so edge-case scales can be planted.

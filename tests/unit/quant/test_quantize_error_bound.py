@@ -26,9 +26,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ds4.adapters.quant.native_quantize import NativeQuantizer
-from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
-from ds4.adapters.quant.numpy_quantize import NumpyQuantizer
+from ds4.adapters.quant.native_codec import NativeQuantizer
+from ds4.adapters.quant.numpy_codec import NumpyDequantizer, NumpyQuantizer
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.gguf.iq2xxs_tables import IQ2XXS_GRID
 

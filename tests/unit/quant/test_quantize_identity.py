@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from ds4.adapters.quant.native_quantize import NativeQuantizer
-from ds4.adapters.quant.numpy_quantize import QUANTIZABLE, NumpyQuantizer
+from ds4.adapters.quant.native_codec import NativeQuantizer
+from ds4.adapters.quant.numpy_codec import QUANTIZABLE, NumpyQuantizer
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 
 F32 = npt.NDArray[np.float32]

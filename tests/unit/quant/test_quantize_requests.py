@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ds4.adapters.quant.native_quantize import NativeQuantizer
-from ds4.adapters.quant.numpy_quantize import NumpyQuantizer, synthetic_importance
+from ds4.adapters.quant.native_codec import NativeQuantizer
+from ds4.adapters.quant.numpy_codec import NumpyQuantizer, synthetic_importance
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.ports.model_file import Quantizer

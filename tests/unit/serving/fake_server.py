@@ -14,8 +14,9 @@ from tests.support.fake_compute import FakeComputeSession, FakeRunner, Scripted
 from tests.support.memory_kv_store import MemoryKVStore
 from tests.unit.generation.byte_tokenizer import VOCAB, ByteTokenizer
 
-from ds4.apps.bootstrap import BuiltServer, Engine, bootstrap_server
-from ds4.apps.server_options import ServerOptions
+from ds4.apps.bootstrap import Engine
+from ds4.apps.options import ServerOptions
+from ds4.apps.server_bootstrap import BuiltServer, bootstrap_server
 from ds4.domain.engine.cancel import CancelCheck, never_cancel
 from ds4.domain.generation.events import Finished, TextDelta
 from ds4.domain.kvcache.kv_file import SaveReason

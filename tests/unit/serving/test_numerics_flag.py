@@ -7,8 +7,8 @@ import argparse
 
 import pytest
 
+from ds4.apps.options import ServerOptions
 from ds4.apps.server_command import register
-from ds4.apps.server_options import ServerOptions
 
 
 def parse(*argv: str) -> argparse.Namespace:

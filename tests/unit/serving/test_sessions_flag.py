@@ -8,8 +8,8 @@ import argparse
 import pytest
 from tests.unit.serving.fake_server import fake_server
 
+from ds4.apps.options import DEFAULT_PREFILL_CHUNK, MAX_SESSIONS
 from ds4.apps.server_command import register
-from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK, MAX_SESSIONS
 from ds4.domain.errors import Ds4Error
 
 

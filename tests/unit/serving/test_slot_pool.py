@@ -19,7 +19,7 @@ from tests.unit.serving.test_worker_run import ANTHROPIC_LS, tool_call_dsml, tur
 
 from ds4.adapters.http.inference_worker import Job, JobFailed, JobOutput
 from ds4.adapters.http.slot_pool import SlotPool
-from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK
+from ds4.apps.options import DEFAULT_PREFILL_CHUNK
 from ds4.domain.errors import ErrorKind
 from ds4.domain.generation.events import Finished, PrefillProgress, TextDelta
 from ds4.domain.serving.exchange import PromptReady

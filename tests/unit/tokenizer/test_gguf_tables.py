@@ -23,7 +23,7 @@ from ds4.adapters.tokenizer.vocab_loading import (
 from ds4.adapters.tokenizer.vocabulary import TokenizerDataError
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.records import MetaValue, ValueType
-from ds4.domain.model.problems import Problem
+from ds4.domain.model.hparams import Problem
 from ds4.domain.tokenizer import BYTE_TO_CHAR, check_tokenizer_tables
 
 VOCAB = tiny_vocabulary()

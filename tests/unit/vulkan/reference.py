@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
+from ds4.adapters.quant.numpy_codec import NumpyDequantizer
 from ds4.domain.gguf.ggml_types import GGMLType
 
 F32 = npt.NDArray[np.float32]

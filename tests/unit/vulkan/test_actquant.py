@@ -8,15 +8,16 @@ import numpy as np
 import pytest
 from tests.unit.cpu_kernels.kernel_blocks import weight_rows
 
-from ds4.adapters.compute.vulkan.actquant import (
+from ds4.adapters.compute.vulkan.runtime import Recorder, VulkanRuntime
+from ds4.adapters.compute.vulkan.weights import (
     activation_buffers,
+    kernel_tables,
+    matmul_q8,
     quantize,
+    record_matmul_q8,
     record_quantize_for,
+    upload_weights,
 )
-from ds4.adapters.compute.vulkan.matvec import kernel_tables, upload_weights
-from ds4.adapters.compute.vulkan.matvec_q8 import matmul_q8, record_matmul_q8
-from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.submission import Recorder
 from ds4.domain.engine_math import quant_dots as host
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType

@@ -16,14 +16,24 @@ import numpy.typing as npt
 from ds4.adapters.compute.reference.attention_layer import LayerSetup, _emit
 from ds4.adapters.compute.reference.kv_state import CompressorHistory
 from ds4.adapters.compute.reference.weights import WeightStore
-from ds4.adapters.compute.vulkan.attention_prefill import AttentionWindow, record_attend_chunk
-from ds4.adapters.compute.vulkan.buffers import Buffer
-from ds4.adapters.compute.vulkan.compress import record_compress
-from ds4.adapters.compute.vulkan.indexer import record_indexer_scores, record_topk
-from ds4.adapters.compute.vulkan.rope import rope_tables
-from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.store_round import StoreRounding, record_store_round
-from ds4.adapters.compute.vulkan.submission import Recorder
+from ds4.adapters.compute.vulkan.attention import (
+    AttentionBuffers,
+    AttentionWindow,
+    record_attend_chunk,
+)
+from ds4.adapters.compute.vulkan.compressor import (
+    CompressorBuffers,
+    Emission,
+    IndexerBuffers,
+    StoreRounding,
+    record_compress,
+    record_indexer_scores,
+    record_store_round,
+    record_topk,
+)
+from ds4.adapters.compute.vulkan.device import Buffer
+from ds4.adapters.compute.vulkan.ops import rope_tables
+from ds4.adapters.compute.vulkan.runtime import Recorder, VulkanRuntime
 from ds4.domain.engine_math.layers import attend_with_sinks, f16round, indexer_scores, top_k_mask
 from ds4.domain.engine_math.lowprec import FP32, fp8_kv_sim, indexer_qat
 from ds4.domain.model.presets import FLASH
@@ -135,24 +145,27 @@ def test_prefill_then_decode_in_one_submission_each(vk: VulkanRuntime) -> None:
             if n_emit:
                 for pre, d in (("a", DH), ("i", ID)):
                     record_compress(
-                        rec, dev[f"{pre}_kv"], dev[f"{pre}_gate"], dev[f"{pre}_ape"],
-                        dev[f"{pre}_norm"], dev["cos"], dev["sin"], dev[f"{pre}_rows"], d=d,
-                        ratio=4, n_rot=N_ROT, eps=hp.rms_eps, last_row=first_last,
-                        first_pos=first_last - 3, rope_row=first_last - 3, rope_stride=4,
-                        out_row=pos0 // 4, n_emit=n_emit,
+                        rec, CompressorBuffers(
+                            dev[f"{pre}_kv"], dev[f"{pre}_gate"], dev[f"{pre}_ape"],
+                            dev[f"{pre}_norm"], dev["cos"], dev["sin"], dev[f"{pre}_rows"],
+                            d=d, ratio=4, n_rot=N_ROT, eps=hp.rms_eps),
+                        Emission(last_row=first_last, first_pos=first_last - 3,
+                                 rope_row=first_last - 3, rope_stride=4, out_row=pos0 // 4,
+                                 n_emit=n_emit),
                     )  # fmt: skip
             rec.barrier()
-            record_indexer_scores(rec, dev["i_rows"], host["iq"], host["iw"], dev["scores"],
-                                  n_q=n, n_head=IH, dim=ID, pos0=pos0, ratio=4,
-                                  stride=N_TOK // 4)  # fmt: skip
+            record_indexer_scores(rec, IndexerBuffers(dev["i_rows"], host["iq"], host["iw"],
+                                                      dev["scores"], n_head=IH, dim=ID),
+                                  n_q=n, pos0=pos0, ratio=4, stride=N_TOK // 4)  # fmt: skip
             rec.barrier()
             record_topk(rec, dev["scores"], dev["sel"], n_q=n, k=TOP_K, pos0=pos0, ratio=4,
                         stride=N_TOK // 4)  # fmt: skip
             rec.barrier()
             win = AttentionWindow(pos0=pos0, n_swa=SWA, ratio=4, top_k=TOP_K)
-            record_attend_chunk(rec, host["q"], dev["raw"], dev["a_rows"], dev["sel"],
-                                dev["sinks"], out, n_q=n, n_head=H, dim=DH, scale=scale,
-                                win=win)  # fmt: skip
+            record_attend_chunk(rec, AttentionBuffers(host["q"], dev["raw"], dev["a_rows"],
+                                                      dev["sel"], dev["sinks"], out, n_head=H,
+                                                      dim=DH, scale=scale),
+                                win, n_q=n)  # fmt: skip
 
         vk.run(record)
         got[pos0 : pos0 + n] = out.read(np.float32, step["q"].size).reshape(n, H, DH)

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ds4.adapters.compute.vulkan.attention_prefill import AttentionWindow, attend_chunk
+from ds4.adapters.compute.vulkan.attention import AttentionWindow, attend_chunk
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.domain.engine_math.layers import attend_with_sinks, top_k_mask
 from ds4.domain.errors import Ds4Error

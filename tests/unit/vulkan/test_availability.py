@@ -7,29 +7,29 @@ from pathlib import Path
 
 import pytest
 
-from ds4.adapters.compute.vulkan import shaders
+from ds4.adapters.compute.vulkan import device
 from ds4.adapters.compute.vulkan.vk_api import VulkanUnavailableError
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_missing_spirv_names_glslc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shaders, "SPIRV_DIR", tmp_path)
+    monkeypatch.setattr(device, "SPIRV_DIR", tmp_path)
     (tmp_path / "MISSING").write_text("glslc was not found when the package was built\n")
     with pytest.raises(VulkanUnavailableError, match=r"glslc was not found.*install glslc"):
-        shaders.spirv_dir()
+        device.spirv_dir()
 
 
 def test_a_file_that_is_not_spirv_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(shaders, "SPIRV_DIR", tmp_path)
+    monkeypatch.setattr(device, "SPIRV_DIR", tmp_path)
     (tmp_path / "BUILT").write_text("ok\n")
     (tmp_path / "matvec_f32.spv").write_bytes(b"not spir-v")
     with pytest.raises(VulkanUnavailableError, match="is not SPIR-V"):
-        shaders.load_spirv("matvec_f32", subgroups=False)
+        device.load_spirv("matvec_f32", subgroups=False)
     with pytest.raises(VulkanUnavailableError, match="was not built"):
-        shaders.load_spirv("matvec_f32", subgroups=True)
+        device.load_spirv("matvec_f32", subgroups=True)
 
 
 def test_build_without_glslc_leaves_a_reason(
@@ -48,7 +48,7 @@ def test_build_without_glslc_leaves_a_reason(
 def test_every_shader_source_is_built() -> None:
     """The build compiled both variants of every native/vulkan/*.comp (where glslc exists)."""
     try:
-        out = shaders.spirv_dir()
+        out = device.spirv_dir()
     except VulkanUnavailableError as exc:
         pytest.skip(str(exc))
     for source in (ROOT / "native/vulkan").glob("*.comp"):

@@ -7,16 +7,20 @@ from __future__ import annotations
 import numpy as np
 from tests.unit.cpu_kernels.kernel_blocks import weight_rows
 
-from ds4.adapters.compute.vulkan.matvec import (
+from ds4.adapters.compute.vulkan.ops import (
+    apply_rope,
+    record_rmsnorm,
+    record_rope,
+    rmsnorm,
+    rope_tables,
+)
+from ds4.adapters.compute.vulkan.runtime import Recorder, VulkanRuntime
+from ds4.adapters.compute.vulkan.weights import (
     kernel_tables,
     matmul,
     record_matmul,
     upload_weights,
 )
-from ds4.adapters.compute.vulkan.norm import record_rmsnorm, rmsnorm
-from ds4.adapters.compute.vulkan.rope import apply_rope, record_rope, rope_tables
-from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.submission import Recorder
 from ds4.domain.engine_math.layers import RopeParams, Yarn
 from ds4.domain.gguf.ggml_types import GGMLType
 

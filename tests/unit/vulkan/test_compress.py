@@ -14,10 +14,14 @@ import pytest
 from ds4.adapters.compute.reference.attention_layer import LayerSetup, _emit
 from ds4.adapters.compute.reference.kv_state import CompressorHistory
 from ds4.adapters.compute.reference.weights import WeightStore
-from ds4.adapters.compute.vulkan.compress import compress_windows, record_compress
-from ds4.adapters.compute.vulkan.rope import rope_tables
-from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.submission import Recorder
+from ds4.adapters.compute.vulkan.compressor import (
+    CompressorBuffers,
+    Emission,
+    compress_windows,
+    record_compress,
+)
+from ds4.adapters.compute.vulkan.ops import rope_tables
+from ds4.adapters.compute.vulkan.runtime import Recorder, VulkanRuntime
 from ds4.domain.engine_math.lowprec import FP32
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.presets import FLASH
@@ -102,8 +106,9 @@ def test_one_emission_from_a_trimmed_history_into_a_given_row(vk: VulkanRuntime)
 
     def record(rec: Recorder) -> None:
         record_compress(
-            rec, kvb, gb, apeb, nb, cb, sb, out, d=d, ratio=ratio, n_rot=n_rot,
-            eps=setup.hp.rms_eps, last_row=7, first_pos=12, rope_row=12, out_row=3,
+            rec, CompressorBuffers(kvb, gb, apeb, nb, cb, sb, out, d=d, ratio=ratio,
+                                   n_rot=n_rot, eps=setup.hp.rms_eps),
+            Emission(last_row=7, first_pos=12, rope_row=12, out_row=3),
         )  # fmt: skip
 
     vk.run(record)
@@ -129,11 +134,12 @@ def test_emissions_from_ring_buffers(vk: VulkanRuntime) -> None:
         buf.write(np.ascontiguousarray(a))
     kvb, gb, apeb, nb, cb, sb = ins
     out = vk.host_buffer(5 * d * 4)
+    b = CompressorBuffers(kvb, gb, apeb, nb, cb, sb, out, d=d, ratio=ratio, n_rot=n_rot,
+                          eps=setup.hp.rms_eps)  # fmt: skip
 
     def first(rec: Recorder) -> None:
         record_compress(
-            rec, kvb, gb, apeb, nb, cb, sb, out, d=d, ratio=ratio, n_rot=n_rot,
-            eps=setup.hp.rms_eps, last_row=15, first_pos=12, rope_row=12, out_row=3, in_ring=8,
+            rec, b, Emission(last_row=15, first_pos=12, rope_row=12, out_row=3, in_ring=8),
         )  # fmt: skip
 
     vk.run(first)
@@ -144,16 +150,16 @@ def test_emissions_from_ring_buffers(vk: VulkanRuntime) -> None:
 
     def second(rec: Recorder) -> None:
         record_compress(
-            rec, kvb, gb, apeb, nb, cb, sb, out, d=d, ratio=ratio, n_rot=n_rot,
-            eps=setup.hp.rms_eps, last_row=19, first_pos=16, rope_row=16, out_row=4, in_ring=8,
+            rec, b, Emission(last_row=19, first_pos=16, rope_row=16, out_row=4, in_ring=8),
         )  # fmt: skip
 
     vk.run(second)
     _assert_close(out.read(np.float32, 5 * d).reshape(5, d)[3:5], ref[3:5])
     with pytest.raises(Ds4Error, match="ring of 6"):
         vk.run(lambda rec: record_compress(
-            rec, kvb, gb, apeb, nb, cb, sb, out, d=d, ratio=ratio, n_rot=n_rot, eps=1e-6,
-            last_row=19, first_pos=16, rope_row=16, out_row=4, in_ring=6))  # fmt: skip
+            rec, CompressorBuffers(kvb, gb, apeb, nb, cb, sb, out, d=d, ratio=ratio,
+                                   n_rot=n_rot, eps=1e-6),
+            Emission(last_row=19, first_pos=16, rope_row=16, out_row=4, in_ring=6)))  # fmt: skip
     for buf in [*ins, out]:
         buf.release()
 

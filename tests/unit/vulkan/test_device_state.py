@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 
 from ds4.adapters.compute.reference.kv_state import GrowRows, LayerState
-from ds4.adapters.compute.vulkan.device_state import DeviceLayerState, DeviceRows
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.step import BufferPool, Step
-from ds4.domain.model.tiny_shapes import TINY_SHAPES
+from ds4.adapters.compute.vulkan.step import BufferPool, DeviceLayerState, DeviceRows, Step
+from ds4.domain.model.presets import TINY_SHAPES
 
 WIDTH = 8
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ds4.adapters.compute.vulkan.embed import record_embed
-from ds4.adapters.compute.vulkan.matvec import upload_weights
+from ds4.adapters.compute.vulkan.hc import record_embed
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
+from ds4.adapters.compute.vulkan.weights import upload_weights
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 

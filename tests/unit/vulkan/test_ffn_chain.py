@@ -7,19 +7,32 @@ from __future__ import annotations
 import numpy as np
 from tests.unit.cpu_kernels.kernel_blocks import weight_rows
 
+from ds4.adapters.compute.vulkan.ffn import (
+    TOP_K_BIAS,
+    RouteBuffers,
+    Routing,
+    record_router,
+    route_on_device,
+)
 from ds4.adapters.compute.vulkan.hc import (
+    HcBuffers,
+    HcShape,
     hc_post,
     hc_pre,
     record_hc_post,
     record_hc_pre,
     split_width,
 )
-from ds4.adapters.compute.vulkan.matvec import kernel_tables, matmul, upload_weights
-from ds4.adapters.compute.vulkan.moe import FfnWeights, ffn_scratch, moe_ffn, record_moe_ffn
-from ds4.adapters.compute.vulkan.norm import record_rmsnorm, rmsnorm
-from ds4.adapters.compute.vulkan.router import TOP_K_BIAS, record_router, route_on_device
-from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.submission import Recorder
+from ds4.adapters.compute.vulkan.moe import (
+    FfnBuffers,
+    FfnWeights,
+    ffn_scratch,
+    moe_ffn,
+    record_moe_ffn,
+)
+from ds4.adapters.compute.vulkan.ops import record_rmsnorm, rmsnorm
+from ds4.adapters.compute.vulkan.runtime import Recorder, VulkanRuntime
+from ds4.adapters.compute.vulkan.weights import kernel_tables, matmul, upload_weights
 from ds4.domain.gguf.ggml_types import GGMLType
 
 
@@ -63,22 +76,12 @@ def test_ffn_half_in_one_submission_equals_the_calls_one_at_a_time(vk: VulkanRun
     def record(rec: Recorder) -> None:
         record_hc_pre(
             rec,
-            sb,
             w_fn,
             fn_tables,
-            inputs["scale"],
-            inputs["base"],
-            dev["flat"],
-            dev["mix"],
-            dev["split"],
-            dev["x"],
-            n,
-            s,
-            d,
-            20,
-            1e-6,
-            1e-6,
-        )
+            HcBuffers(sb, inputs["scale"], inputs["base"], dev["mix"], dev["split"], dev["x"],
+                      dev["flat"]),
+            HcShape(n, s, d, 20, 1e-6, 1e-6),
+        )  # fmt: skip
         rec.barrier()
         record_rmsnorm(rec, dev["x"], inputs["norm"], dev["g"], d, n, 1e-6, True)
         rec.barrier()
@@ -87,20 +90,14 @@ def test_ffn_half_in_one_submission_equals_the_calls_one_at_a_time(vk: VulkanRun
             gate_inp,
             gate_tables,
             dev["g"],
-            dev["logits"],
-            inputs["bias"],
-            dev["g"],
-            dev["g"],
-            dev["ids"],
-            dev["wts"],
+            RouteBuffers(dev["logits"], inputs["bias"], dev["g"], dev["g"], dev["ids"],
+                         dev["wts"]),
+            Routing(k, TOP_K_BIAS, 1.5, True),
             n,
-            k,
-            TOP_K_BIAS,
-            1.5,
-            True,
-        )
+        )  # fmt: skip
         rec.barrier()
-        record_moe_ffn(rec, ffn, scratch, dev["g"], dev["ids"], dev["wts"], dev["y"], n, clamp)
+        record_moe_ffn(rec, ffn, scratch, FfnBuffers(dev["g"], dev["ids"], dev["wts"], dev["y"]),
+                       n, clamp)  # fmt: skip
         rec.barrier()
         record_hc_post(rec, dev["y"], sb, dev["split"], out, n, s, d)  # fmt: skip
 

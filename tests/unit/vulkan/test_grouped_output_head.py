@@ -10,10 +10,10 @@ import pytest
 from tests.unit.cpu_kernels.kernel_blocks import weight_rows
 from tests.unit.vulkan.reference import dequantized
 
-from ds4.adapters.compute.vulkan.grouped_output import grouped_output
-from ds4.adapters.compute.vulkan.head import HeadWeights, head_logits
-from ds4.adapters.compute.vulkan.matvec import upload_weights
+from ds4.adapters.compute.vulkan.attention import grouped_output
+from ds4.adapters.compute.vulkan.hc import HeadWeights, head_logits
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
+from ds4.adapters.compute.vulkan.weights import upload_weights
 from ds4.domain.engine_math.layers import head_weights, rmsnorm, weighted_streams
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType

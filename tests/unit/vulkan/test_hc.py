@@ -8,8 +8,8 @@ import numpy.typing as npt
 import pytest
 
 from ds4.adapters.compute.vulkan.hc import HEAD, LAYER, hc_post, hc_pre, split_width
-from ds4.adapters.compute.vulkan.matvec import upload_weights
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
+from ds4.adapters.compute.vulkan.weights import upload_weights
 from ds4.domain.engine_math.layers import hc_post as ref_hc_post
 from ds4.domain.engine_math.layers import hc_split, head_weights, rmsnorm, weighted_streams
 from ds4.domain.errors import Ds4Error

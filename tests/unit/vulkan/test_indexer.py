@@ -10,9 +10,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ds4.adapters.compute.vulkan.indexer import indexer_select, record_topk, visible_rows
-from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.submission import Recorder
+from ds4.adapters.compute.vulkan.compressor import indexer_select, record_topk, visible_rows
+from ds4.adapters.compute.vulkan.runtime import Recorder, VulkanRuntime
 from ds4.domain.engine_math.layers import indexer_scores, top_k_mask
 from ds4.domain.errors import Ds4Error
 

@@ -13,8 +13,8 @@ import pytest
 from tests.unit.cpu_kernels.kernel_blocks import quant_rows, weight_rows
 from tests.unit.vulkan.reference import assert_dot_agrees, dequantized
 
-from ds4.adapters.compute.vulkan.matvec import matmul, matvec, upload_weights
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
+from ds4.adapters.compute.vulkan.weights import matmul, matvec, upload_weights
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 

@@ -9,9 +9,8 @@ import pytest
 from tests.unit.cpu_kernels.kernel_blocks import quant_rows
 from tests.unit.vulkan.reference import dequantized
 
-from ds4.adapters.compute.vulkan.matvec import upload_weights
-from ds4.adapters.compute.vulkan.matvec_q8 import matmul_q8
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
+from ds4.adapters.compute.vulkan.weights import matmul_q8, upload_weights
 from ds4.domain.engine_math import quant_dots
 from ds4.domain.engine_math.quant_dots import quantize_q8_0, quantize_q8_k
 from ds4.domain.gguf.ggml_types import GGMLType

@@ -14,15 +14,9 @@ import pytest
 from tests.unit.cpu_kernels.kernel_blocks import weight_rows
 from tests.unit.vulkan.reference import assert_dot_agrees, dequantized
 
-from ds4.adapters.compute.vulkan.matvec import (
-    SHADERS,
-    VulkanWeights,
-    kernel_tables,
-    matmul,
-    upload_weights,
-)
-from ds4.adapters.compute.vulkan.matvec_q8 import SHADERS_Q8, matmul_q8
 from ds4.adapters.compute.vulkan.moe import (
+    ExpertGroups,
+    FfnBuffers,
     FfnWeights,
     chunk_table_bytes,
     ffn_scratch,
@@ -33,8 +27,16 @@ from ds4.adapters.compute.vulkan.moe import (
     record_moe_matmul,
     record_swiglu,
 )
-from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.submission import Recorder
+from ds4.adapters.compute.vulkan.runtime import Recorder, VulkanRuntime
+from ds4.adapters.compute.vulkan.weights import (
+    SHADERS,
+    SHADERS_Q8,
+    VulkanWeights,
+    kernel_tables,
+    matmul,
+    matmul_q8,
+    upload_weights,
+)
 from ds4.domain.engine_math.layers import clamped_swiglu
 from ds4.domain.engine_math.quant_dots import (
     QuantizedActivation,
@@ -73,9 +75,10 @@ def _moe_matmul(rt: VulkanRuntime, w: VulkanWeights, n_expert: int, x: F32, ids:
     tables = kernel_tables(rt, w)
 
     def record(rec: Recorder) -> None:
-        record_moe_group(rec, ib, perm, chunks, n_pairs, n_expert)
+        groups = ExpertGroups(perm, chunks, n_pairs, n_expert)
+        record_moe_group(rec, ib, groups)
         rec.barrier()
-        record_moe_matmul(rec, w, n_expert, xb, y, perm, chunks, n_pairs, x_div, tables)
+        record_moe_matmul(rec, w, groups, xb, y, x_div, tables)
 
     rt.run(record)
     out: F32 = y.read(np.float32, n_pairs * per).reshape(n_pairs, per)
@@ -318,8 +321,8 @@ def test_whole_ffn_in_ds4_numerics_matches_reference(vk: VulkanRuntime, n_tok: i
     """ds4 numerics, activations quantized on the device (the activation quantizer's
     record_quantize_for), integer dots; within the cpu fast path's noise of the
     reference's integer dots."""
-    why = "the on-device activation quantizer (vulkan/actquant.py) is not on this branch"
-    actquant = pytest.importorskip("ds4.adapters.compute.vulkan.actquant", reason=why)
+    why = "the on-device activation quantizer (vulkan/weights.py) is not on this branch"
+    actquant = pytest.importorskip("ds4.adapters.compute.vulkan.weights", reason=why)
     n_expert, k, dim, ff, ffs, clamp = 8, 3, 256, 512, 256, 10.0
     shapes = {"gate": (GGMLType.IQ2_XXS, n_expert * ff, dim),
               "up": (GGMLType.IQ2_XXS, n_expert * ff, dim),
@@ -337,8 +340,8 @@ def test_whole_ffn_in_ds4_numerics_matches_reference(vk: VulkanRuntime, n_tok: i
     for buf, a in zip(host[:3], (g, ids.astype(np.int32), wts), strict=True):
         buf.write(a)
     scratch = ffn_scratch(vk, w, n_tok, k, quantized=True)
-    vk.run(lambda rec: record_moe_ffn_q8(rec, w, scratch, host[0], host[1], host[2], host[3],
-                                         n_tok, clamp, actquant.record_quantize_for))  # fmt: skip
+    vk.run(lambda rec: record_moe_ffn_q8(rec, w, scratch, FfnBuffers(*host), n_tok, clamp,
+                                         actquant.record_quantize_for))  # fmt: skip
     got = host[3].read(np.float32, g.size).reshape(g.shape)
     want = _ds4_reference_ffn(raws, {n: t for n, (t, _, _) in shapes.items()}, n_expert, g,
                               ids, wts, clamp)  # fmt: skip

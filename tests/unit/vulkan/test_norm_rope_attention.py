@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 from ds4.adapters.compute.vulkan.attention import attend_with_sinks
-from ds4.adapters.compute.vulkan.norm import rmsnorm
-from ds4.adapters.compute.vulkan.rope import apply_rope
+from ds4.adapters.compute.vulkan.ops import apply_rope, rmsnorm
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.domain.engine_math import layers as ref_attention
 from ds4.domain.engine_math import layers as ref_rope

@@ -8,7 +8,13 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ds4.adapters.compute.vulkan.router import HASH, record_route, route_on_device
+from ds4.adapters.compute.vulkan.ffn import (
+    HASH,
+    RouteBuffers,
+    Routing,
+    record_route,
+    route_on_device,
+)
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.domain.engine_math.layers import route
 from ds4.domain.errors import Ds4Error
@@ -111,8 +117,9 @@ def test_a_token_past_the_table_reads_its_last_row(vk: VulkanRuntime) -> None:
     for buf, a in zip(bufs, (logits, table, np.array([1, 999], np.int32)), strict=True):
         buf.write(a)
     ids, wts = vk.host_buffer(16), vk.host_buffer(16)
-    vk.run(lambda rec: record_route(rec, bufs[0], bufs[0], bufs[2], bufs[1], ids, wts, 2, 8, 2,
-                                    HASH, 1.0, True))  # fmt: skip
+    vk.run(lambda rec: record_route(rec, RouteBuffers(bufs[0], bufs[0], bufs[2], bufs[1], ids,
+                                                      wts), Routing(2, HASH, 1.0, True), 2,
+                                    8))  # fmt: skip
     assert ids.read(np.int32, 4).tolist() == [2, 3, 4, 5]
     for buf in [*bufs, ids, wts]:
         buf.release()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ds4.adapters.compute.vulkan.rows_affine import record_rows_affine
+from ds4.adapters.compute.vulkan.compressor import record_rows_affine
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ds4.adapters.compute.vulkan.norm import record_rmsnorm
+from ds4.adapters.compute.vulkan.ops import record_rmsnorm
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
 from ds4.adapters.compute.vulkan.step import MIN_ARENA, BufferPool, Step
 from ds4.domain.engine_math.layers import rmsnorm

@@ -9,8 +9,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from ds4.adapters.compute.vulkan.compressor import StoreRounding, round_rows
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.store_round import StoreRounding, round_rows
 from ds4.domain.engine_math.layers import f16round
 from ds4.domain.engine_math.lowprec import fp8_kv_sim, indexer_qat
 from ds4.domain.errors import Ds4Error

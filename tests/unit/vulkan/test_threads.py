@@ -9,9 +9,8 @@ import numpy as np
 from tests.unit.cpu_kernels.kernel_blocks import weight_rows
 from tests.unit.vulkan.reference import assert_dot_agrees, dequantized
 
-from ds4.adapters.compute.vulkan.matvec import matmul, upload_weights
-from ds4.adapters.compute.vulkan.matvec_q8 import matmul_q8
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
+from ds4.adapters.compute.vulkan.weights import matmul, matmul_q8, upload_weights
 from ds4.domain.gguf.ggml_types import GGMLType
 
 

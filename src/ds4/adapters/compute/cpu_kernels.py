@@ -22,6 +22,7 @@ from ds4 import _native_cpu  # type: ignore[attr-defined]
 from ds4.domain.engine_math.quant_dots import QuantizedActivation
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
+from ds4.domain.gguf.quant_formats import CPU_MATMUL_TYPES, Q8K_ACTIVATION_TYPES
 
 F32 = npt.NDArray[np.float32]
 U8 = npt.NDArray[np.uint8]
@@ -30,11 +31,10 @@ _ffi = _native_cpu.ffi
 _lib = _native_cpu.lib
 
 IMPLS: dict[str, int] = {"auto": 0, "scalar": 1, "avx2": 2, "neon": 3, "avx512": 4}
-MATMUL_TYPES = frozenset(
-    {GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K,
-     GGMLType.IQ2_XXS}
-)  # fmt: skip
-Q8K_TYPES = frozenset({GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS})
+# The weight types with native CPU kernels, and those whose activation is Q8_K
+# (QUANT_FORMATS' cpu column).
+MATMUL_TYPES = CPU_MATMUL_TYPES
+Q8K_TYPES = Q8K_ACTIVATION_TYPES
 _ERRORS = {
     1: "weight type not supported",
     2: "shapes do not agree or are not whole blocks",

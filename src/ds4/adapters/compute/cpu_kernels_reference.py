@@ -25,6 +25,7 @@ from ds4.domain.engine_math.quant_dots import (
     quantize_q8_k,
 )
 from ds4.domain.gguf.ggml_types import GGMLType
+from ds4.domain.gguf.quant_formats import FORMATS_BY_TYPE
 
 F32 = npt.NDArray[np.float32]
 U8 = npt.NDArray[np.uint8]
@@ -69,9 +70,10 @@ def dot_float_index_order(raw: U8, ggml_type: GGMLType, x: F32) -> F32:
 def matvec_reference(raw: U8, ggml_type: GGMLType, x: F32) -> F32:
     """What ds4_cpu_matmul's scalar kernels return for one activation vector."""
     x = np.asarray(x, dtype=np.float32)
-    if ggml_type in (GGMLType.F32, GGMLType.F16, GGMLType.BF16):
+    activation = FORMATS_BY_TYPE[ggml_type].activation
+    if activation == "f32":
         return dot_float_index_order(raw, ggml_type, x)
-    if ggml_type is GGMLType.Q8_0:
+    if activation == "q8_0":
         return dot_q8_0(raw, quantize_q8_0(x))
     return _Q8K_DOTS[ggml_type](raw, quantize_q8_k(x))
 

@@ -15,10 +15,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TextIO
 
-from ds4.apps.agent.trace_file import TraceFile
 from ds4.domain.agent.screen import DIM, AgentState, AgentStatus, styled
 from ds4.domain.agent.slash import SlashCommand
+from ds4.domain.errors import Ds4Error
 from ds4.ports.agent import Approval
 
 DEFAULT_CONFIRM_SECONDS = 10.0
@@ -297,3 +299,29 @@ class AgentChannel:
                 self._answer = Approval.YES if yes else Approval.NO
                 self._cond.notify_all()
         self._changed()
+
+
+# ---- trace file ----------------------------------------------------------------------
+# --trace FILE: append-only, one record per line, each starting with the local time
+# (`YYYY-MM-DD HH:MM:SS.mmm `), written whole from any thread.
+
+
+class TraceFile:
+    def __init__(self, path: str) -> None:
+        try:
+            self._file: TextIO = Path(path).open("a", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise Ds4Error(f"cannot open trace file {path}: {exc.strerror}") from None
+        self._lock = threading.Lock()
+
+    def write(self, line: str) -> None:
+        now = time.time()
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+        millis = int(now * 1000) % 1000
+        with self._lock:
+            self._file.write(f"{stamp}.{millis:03d} {line}\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()

@@ -8,26 +8,30 @@ UI (or, with --non-interactive, the one task).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from ds4.apps import flag_types
-from ds4.apps.agent.channel import AgentChannel
-from ds4.apps.agent.options import DEFAULT_CTX, HOME_ENV, AgentOptions, agent_home
-from ds4.apps.agent.trace_file import TraceFile
+from ds4.apps.agent.channel import AgentChannel, TraceFile
 from ds4.apps.agent.worker import AgentWorker
 from ds4.apps.cli_command import add_sampling_flags, add_think_flags, read_prompt
-from ds4.apps.cli_generate import sampling
-from ds4.apps.cli_prompt import think_mode
-from ds4.apps.engine_flags import add_backend_flags, add_model_flag, scripted_flags_problem
-from ds4.apps.flag_types import INT_MAX, MAX_CTX
-from ds4.apps.help_format import DefaultsHelpFormatter
-from ds4.apps.server_options import DEFAULT_PREFILL_CHUNK
+from ds4.apps.cli_generate import sampling, think_mode
+from ds4.apps.engine_flags import (
+    add_backend_flags,
+    add_model_flag,
+    app_options,
+    engine_options,
+    scripted_flags_problem,
+)
+from ds4.apps.flag_types import INT_MAX, MAX_CTX, DefaultsHelpFormatter
+from ds4.apps.options import DEFAULT_AGENT_CTX, DEFAULT_PREFILL_CHUNK, AgentOptions
 from ds4.domain.agent.core import AgentSettings
 from ds4.domain.agent.transcript import DEFAULT_SYSTEM
 from ds4.domain.chat import THINK_MAX_MIN_CONTEXT
 from ds4.domain.errors import Ds4Error
 
+HOME_ENV = "DS4_AGENT_HOME"
 EPILOG = f"""saved sessions (/save, /list, /switch) and the input history live in
 ${HOME_ENV} (default ~/.ds4/agent, created 0700). Keys and commands: /help inside the
 agent, or docs/agent.md."""
@@ -55,7 +59,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "-c",
         "--ctx",
         type=flag_types.int_in(2, MAX_CTX),
-        default=DEFAULT_CTX,
+        default=DEFAULT_AGENT_CTX,
         help=f"context size in tokens (2..{MAX_CTX}); compaction keeps a long session in it",
     )
     p.add_argument(
@@ -140,7 +144,7 @@ def _task(args: argparse.Namespace) -> str | None:
 
 
 def run_agent(args: argparse.Namespace) -> int:
-    from ds4.apps.bootstrap import bootstrap_agent, default_model_path, load_engine
+    from ds4.apps.bootstrap import bootstrap_agent, load_engine, model_path
 
     problem = scripted_flags_problem(args)
     if problem is not None:
@@ -149,7 +153,7 @@ def run_agent(args: argparse.Namespace) -> int:
     if interactive and not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise Ds4Error("ds4 agent needs a terminal; without one use --non-interactive -p TEXT")
     task = _task(args)
-    model = args.model if args.backend == "scripted" else default_model_path(args.model)
+    model = model_path(args.backend, args.model)
     settings = AgentSettings(
         max_tokens=args.tokens,
         sampling=sampling(args),
@@ -159,12 +163,9 @@ def run_agent(args: argparse.Namespace) -> int:
         auto_approve=args.yes,
     )
     home = agent_home()
-    options = AgentOptions(
-        model=model,
-        backend=args.backend,
-        threads=args.threads,
-        script=args.script,
-        script_token_delay=args.script_token_delay,
+    options = app_options(
+        AgentOptions,
+        engine_options(args, model),
         ctx=args.ctx,
         prefill_chunk=args.prefill_chunk,
         settings=settings,
@@ -184,13 +185,7 @@ def run_agent(args: argparse.Namespace) -> int:
             "without asking",
             file=sys.stderr,
         )
-    engine = load_engine(
-        model,
-        backend=args.backend,
-        threads=args.threads,
-        script=args.script,
-        script_token_delay=args.script_token_delay,
-    )
+    engine = load_engine(options)
     trace = TraceFile(args.trace) if args.trace else None
     channel = AgentChannel(
         confirm_seconds=args.confirm_timeout, ask=interactive, notices=interactive, trace=trace
@@ -201,7 +196,7 @@ def run_agent(args: argparse.Namespace) -> int:
     worker = AgentWorker(lambda ch: bootstrap_agent(options, ch, engine=engine), channel)
     try:
         if not interactive:
-            from ds4.apps.agent.headless import run_headless
+            from ds4.apps.agent.worker import run_headless
 
             assert task is not None
             return run_headless(channel, worker, task)
@@ -220,3 +215,16 @@ def run_agent(args: argparse.Namespace) -> int:
     finally:
         if trace is not None:
             trace.close()
+
+
+def agent_home() -> Path:
+    """$DS4_AGENT_HOME, else ~/.ds4/agent; created with mode 0700 when missing."""
+    named = os.environ.get(HOME_ENV)
+    home = Path(named) if named else Path.home() / ".ds4" / "agent"
+    try:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise Ds4Error(f"cannot create the agent directory {home}: {exc.strerror}") from None
+    if not home.is_dir():
+        raise Ds4Error(f"the agent directory {home} is not a directory")
+    return home

@@ -15,12 +15,11 @@ from pathlib import Path
 from types import FrameType
 
 from ds4.apps import wiring
-from ds4.apps.bootstrap import default_model_path, eval_engine_answerer, load_engine
-from ds4.apps.eval.eval_command import load_cases, selection
-from ds4.apps.eval.eval_flags import DEFAULT_TOKENS
-from ds4.apps.eval.plain_view import PlainView
-from ds4.apps.eval.run_control import PausableTimer, RunControls
-from ds4.apps.eval.tui_state import MIN_COLUMNS, MIN_ROWS
+from ds4.apps.bootstrap import bootstrap_eval, model_path
+from ds4.apps.engine_flags import app_options, engine_options
+from ds4.apps.eval.eval_command import DEFAULT_TOKENS, load_cases, selection
+from ds4.apps.eval.views import MIN_COLUMNS, MIN_ROWS, PausableTimer, PlainView, RunControls
+from ds4.apps.options import EvalOptions
 from ds4.domain.chat import ThinkMode, effective_think_mode
 from ds4.domain.eval.cases import EvalCase, SizedContext, auto_size_context, select_cases
 from ds4.domain.eval.prompts import ReplyLimits, case_prompt
@@ -64,35 +63,35 @@ def size_context(
     )
 
 
+def eval_options(args: argparse.Namespace) -> EvalOptions:
+    """The engine the parsed flags ask to answer with."""
+    return app_options(
+        EvalOptions,
+        engine_options(args, model_path(args.backend, args.model)),
+        ctx=args.ctx,
+        prefill_chunk=args.prefill_chunk,
+    )
+
+
 def engine_answerer(
-    args: argparse.Namespace, cases: Sequence[EvalCase], run: RunSettings
+    options: EvalOptions, cases: Sequence[EvalCase], run: RunSettings
 ) -> tuple[CaseAnswerer, str, int]:
     """The engine answerer with its session open; (answerer, model label, largest prompt)."""
-    scripted = args.backend == "scripted"
-    model = args.model if scripted else default_model_path(args.model)
-    engine = load_engine(
-        model,
-        backend=args.backend,
-        numerics=args.numerics,
-        threads=args.threads,
-        script=args.script,
-        script_token_delay=args.script_token_delay,
-    )
-    answerer = eval_engine_answerer(engine, backend=args.backend, chunk=args.prefill_chunk)
+    answerer = bootstrap_eval(options)
 
     def length(case: EvalCase, ctx: int) -> int:
         mode = effective_think_mode(run.think_mode, ctx)
         return len(answerer.encode(case_prompt(case, mode)))
 
-    if args.ctx is None:
+    if options.ctx is None:
         sized = size_context(cases, run, length)
         print(sized.log_line(), file=sys.stderr)
         ctx, largest = sized.ctx, sized.max_prompt
     else:
-        ctx = args.ctx
+        ctx = options.ctx
         largest = max(length(c, ctx) for c in cases)
     answerer.open(ctx)
-    label = model or f"scripted outputs from {args.script}"
+    label = options.model or f"scripted outputs from {options.script}"
     return answerer, label, largest
 
 
@@ -165,7 +164,7 @@ def execute(
         with ctrl_c_quits(controls):
             return eval_run.run(trace_header), None
     from ds4.apps.eval.tui import run_full_screen
-    from ds4.apps.eval.tui_state import TuiState
+    from ds4.apps.eval.views import TuiState
 
     state = eval_run.view
     assert isinstance(state, TuiState)
@@ -179,7 +178,7 @@ def build_answerer(
 ) -> tuple[CaseAnswerer, str, int]:
     """(answerer, what answers for the trace, the largest prompt in tokens)."""
     if args.endpoint is None:
-        return engine_answerer(args, cases, run)
+        return engine_answerer(eval_options(args), cases, run)
     answerer = wiring.endpoint_answerer(
         args.endpoint,
         model=args.endpoint_model,
@@ -214,7 +213,7 @@ def run_eval(args: argparse.Namespace) -> int:
         trace=None if trace is None else trace.write,
     )
     if full_screen:
-        from ds4.apps.eval.tui_state import TuiState
+        from ds4.apps.eval.views import TuiState
 
         eval_run.view = TuiState(
             eval_run.results, controls, pause_ms=args.pause_ms, hard_limit=run.reply.hard

@@ -14,8 +14,9 @@ import numpy.typing as npt
 
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
+from ds4.domain.gguf.quant_formats import Role
 from ds4.domain.gguf.records import MetaValue, meta_str, meta_u32
-from ds4.domain.model.catalog import Role, TensorSpec
+from ds4.domain.model.catalog import TensorSpec
 from ds4.domain.model.hparams import DeepSeekV4HParams
 
 # --- quant presets ---

@@ -79,19 +79,6 @@ BLOCK_GEOMETRY: dict[GGMLType, BlockGeometry] = {
     GGMLType.BF16: BlockGeometry(1, 2),
 }
 
-# Types whose values ds4 can turn into float32 (numpy and native dequantizers).
-DEQUANTIZABLE: frozenset[GGMLType] = frozenset(
-    {
-        GGMLType.F32,
-        GGMLType.F16,
-        GGMLType.BF16,
-        GGMLType.Q8_0,
-        GGMLType.Q2_K,
-        GGMLType.Q4_K,
-        GGMLType.IQ2_XXS,
-    }
-)
-
 
 def type_name(type_id: int) -> str:
     try:

@@ -1,7 +1,8 @@
 """The DeepSeek V4 tensor catalog, derived from the hyperparameters (docs/reference/formats.md §3).
 
 Dims are in GGUF order ([ne0 = inputs, ne1 = outputs, ne2 = experts]). Allowed types
-are by role: the published ds4 mixture, widened so F32 is accepted wherever a float
+are by role, read from the roles of QUANT_FORMATS (ds4.domain.gguf.quant_formats): the
+published ds4 mixture, widened so F32 is accepted wherever a float
 is expected (tiny test models) and higher-precision forms of the quantized roles
 (f16/q8 conversions) stay loadable.
 """
@@ -9,27 +10,13 @@ is expected (tiny test models) and higher-precision forms of the quantized roles
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 from ds4.domain.gguf.ggml_types import GGMLType as T
+from ds4.domain.gguf.quant_formats import Role, allowed_types
 from ds4.domain.model.hparams import DeepSeekV4HParams
 
-
-class Role(Enum):
-    VECTOR = "vector"  # norms, HC scale/base, sinks, router bias: F32
-    FLOAT = "float"  # HC fn, router, compressor, indexer, embedding: F16 (or F32)
-    PROJECTION = "projection"  # attention, shared expert, LM head: Q8_0 (or F16/F32)
-    EXPERT = "expert"  # routed experts: IQ2_XXS / Q2_K / Q4_K (or Q8_0/F16/F32)
-    INDEX = "index"  # token-id -> expert-id table: I32
-
-
-ALLOWED_TYPES: dict[Role, frozenset[T]] = {
-    Role.VECTOR: frozenset({T.F32}),
-    Role.FLOAT: frozenset({T.F16, T.F32}),
-    Role.PROJECTION: frozenset({T.Q8_0, T.F16, T.F32}),
-    Role.EXPERT: frozenset({T.IQ2_XXS, T.Q2_K, T.Q4_K, T.Q8_0, T.F16, T.F32}),
-    Role.INDEX: frozenset({T.I32}),
-}
+# What the loader accepts per role: the roles column of QUANT_FORMATS.
+ALLOWED_TYPES: dict[Role, frozenset[T]] = {role: allowed_types(role) for role in Role}
 
 # The type each role has in the published ds4 GGUFs (used by converters' defaults).
 PUBLISHED_TYPE: dict[Role, T] = {

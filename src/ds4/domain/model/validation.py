@@ -1,24 +1,28 @@
-"""Validate a GGUF's metadata and tensor directory against the DeepSeek V4 catalog.
+"""Validate a GGUF's metadata, tensor directory and index tensors against the DeepSeek
+V4 catalog.
 
 Reports every problem at once (bad metadata, missing tensor, wrong shape, wrong
-type, unexpected tensor), never just the first one. `validate_model_file` is the one
-check both `ds4 gguf inspect` and the engine loaders run, so that inspect never calls
-valid a file an engine refuses (docs/adr/0004-gguf-validation.md).
+type, unexpected tensor, an out-of-range expert id), never just the first one.
+`validate_model_file` is the one check both `ds4 gguf inspect` and the engine loaders
+run, so that inspect never calls valid a file an engine refuses
+(docs/adr/0004-gguf-validation.md). The types each tensor role accepts are the roles
+column of QUANT_FORMATS (ds4.domain.gguf.quant_formats).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
 
 from ds4.domain.gguf.ggml_types import type_name
 from ds4.domain.gguf.records import MetaValue, TensorInfo
 from ds4.domain.model.catalog import TensorSpec, model_tensors, mtp_tensors
-from ds4.domain.model.hparams import DeepSeekV4HParams, read_hparams
+from ds4.domain.model.hparams import DeepSeekV4HParams, Problem, read_hparams
 from ds4.domain.model.presets import PRESETS, matching_preset, preset_differences
-from ds4.domain.model.problems import Problem
-from ds4.domain.model.tensor_data_checks import check_tensor_data
 from ds4.domain.tokenizer import REQUIRED_SPECIAL_TOKENS, check_tokenizer_tables
 from ds4.ports.model_file import ModelFile
 
@@ -142,3 +146,48 @@ def validate_model_file(
     return ValidationReport(
         report.kind, report.hparams, report.preset, report.problems + tuple(data_problems)
     )
+
+
+# --- Checks on the contents of tensors the engines use as indices, not as weights.
+#
+# A hash layer's `ffn_gate_tid2eid` (I32, [n_expert_used, n_vocab]) names the experts
+# each token id routes to (docs/reference/model.md §3.8); an entry outside 0..n_expert-1 would index
+# past the expert tensors, so the engines would fail on every request that reaches it
+# (docs/adr/0004-gguf-validation.md). Checked vectorized, a bounded chunk of rows at a
+# time: Flash's three tables are 3 MB each.
+_CHUNK_ITEMS = 1 << 22  # entries compared at a time (a few MB of temporaries)
+
+
+def tid2eid_name(layer: int) -> str:
+    return f"blk.{layer}.ffn_gate_tid2eid.weight"
+
+
+def check_tensor_data(
+    hp: DeepSeekV4HParams, model: ModelFile, *, skip: Collection[str] = ()
+) -> list[Problem]:
+    """Problems in index tensors; `skip` names tensors already reported (wrong type/shape)."""
+    out: list[Problem] = []
+    for layer in range(hp.n_hash_layer):
+        name = tid2eid_name(layer)
+        if name in skip or name not in model.tensors:
+            continue
+        problem = _check_tid2eid(name, model.raw(name).view("<i4"), hp.n_expert)
+        if problem is not None:
+            out.append(problem)
+    return out
+
+
+def _check_tid2eid(name: str, table: npt.NDArray[Any], n_expert: int) -> Problem | None:
+    """table: (n_vocab, n_expert_used) int32; the first entry outside 0..n_expert-1."""
+    rows = max(1, _CHUNK_ITEMS // max(1, table.shape[-1]))
+    for first in range(0, table.shape[0], rows):
+        chunk = table[first : first + rows]
+        bad = (chunk < 0) | (chunk >= n_expert)
+        if bad.any():
+            row, slot = (int(i) for i in np.argwhere(bad)[0])
+            return Problem(
+                name,
+                f"token {first + row} routes to expert {int(chunk[row, slot])}, "
+                f"outside 0..{n_expert - 1}",
+            )
+    return None

@@ -17,11 +17,11 @@ import numpy.typing as npt
 from ds4 import _native_cpu  # type: ignore[attr-defined]
 from ds4.adapters.compute.cpu.native_forward import NativeForward, error_text
 from ds4.adapters.compute.cpu.native_layout import LayoutBuilder
-from ds4.adapters.gguf.tensor_values import TensorValues
-from ds4.adapters.quant.native_dequant import NativeDequantizer
+from ds4.adapters.gguf.model_files import TensorValues
+from ds4.adapters.quant.native_codec import NativeDequantizer
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
-from ds4.domain.model.mtp_fit import mtp_clamp
+from ds4.domain.model.presets import mtp_clamp
 from ds4.ports.drafter import DraftState
 from ds4.ports.model_file import ModelFile
 

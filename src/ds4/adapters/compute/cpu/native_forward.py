@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from ds4 import _native_cpu  # type: ignore[attr-defined]
 from ds4.adapters.compute.cpu.native_layout import NativeLayout
-from ds4.adapters.gguf.tensor_values import TensorValues
+from ds4.adapters.gguf.model_files import TensorValues
 from ds4.domain.engine_math.lowprec import Numerics
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType

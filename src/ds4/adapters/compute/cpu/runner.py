@@ -20,10 +20,9 @@ from ds4.adapters.compute.cpu.expert_repack import (
 from ds4.adapters.compute.cpu.expert_streaming import ExpertStreaming
 from ds4.adapters.compute.cpu.native_forward import NativeForward
 from ds4.adapters.compute.cpu.sequence_state import CpuState
-from ds4.adapters.gguf.model_open import load_model, routed_quant_bits
+from ds4.adapters.gguf.model_files import TensorValues, load_model, routed_quant_bits
 from ds4.adapters.gguf.reader import GGUFFile
-from ds4.adapters.gguf.tensor_values import TensorValues
-from ds4.adapters.quant.native_dequant import NativeDequantizer
+from ds4.adapters.quant.native_codec import NativeDequantizer
 from ds4.domain.engine.state_runner import StateRunner
 from ds4.domain.engine_math.lowprec import Numerics, check_numerics_fit, numerics_named
 from ds4.domain.errors import Ds4Error

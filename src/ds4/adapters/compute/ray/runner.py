@@ -18,9 +18,8 @@ from ds4.adapters.compute.ray.cluster import Slot, connect, slots
 from ds4.adapters.compute.ray.pipeline import Pipeline, PipelineOptions, Stages, Transport
 from ds4.adapters.compute.ray.stage import StageSpec
 from ds4.adapters.compute.ray.state import DistributedState
-from ds4.adapters.gguf.model_open import routed_quant_bits
-from ds4.adapters.gguf.tensor_values import TensorValues
-from ds4.adapters.quant.native_dequant import NativeDequantizer
+from ds4.adapters.gguf.model_files import TensorValues, routed_quant_bits
+from ds4.adapters.quant.native_codec import NativeDequantizer
 from ds4.domain.distributed import (
     DistributedTarget,
     auto_split,

@@ -28,9 +28,8 @@ import numpy.typing as npt
 from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu.native_forward import NativeForward
 from ds4.adapters.compute.cpu.sequence_state import CpuState
-from ds4.adapters.gguf.model_open import load_model
-from ds4.adapters.gguf.tensor_values import TensorValues
-from ds4.adapters.quant.native_dequant import NativeDequantizer
+from ds4.adapters.gguf.model_files import TensorValues, load_model
+from ds4.adapters.quant.native_codec import NativeDequantizer
 from ds4.domain.distributed import EMPTY, layer_bytes, range_text, rolling_hashes
 from ds4.domain.engine.dsv4_payload import LayerSnapshot, SessionSnapshot
 from ds4.domain.engine_math.lowprec import numerics_named

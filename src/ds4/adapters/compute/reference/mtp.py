@@ -20,7 +20,7 @@ from ds4.adapters.compute.reference.weights import WeightStore
 from ds4.domain.engine_math.layers import rmsnorm
 from ds4.domain.engine_math.lowprec import Numerics
 from ds4.domain.model.hparams import DeepSeekV4HParams
-from ds4.domain.model.mtp_fit import mtp_clamp
+from ds4.domain.model.presets import mtp_clamp
 from ds4.ports.drafter import DraftState
 from ds4.ports.model_file import Dequantizer, ModelFile
 

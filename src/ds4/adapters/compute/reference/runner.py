@@ -10,8 +10,8 @@ import numpy.typing as npt
 from ds4.adapters.compute.reference.forward import Forward
 from ds4.adapters.compute.reference.sequence_state import ReferenceState
 from ds4.adapters.compute.reference.weights import WeightStore
-from ds4.adapters.gguf.model_open import load_model, routed_quant_bits
-from ds4.adapters.quant.numpy_dequant import NumpyDequantizer
+from ds4.adapters.gguf.model_files import load_model, routed_quant_bits
+from ds4.adapters.quant.numpy_codec import NumpyDequantizer
 from ds4.domain.engine.state_runner import StateRunner
 from ds4.domain.engine_math.lowprec import Numerics, check_numerics_fit, numerics_named
 from ds4.domain.errors import Ds4Error

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.gguf.tensor_values import TensorValues
+from ds4.adapters.gguf.model_files import TensorValues
 from ds4.domain.engine_math.lowprec import Numerics
 from ds4.domain.engine_math.quant_dots import (
     QuantizedActivation,
@@ -26,6 +26,7 @@ from ds4.domain.engine_math.quant_dots import (
 )
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
+from ds4.domain.gguf.quant_formats import DEQUANTIZABLE
 from ds4.ports.model_file import Dequantizer, ModelFile
 
 F32 = npt.NDArray[np.float32]
@@ -66,7 +67,7 @@ class WeightStore(TensorValues):
         if self._numerics.activation_quant and kind in _KQUANT_DOTS:
             dot = _KQUANT_DOTS[kind]
             return np.stack([dot(raw, quantize_q8_k(xt)) for xt in x]).reshape(x.shape[0], -1)
-        if kind not in (GGMLType.F32, GGMLType.F16, GGMLType.BF16) and not _dequantizable(kind):
+        if kind not in DEQUANTIZABLE:
             raise Ds4Error(
                 f"{name}: weight type {kind.name} is not supported by the reference engine"
             )
@@ -89,7 +90,3 @@ def _sequential_f32(w: F32, x: F32) -> F32:
     for i in range(w.shape[1]):
         acc += np.multiply.outer(x[:, i], w[:, i])
     return acc
-
-
-def _dequantizable(kind: GGMLType) -> bool:
-    return kind in (GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS)

@@ -24,21 +24,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.vulkan.buffers import Buffer
-from ds4.adapters.compute.vulkan.matvec import (
+from ds4.adapters.compute.vulkan.device import Buffer
+from ds4.adapters.compute.vulkan.runtime import MAX_GROUPS, Recorder, VulkanRuntime
+from ds4.adapters.compute.vulkan.weights import (
     SHADERS,
+    SHADERS_Q8,
     TOKENS_PER_GROUP,
     VulkanWeights,
     kernel_tables,
     record_matmul,
-)
-from ds4.adapters.compute.vulkan.matvec_q8 import (
-    SHADERS_Q8,
     record_matmul_q8,
     stage_activations,
 )
-from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.submission import MAX_GROUPS, Recorder
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 
@@ -104,6 +101,28 @@ class FfnWeights:
         if self.shared is not None:
             named += list(zip(("sh_gate", "sh_up", "sh_down"), self.shared, strict=True))
         return named
+
+
+@dataclass(frozen=True)
+class FfnBuffers:
+    """The routed FFN's inputs and output for record_moe_ffn(_q8): g (n, D) the
+    ffn-normed input, ids/wts (n, k) int32/f32 as record_route writes them, out (n, D)."""
+
+    g: Buffer
+    ids: Buffer
+    wts: Buffer
+    out: Buffer
+
+
+@dataclass(frozen=True)
+class ExpertGroups:
+    """n_pairs (token, slot) pairs grouped by expert as record_moe_group writes them: perm
+    (n_pairs u32) and the chunk table (chunk_table_bytes(n_pairs, n_expert) bytes)."""
+
+    perm: Buffer
+    chunks: Buffer
+    n_pairs: int
+    n_expert: int
 
 
 @dataclass
@@ -191,8 +210,8 @@ def moe_ffn(
     host[2].write(ws)
     scratch = ffn_scratch(rt, w, n_tok, k)
     try:
-        rt.run(lambda rec: record_moe_ffn(rec, w, scratch, host[0], host[1], host[2], host[3],
-                                          n_tok, clamp))  # fmt: skip
+        io = FfnBuffers(*host)
+        rt.run(lambda rec: record_moe_ffn(rec, w, scratch, io, n_tok, clamp))
     finally:
         scratch.release()
     out: F32 = host[3].read(np.float32, gs.size).reshape(gs.shape)
@@ -200,17 +219,18 @@ def moe_ffn(
 
 
 def record_moe_ffn(
-    rec: Recorder, w: FfnWeights, s: FfnScratch, g: Buffer, ids: Buffer, wts: Buffer,
-    out: Buffer, n_tok: int, clamp: float,
-) -> None:  # fmt: skip
+    rec: Recorder, w: FfnWeights, s: FfnScratch, io: FfnBuffers, n_tok: int, clamp: float
+) -> None:
     """Record the whole FFN sublayer after routing (fp32 numerics): group pairs by
     expert, gate/up products, weighted clamped SwiGLU, down product, the shared expert,
-    and the slot-ordered combine into out (n, D); barriers between dependent steps.
-    ids/wts (n, k) as record_route writes them; s from ffn_scratch for >= n_tok tokens."""
+    and the slot-ordered combine into io.out (n, D); barriers between dependent steps;
+    s from ffn_scratch for >= n_tok tokens."""
     k, n_pairs, b = s.k, n_tok * s.k, s.bufs
+    g, wts, out = io.g, io.wts, io.out
     if n_tok > s.n_tok:
         raise Ds4Error(f"moe: scratch for {s.n_tok} tokens, {n_tok} given")
-    record_moe_group(rec, ids, b["perm"], b["chunks"], n_pairs, w.n_expert)
+    groups = ExpertGroups(b["perm"], b["chunks"], n_pairs, w.n_expert)
+    record_moe_group(rec, io.ids, groups)
     sh = w.shared
     if sh is not None:
         record_matmul(rec, sh[0], g, b["sh_gate"], n_tok, w.tables["sh_gate"])
@@ -218,8 +238,7 @@ def record_moe_ffn(
     rec.barrier()
     for name, dst in (("gate", b["gate"]), ("up", b["up"])):
         wt = w.gate_exps if name == "gate" else w.up_exps
-        record_moe_matmul(rec, wt, w.n_expert, g, dst, b["perm"], b["chunks"], n_pairs, k,
-                          w.tables[name])  # fmt: skip
+        record_moe_matmul(rec, wt, groups, g, dst, k, w.tables[name])
     if sh is not None:
         record_swiglu(rec, b["sh_gate"], b["sh_up"], wts, b["sh_mid"], n_tok, sh[0].rows,
                       clamp, False)  # fmt: skip
@@ -228,21 +247,21 @@ def record_moe_ffn(
     if sh is not None:
         record_matmul(rec, sh[2], b["sh_mid"], b["sh_out"], n_tok, w.tables["sh_down"])
     rec.barrier()
-    record_moe_matmul(rec, w.down_exps, w.n_expert, b["mid"], b["contrib"], b["perm"],
-                      b["chunks"], n_pairs, 1, w.tables["down"])  # fmt: skip
+    record_moe_matmul(rec, w.down_exps, groups, b["mid"], b["contrib"], 1, w.tables["down"])
     rec.barrier()
     shared_out = b["sh_out"] if sh is not None else b["contrib"]
     record_moe_combine(rec, b["contrib"], shared_out, out, n_tok, k, w.dim, sh is not None)
 
 
 def record_moe_ffn_q8(
-    rec: Recorder, w: FfnWeights, s: FfnScratch, g: Buffer, ids: Buffer, wts: Buffer,
-    out: Buffer, n_tok: int, clamp: float, quantize: Quantize,
+    rec: Recorder, w: FfnWeights, s: FfnScratch, io: FfnBuffers, n_tok: int, clamp: float,
+    quantize: Quantize,
 ) -> None:  # fmt: skip
     """record_moe_ffn in ds4 numerics: every quantized weight's product is the integer
     dot against its input quantized on the device by `quantize`; s from
     ffn_scratch(..., quantized=True)."""
     k, n_pairs, b = s.k, n_tok * s.k, s.bufs
+    g, wts, out = io.g, io.wts, io.out
     if n_tok > s.n_tok:
         raise Ds4Error(f"moe: scratch for {s.n_tok} tokens, {n_tok} given")
     if "q_g.codes" not in b and w.gate_exps.ggml_type in SHADERS_Q8:
@@ -257,11 +276,9 @@ def record_moe_ffn_q8(
 
     def routed(wt: VulkanWeights, name: str, x: Buffer, tag: str, y: Buffer, x_div: int) -> None:
         if wt.ggml_type in SHADERS_Q8:
-            record_moe_matmul_q8_grouped(rec, wt, w.n_expert, acts(tag, y), b["perm"],
-                                         b["chunks"], n_pairs, x_div, w.tables[name])  # fmt: skip
+            record_moe_matmul_q8_grouped(rec, wt, groups, acts(tag, y), x_div, w.tables[name])
         else:
-            record_moe_matmul(rec, wt, w.n_expert, x, y, b["perm"], b["chunks"], n_pairs,
-                              x_div, w.tables[name])  # fmt: skip
+            record_moe_matmul(rec, wt, groups, x, y, x_div, w.tables[name])
 
     def dense(wt: VulkanWeights, name: str, x: Buffer, tag: str, y: Buffer) -> None:
         if wt.ggml_type in SHADERS_Q8:
@@ -269,7 +286,8 @@ def record_moe_ffn_q8(
         else:
             record_matmul(rec, wt, x, y, n_tok, w.tables[name])
 
-    record_moe_group(rec, ids, b["perm"], b["chunks"], n_pairs, w.n_expert)
+    groups = ExpertGroups(b["perm"], b["chunks"], n_pairs, w.n_expert)
+    record_moe_group(rec, io.ids, groups)
     for tag, wt, rows in _quantized_inputs(w, n_tok, k):
         if tag in ("q_g", "q_sg"):
             quantize(rec, wt, g, acts(tag, b["gate"]), rows)
@@ -298,31 +316,31 @@ def record_moe_ffn_q8(
     record_moe_combine(rec, b["contrib"], shared_out, out, n_tok, k, w.dim, sh is not None)
 
 
-def record_moe_group(
-    rec: Recorder, ids: Buffer, perm: Buffer, chunks: Buffer, n_pairs: int, n_expert: int
-) -> None:
-    """Record the grouping of ids (n_pairs int32) into perm (n_pairs) and the chunk table
-    (chunk_table_bytes(n_pairs, n_expert) bytes)."""
+def record_moe_group(rec: Recorder, ids: Buffer, groups: ExpertGroups) -> None:
+    """Record the grouping of ids (groups.n_pairs int32) into groups.perm and its chunk
+    table."""
+    n_pairs, n_expert = groups.n_pairs, groups.n_expert
     check_pairs(n_pairs, n_expert)
     push = struct.pack("<3I", n_pairs, n_expert, TOKENS_PER_GROUP)
-    rec.dispatch("moe_group", [ids, perm, chunks], push, (1, 1, 1))
+    rec.dispatch("moe_group", [ids, groups.perm, groups.chunks], push, (1, 1, 1))
 
 
 def record_moe_matmul(
-    rec: Recorder, w: VulkanWeights, n_expert: int, x: Buffer, y: Buffer, perm: Buffer,
-    chunks: Buffer, n_pairs: int, x_div: int, tables: list[Buffer],
+    rec: Recorder, w: VulkanWeights, groups: ExpertGroups, x: Buffer, y: Buffer, x_div: int,
+    tables: list[Buffer],
 ) -> None:  # fmt: skip
-    """Record y[q] = W_{expert(q)} x[q // x_div] for the n_pairs pairs grouped by
+    """Record y[q] = W_{expert(q)} x[q // x_div] for the pairs grouped by
     record_moe_group (x_div = k: one activation row per token; 1: one per pair); y is
     (n_pairs, rows_per_expert); tables from kernel_tables(w)."""
+    n_pairs, n_expert, perm, chunks = groups.n_pairs, groups.n_expert, groups.perm, groups.chunks
     per = _per_expert(w, n_expert)
     check_pairs(n_pairs, n_expert)
     push = struct.pack("<6I", per, w.cols, n_pairs, w.row_bytes, w.offset, x_div)
     gx = min(per, MAX_GROUPS)
-    groups = (gx, -(-per // gx), max_chunks(n_pairs, n_expert))
+    dims = (gx, -(-per // gx), max_chunks(n_pairs, n_expert))
     shader = _shader_name(w) + "_moe"
     rec.dispatch(shader, [w.buffer, x, y, tables[0] if tables else x, perm, chunks], push,
-                 groups)  # fmt: skip
+                 dims)  # fmt: skip
 
 
 def record_moe_matmul_q8(
@@ -330,7 +348,7 @@ def record_moe_matmul_q8(
     n_pairs: int, x_div: int, tables: list[Buffer],
 ) -> None:  # fmt: skip
     """ds4 numerics: y[q] = W_{ids[q]} . codes[q // x_div] with acts = [codes, scales, y,
-    bsums] as matvec_q8.stage_activations lays them out (y: n_pairs rows of
+    bsums] as weights.stage_activations lays them out (y: n_pairs rows of
     rows_per_expert)."""
     if w.ggml_type not in SHADERS_Q8:
         raise Ds4Error(f"no quantized-activation Vulkan kernel for {w.ggml_type.name} weights")
@@ -344,12 +362,13 @@ def record_moe_matmul_q8(
 
 
 def record_moe_matmul_q8_grouped(
-    rec: Recorder, w: VulkanWeights, n_expert: int, acts: list[Buffer], perm: Buffer,
-    chunks: Buffer, n_pairs: int, x_div: int, tables: list[Buffer],
+    rec: Recorder, w: VulkanWeights, groups: ExpertGroups, acts: list[Buffer], x_div: int,
+    tables: list[Buffer],
 ) -> None:  # fmt: skip
-    """record_moe_matmul_q8 over the pairs grouped by record_moe_group (perm, chunks):
-    a workgroup takes up to 8 pairs of one expert, so a weight row is fetched once per
-    chunk rather than once per pair (prefill); bit-identical results."""
+    """record_moe_matmul_q8 over the pairs grouped by record_moe_group: a workgroup takes
+    up to 8 pairs of one expert, so a weight row is fetched once per chunk rather than
+    once per pair (prefill); bit-identical results."""
+    n_pairs, n_expert, perm, chunks = groups.n_pairs, groups.n_expert, groups.perm, groups.chunks
     if w.ggml_type not in SHADERS_Q8:
         raise Ds4Error(f"no quantized-activation Vulkan kernel for {w.ggml_type.name} weights")
     per = _per_expert(w, n_expert)
@@ -357,8 +376,8 @@ def record_moe_matmul_q8_grouped(
     push = struct.pack("<6I", per, w.cols, n_pairs, w.row_bytes, w.offset, x_div)
     gx = min(per, MAX_GROUPS)
     bufs = [w.buffer, *acts, tables[0] if tables else acts[0], perm, chunks]
-    groups = (gx, -(-per // gx), max_chunks(n_pairs, n_expert))
-    rec.dispatch(SHADERS_Q8[w.ggml_type] + "_moe_grouped", bufs, push, groups)
+    dims = (gx, -(-per // gx), max_chunks(n_pairs, n_expert))
+    rec.dispatch(SHADERS_Q8[w.ggml_type] + "_moe_grouped", bufs, push, dims)
 
 
 def moe_matmul_q8(
@@ -387,10 +406,10 @@ def moe_matmul_q8(
         if not grouped:
             record_moe_matmul_q8(rec, w, n_expert, bufs, idb, ii.size, x_div, tables)
             return
-        record_moe_group(rec, idb, perm, chunks, ii.size, n_expert)
+        groups = ExpertGroups(perm, chunks, ii.size, n_expert)
+        record_moe_group(rec, idb, groups)
         rec.barrier()
-        record_moe_matmul_q8_grouped(rec, w, n_expert, bufs, perm, chunks, ii.size, x_div,
-                                     tables)  # fmt: skip
+        record_moe_matmul_q8_grouped(rec, w, groups, bufs, x_div, tables)
 
     try:
         rt.run(record)

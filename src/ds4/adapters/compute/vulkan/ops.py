@@ -1,9 +1,12 @@
 """The device forward's building blocks over step Values: weight products, RMSNorm, RoPE,
-attention, row copies (docs/vulkan.md#device-forward). Each records into the step;
-nothing here waits for the device except the marked host fallbacks."""
+row copies (docs/vulkan.md#device-forward), with the RMSNorm and RoPE kernels themselves
+(native/vulkan/rmsnorm.comp, rope.comp). Each op records into the step; nothing here
+waits for the device except the marked host fallbacks.
+"""
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -11,15 +14,20 @@ from typing import Any, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.vulkan.actquant import record_quantize_for
-from ds4.adapters.compute.vulkan.buffers import Buffer
-from ds4.adapters.compute.vulkan.matvec import SHADERS, VulkanWeights, kernel_tables, record_matmul
-from ds4.adapters.compute.vulkan.matvec_q8 import SHADERS_Q8, record_matmul_q8
-from ds4.adapters.compute.vulkan.norm import record_rmsnorm
-from ds4.adapters.compute.vulkan.rope import record_rope, rope_tables
+from ds4.adapters.compute.vulkan.device import Buffer
+from ds4.adapters.compute.vulkan.runtime import MAX_GROUPS, Recorder, VulkanRuntime, runtime
 from ds4.adapters.compute.vulkan.step import Step, Value
-from ds4.adapters.compute.vulkan.weight_store import VulkanWeightStore
-from ds4.domain.engine_math.layers import RopeParams
+from ds4.adapters.compute.vulkan.weights import (
+    SHADERS,
+    SHADERS_Q8,
+    VulkanWeights,
+    VulkanWeightStore,
+    kernel_tables,
+    record_matmul,
+    record_matmul_q8,
+    record_quantize_for,
+)
+from ds4.domain.engine_math.layers import RopeParams, rope_angles
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 
@@ -141,3 +149,96 @@ class Ops:
             with self._lock:
                 have = self._vecs.setdefault(name, self.rt.upload(data))
         return have
+
+
+# -----------------------------------------------------------------------------
+# RMSNorm on the GPU (native/vulkan/rmsnorm.comp; docs/vulkan.md#kernels).
+
+
+def rmsnorm(
+    x: npt.ArrayLike, weight: npt.ArrayLike | None, eps: float, *, rt: VulkanRuntime | None = None
+) -> F32:
+    """RMSNorm over the last axis of x (any leading shape), optionally times weight."""
+    xs = np.ascontiguousarray(x, dtype=np.float32)
+    if xs.ndim == 0 or xs.shape[-1] == 0:
+        raise Ds4Error(f"rmsnorm: cannot normalise shape {xs.shape}")
+    dim = xs.shape[-1]
+    n_rows = xs.size // dim
+    if not 0.0 < eps < 1.0:
+        raise Ds4Error(f"rmsnorm: eps {eps} outside (0, 1)")
+    w = np.ones(dim, np.float32) if weight is None else np.ascontiguousarray(weight, np.float32)
+    if w.shape != (dim,):
+        raise Ds4Error(f"rmsnorm: weight {w.shape} does not match rows of {dim}")
+    rt = rt or runtime()
+    xb, wb, yb = (rt.scratch("norm.x", xs.nbytes), rt.scratch("norm.w", w.nbytes),
+                  rt.scratch("norm.y", xs.nbytes))  # fmt: skip
+    xb.write(xs)
+    wb.write(w)
+    rt.run(lambda rec: record_rmsnorm(rec, xb, wb, yb, dim, n_rows, eps, weight is not None))
+    out: F32 = yb.read(np.float32, xs.size).reshape(xs.shape)
+    return out
+
+
+def record_rmsnorm(
+    rec: Recorder, x: Buffer, weight: Buffer, y: Buffer, dim: int, n_rows: int, eps: float,
+    weighted: bool,
+) -> None:  # fmt: skip
+    """Record y = rmsnorm(x) [* weight] over n_rows rows of dim (chained submissions)."""
+    push = struct.pack("<IIfI", dim, n_rows, eps, int(weighted))
+    gx = min(n_rows, MAX_GROUPS)
+    rec.dispatch("rmsnorm", [x, weight, y], push, (gx, -(-n_rows // gx), 1))
+
+
+# -----------------------------------------------------------------------------
+# RoPE / YaRN on the GPU (native/vulkan/rope.comp; docs/vulkan.md#kernels).
+#
+# The angles and their cos/sin come from the engine's own rope_angles (f32 iteration, YaRN
+# blend) and are rounded to f32 once on the host, as the reference does; the device only
+# rotates. GPU sin/cos have no accuracy guarantee for large angles (positions in the tens
+# of thousands), so computing them there would break agreement with the cpu backend.
+
+WG = 64
+
+
+def rope_tables(positions: npt.ArrayLike, rp: RopeParams, *, iterated: bool) -> tuple[F32, F32]:
+    """cos and sin (n_pos, n_rot/2) in f32, exactly as the reference rounds them."""
+    angles = rope_angles(np.asarray(positions, dtype=np.int64), rp, iterated=iterated)
+    cos: F32 = np.cos(angles.astype(np.float64)).astype(np.float32)
+    sin: F32 = np.sin(angles.astype(np.float64)).astype(np.float32)
+    return cos, sin
+
+
+def apply_rope(
+    x: npt.ArrayLike, positions: npt.ArrayLike, rp: RopeParams, *, iterated: bool = True,
+    inverse: bool = False, rt: VulkanRuntime | None = None,
+) -> F32:  # fmt: skip
+    """Rotate the last n_rot dims of x (n_tok, n_head, dim) by each token's position."""
+    xs = np.ascontiguousarray(x, dtype=np.float32)
+    pos = np.asarray(positions, dtype=np.int64).reshape(-1)
+    if xs.ndim != 3 or xs.shape[0] != pos.size:
+        raise Ds4Error(f"rope: x {xs.shape} must be (n_tok, n_head, dim) with one position each")
+    n_tok, n_head, dim = xs.shape
+    if rp.n_rot <= 0 or rp.n_rot % 2 or rp.n_rot > dim:
+        raise Ds4Error(f"rope: n_rot {rp.n_rot} must be even and within the head dim {dim}")
+    cos, sin = rope_tables(pos, rp, iterated=iterated)
+    rt = rt or runtime()
+    xb, cb, sb = (rt.scratch("rope.x", xs.nbytes), rt.scratch("rope.cos", cos.nbytes),
+                  rt.scratch("rope.sin", sin.nbytes))  # fmt: skip
+    xb.write(xs)
+    cb.write(cos)
+    sb.write(sin)
+    rt.run(lambda rec: record_rope(rec, xb, cb, sb, (n_tok, n_head, dim), rp.n_rot, inverse))
+    out: F32 = xb.read(np.float32, xs.size).reshape(xs.shape)
+    return out
+
+
+def record_rope(
+    rec: Recorder, x: Buffer, cos: Buffer, sin: Buffer, shape: tuple[int, int, int],
+    n_rot: int, inverse: bool,
+) -> None:  # fmt: skip
+    """Record the in-place rotation of x (n_tok, n_head, dim) by rope_tables' cos/sin."""
+    n_tok, n_head, dim = shape
+    groups = -(-(n_tok * n_head * (n_rot // 2)) // WG)
+    gx = min(groups, MAX_GROUPS)
+    push = struct.pack("<5I", n_tok, n_head, dim, n_rot, int(inverse))
+    rec.dispatch("rope", [x, cos, sin], push, (gx, -(-groups // gx), 1))
