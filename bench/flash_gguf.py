@@ -18,16 +18,15 @@ import numpy as np
 from bench.random_blocks import random_blocks
 
 from ds4.adapters.gguf.writer import GGUFWriter
-from ds4.adapters.tokenizer.byte_level import BYTE_TO_CHAR
-from ds4.adapters.tokenizer.gguf_metadata import tokenizer_metadata
-from ds4.adapters.tokenizer.token_table import SPECIAL_STRINGS
-from ds4.adapters.tokenizer.vocabulary import AddedToken, Vocabulary
+from ds4.adapters.tokenizer.bpe import SPECIAL_STRINGS
+from ds4.adapters.tokenizer.vocabulary import AddedToken, Vocabulary, tokenizer_metadata
 from ds4.domain.convert.plan import quant_plan
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.gguf.records import MetaValue, meta_str
 from ds4.domain.model.catalog import TensorSpec, model_tensors
 from ds4.domain.model.hparams import DeepSeekV4HParams, hparams_metadata
 from ds4.domain.model.presets import FLASH, flash_compress_ratios
+from ds4.domain.tokenizer import BYTE_TO_CHAR
 
 
 def flash_layers(n: int) -> DeepSeekV4HParams:

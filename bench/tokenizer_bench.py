@@ -40,9 +40,8 @@ def main() -> None:
 
     from tokenizers import Tokenizer as HFTokenizer
 
-    from ds4.adapters.tokenizer.native_bpe import NativeBpeTokenizer
-    from ds4.adapters.tokenizer.reference_bpe import ReferenceBpeTokenizer
-    from ds4.adapters.tokenizer.tokenizer_sources import (
+    from ds4.adapters.tokenizer.bpe import NativeBpeTokenizer, ReferenceBpeTokenizer
+    from ds4.adapters.tokenizer.vocabulary import (
         default_tokenizer_json,
         load_tokenizer_json,
     )

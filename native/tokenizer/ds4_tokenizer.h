@@ -1,6 +1,6 @@
 /* Native fast path of the DeepSeek V4 tokenizer: added-token split, the official
  * pre-tokenizer (digit runs of 1-3, CJK runs, the main regex) and byte-level BPE.
- * The pure-Python reference is ds4.adapters.tokenizer.reference_bpe; both must
+ * The pure-Python reference is ds4.adapters.tokenizer.bpe; both must
  * give identical ids. Tokens are ids only here: the Python side resolves strings. */
 #ifndef DS4_TOKENIZER_H
 #define DS4_TOKENIZER_H

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ds4.adapters.gguf.writer import GGUFWriter
-from ds4.adapters.tokenizer.gguf_metadata import tokenizer_metadata
+from ds4.adapters.tokenizer.vocabulary import tokenizer_metadata
 from ds4.domain.gguf.ggml_types import GGMLType, tensor_nbytes
 from ds4.domain.gguf.records import MetaValue
 from ds4.domain.model.catalog import TensorSpec, model_tensors

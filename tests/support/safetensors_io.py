@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.checkpoint.safetensors_dir import DTYPES
+from ds4.adapters.checkpoint import DTYPES
 
 
 def write_safetensors(path: Path, tensors: dict[str, tuple[str, npt.NDArray[np.generic]]]) -> None:

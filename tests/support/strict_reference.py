@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ds4.adapters.compute.reference import attention_layer, forward
+from ds4.adapters.compute.reference import forward
 from ds4.domain.engine_math import layers, lowprec
 from ds4.domain.engine_math.layers import RopeParams, yarn_ramp
 
@@ -165,13 +165,13 @@ def rope_angles(positions: npt.NDArray[np.int64], rp: RopeParams, *, iterated: b
 def use_strict_reference(mp: pytest.MonkeyPatch) -> None:
     """Patch the numpy reference engine (undone by the MonkeyPatch)."""
     mp.setattr(layers, "expf", expf)
-    for module in (layers, forward, attention_layer):
+    for module in (layers, forward):
         mp.setattr(module, "rmsnorm", rmsnorm)
     mp.setattr(layers, "softplus", softplus)
     mp.setattr(layers, "sinkhorn", sinkhorn)
-    mp.setattr(attention_layer, "attend_with_sinks", attend_with_sinks)
-    mp.setattr(attention_layer, "indexer_scores", indexer_scores)
-    mp.setattr(attention_layer, "pool", pool)
-    mp.setattr(attention_layer, "apply_rope", apply_rope)
-    mp.setattr(attention_layer, "rope_angles", rope_angles)
+    mp.setattr(forward, "attend_with_sinks", attend_with_sinks)
+    mp.setattr(forward, "indexer_scores", indexer_scores)
+    mp.setattr(forward, "pool", pool)
+    mp.setattr(forward, "apply_rope", apply_rope)
+    mp.setattr(forward, "rope_angles", rope_angles)
     mp.setattr(lowprec, "_pow2_scale", pow2_scale)

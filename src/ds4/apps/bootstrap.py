@@ -50,7 +50,7 @@ from ds4.ports.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from ds4.adapters.compute.batching import StepGate
-    from ds4.adapters.eval.engine_answerer import EngineAnswerer
+    from ds4.adapters.eval.answerers import EngineAnswerer
 
 Log = Callable[[str], None]
 
@@ -223,7 +223,7 @@ def shipped_sample_suite() -> Path:
 def bootstrap_eval(options: EvalOptions) -> EngineAnswerer:
     """ds4 eval's case answerer on the engine `options` names; its session opens once
     the context is sized (EngineAnswerer.open)."""
-    from ds4.adapters.eval.engine_answerer import EngineAnswerer
+    from ds4.adapters.eval.answerers import EngineAnswerer
 
     engine = load_engine(options)
     return EngineAnswerer(

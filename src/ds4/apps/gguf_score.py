@@ -23,7 +23,7 @@ from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.vectors.local_run import TokenIndex, prompt_ids
 from ds4.domain.vectors.nll import (
-    Comparison,
+    ScoreComparison,
     ScoredToken,
     compare_tables,
     header,
@@ -197,7 +197,7 @@ def run_compare(a: str, b: str, out: TextIO) -> int:
     return 0
 
 
-def comparison_text(comparison: Comparison, a: str, b: str) -> str:
+def comparison_text(comparison: ScoreComparison, a: str, b: str) -> str:
     width = max(len(c.case) for c in (comparison.total, *comparison.cases)) + 2
     lines = [
         f"A: {a}",

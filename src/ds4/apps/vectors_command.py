@@ -38,8 +38,8 @@ from ds4.domain.vectors.local_run import (
     AlternativeCheck,
     CaseReport,
     LocalToken,
-    StepReport,
     TokenIndex,
+    VectorStepReport,
     check_case,
     prompt_ids,
     record_case,
@@ -403,7 +403,7 @@ def case_text(report: CaseReport, top_k: int, tolerance: float, seconds: float) 
     return "\n".join(lines)
 
 
-def _step_text(step: StepReport, top_k: int, tolerance: float) -> str:
+def _step_text(step: VectorStepReport, top_k: int, tolerance: float) -> str:
     mine = step.recorded_local
     where = "absent" if mine is None else f"rank {mine.rank}, logprob {_f(mine.logprob)}"
     text = (

@@ -30,11 +30,10 @@ from ds4.ports.system import Clock, Pacer, RandomSource, Timer
 from ds4.ports.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
-    from ds4.adapters.eval.endpoint_answerer import EndpointAnswerer
-    from ds4.adapters.eval.trace_file import TraceFile
+    from ds4.adapters.eval.answerers import EndpointAnswerer
+    from ds4.adapters.eval.files import EvalTraceFile
     from ds4.adapters.quant.imatrix_file import Imatrix
-    from ds4.adapters.tokenizer.tokenizer_sources import TokenizerBackend
-    from ds4.adapters.tokenizer.vocabulary import Vocabulary
+    from ds4.adapters.tokenizer.vocabulary import TokenizerBackend, Vocabulary
 
 DequantBackend = Literal["native", "numpy"]
 
@@ -74,7 +73,7 @@ def tokenizer(
     """A tokenizer on its own: from a GGUF's metadata, a tokenizer.json, or (None) the
     official one. gguf_only: `source` names a model, so anything but a GGUF is an error.
     (With a model already open, use tokenizer_from_model: no second open.)"""
-    from ds4.adapters.tokenizer.tokenizer_sources import is_tokenizer_json, load_tokenizer_json
+    from ds4.adapters.tokenizer.vocabulary import is_tokenizer_json, load_tokenizer_json
 
     # Not a tokenizer.json: the GGUF reader refuses it with the line inspect prints.
     if source is not None and (gguf_only or not is_tokenizer_json(source)):
@@ -88,21 +87,20 @@ def tokenizer(
 
 def tokenizer_from_model(model: ModelFile, backend: TokenizerBackend = "native") -> Tokenizer:
     """The tokenizer embedded in an open model's `tokenizer.ggml.*` metadata."""
-    from ds4.adapters.tokenizer.vocab_loading import vocabulary_from_gguf_metadata
+    from ds4.adapters.tokenizer.vocabulary import vocabulary_from_gguf_metadata
 
     return _build_tokenizer(vocabulary_from_gguf_metadata(model.metadata), backend)
 
 
 def _build_tokenizer(vocab: Vocabulary, backend: TokenizerBackend) -> Tokenizer:
-    from ds4.adapters.tokenizer.tokenizer_sources import build_tokenizer
+    from ds4.adapters.tokenizer.vocabulary import build_tokenizer
 
     return build_tokenizer(vocab, backend)
 
 
 def tokenizer_records(tokenizer_json: str | None = None) -> dict[str, MetaValue]:
     """The `tokenizer.ggml.*` GGUF records of a tokenizer.json (None: the official one)."""
-    from ds4.adapters.tokenizer.gguf_metadata import tokenizer_metadata
-    from ds4.adapters.tokenizer.tokenizer_sources import load_tokenizer_json
+    from ds4.adapters.tokenizer.vocabulary import load_tokenizer_json, tokenizer_metadata
 
     return tokenizer_metadata(load_tokenizer_json(tokenizer_json))
 
@@ -132,7 +130,7 @@ def quantizer(backend: DequantBackend = "native", threads: int | None = None) ->
 
 
 def open_checkpoint(directory: str | os.PathLike[str]) -> Checkpoint:
-    from ds4.adapters.checkpoint.safetensors_dir import SafetensorsCheckpoint
+    from ds4.adapters.checkpoint import SafetensorsCheckpoint
 
     return SafetensorsCheckpoint(directory)
 
@@ -217,7 +215,7 @@ def kv_store(directory: str, log: Callable[[str], None]) -> KVStore:
 def kv_disk_usage(directory: str) -> Callable[[], int]:
     """Bytes of the checkpoint files in the disk KV cache directory, read when called
     (the /metrics gauge; safe beside the worker's own KVStore)."""
-    from ds4.adapters.storage.kv_dir_usage import kv_files_bytes
+    from ds4.adapters.storage.kv_disk_store import kv_files_bytes
 
     return lambda: kv_files_bytes(directory)
 
@@ -227,14 +225,14 @@ def kv_disk_usage(directory: str) -> Callable[[], int]:
 
 def eval_case_files(paths: Sequence[str], fmt: str = "auto") -> CaseSet:
     """Cases from files (our JSONL, or a public benchmark's format; docs/eval.md)."""
-    from ds4.adapters.eval.case_files import read_case_files
+    from ds4.adapters.eval.files import read_case_files
 
     return read_case_files(paths, fmt)
 
 
 def eval_trace_bytes(path: str) -> bytes:
     """A trace file's bytes (Ds4Error, exit 2, when it cannot be read)."""
-    from ds4.adapters.eval.case_files import MAX_CASE_FILE
+    from ds4.adapters.eval.files import MAX_CASE_FILE
     from ds4.adapters.files import read_limited
 
     try:
@@ -244,18 +242,18 @@ def eval_trace_bytes(path: str) -> bytes:
         raise Ds4Error(f"cannot read trace {path}: {reason}") from None
 
 
-def eval_trace_file(path: str) -> TraceFile:
+def eval_trace_file(path: str) -> EvalTraceFile:
     """The --trace file, written as the run goes and put in place when it ends."""
-    from ds4.adapters.eval.trace_file import TraceFile
+    from ds4.adapters.eval.files import EvalTraceFile
 
-    return TraceFile(path)
+    return EvalTraceFile(path)
 
 
 def endpoint_answerer(
     url: str, *, model: str, api_key: str | None, timeout: float
 ) -> EndpointAnswerer:
     """ds4 eval against an OpenAI-compatible server (--endpoint)."""
-    from ds4.adapters.eval.endpoint_answerer import EndpointAnswerer
+    from ds4.adapters.eval.answerers import EndpointAnswerer
 
     return EndpointAnswerer(url, model=model, api_key=api_key, timeout=timeout)
 
@@ -268,7 +266,7 @@ def system_timer() -> Timer:
 
 def eval_text_file(path: str) -> str:
     """A case file's text (Ds4Error naming the file when it cannot be read)."""
-    from ds4.adapters.eval.case_files import read_text
+    from ds4.adapters.eval.files import read_text
 
     return read_text(path)
 
@@ -278,21 +276,21 @@ def eval_text_file(path: str) -> str:
 
 def agent_workspace(root: str) -> Workspace:
     """The agent's files, rooted at the working directory."""
-    from ds4.adapters.agent.local_workspace import LocalWorkspace
+    from ds4.adapters.agent.tools import LocalWorkspace
 
     return LocalWorkspace(root)
 
 
 def agent_shell(cwd: str) -> Shell:
     """The agent's bash jobs (/bin/sh -c, own process group, output to a temp file)."""
-    from ds4.adapters.agent.shell_jobs import LocalShell
+    from ds4.adapters.agent.tools import LocalShell
 
     return LocalShell(cwd)
 
 
 def agent_browser() -> Browser:
     """visit_page's headless Chromium (started on first use; Playwright imported then)."""
-    from ds4.adapters.agent.chromium_browser import ChromiumBrowser
+    from ds4.adapters.agent.tools import ChromiumBrowser
 
     return ChromiumBrowser()
 

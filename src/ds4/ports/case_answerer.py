@@ -1,9 +1,9 @@
 """CaseAnswerer: how `ds4 eval` puts one prompt to a model and gets its raw output.
 
-Two adapters: the in-process engine (adapters/eval/engine_answerer.py: prefill, then
-the decode loop with the reply-budget closer) and an OpenAI-compatible endpoint
-(adapters/eval/endpoint_answerer.py), so the same cases, prompts and grading run
-against this engine or another server.
+Two adapters, both in adapters/eval/answerers.py: the in-process engine
+(`EngineAnswerer`: prefill, then the decode loop with the reply-budget closer) and an
+OpenAI-compatible endpoint (`EndpointAnswerer`), so the same cases, prompts and
+grading run against this engine or another server.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ds4.adapters.agent.chromium_browser import ChromiumBrowser, find_chromium
+from ds4.adapters.agent.tools import ChromiumBrowser, find_chromium
 from ds4.domain.agent.tool_catalog import ToolError
 
 PAGE = b"""<!doctype html><html><head><title>Agent test page</title>

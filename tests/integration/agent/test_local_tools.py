@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ds4.adapters.agent.local_workspace import LocalWorkspace
-from ds4.adapters.agent.shell_jobs import LocalShell
+from ds4.adapters.agent.tools import LocalShell, LocalWorkspace
 from ds4.domain.agent.file_tools import is_inside
 from ds4.domain.agent.tool_catalog import ToolError
 from ds4.domain.agent.toolbox import BashJobs

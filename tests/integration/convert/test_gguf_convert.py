@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from tests.support.safetensors_io import write_safetensors
 
-from ds4.adapters.checkpoint.safetensors_dir import SafetensorsCheckpoint
+from ds4.adapters.checkpoint import SafetensorsCheckpoint
 from ds4.adapters.gguf.reader import GGUFFile
 from ds4.adapters.quant.numpy_codec import NumpyDequantizer
 from ds4.domain.convert.checkpoint_sources import gguf_target, hub_name

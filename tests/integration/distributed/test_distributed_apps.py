@@ -21,7 +21,7 @@ import pytest
 from tests.integration.server.server_process import free_port, server_process
 from tools.demo.files import DEMO
 
-from ds4.adapters.compute.ray.cluster import ray_available
+from ds4.adapters.compute.ray.runner import ray_available
 
 pytestmark = pytest.mark.skipif(
     not ray_available(), reason="Ray is not installed (pip install 'ds4[distributed]')"

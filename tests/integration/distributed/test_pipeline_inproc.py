@@ -14,11 +14,9 @@ from tests.integration.distributed.sessions import CTX, assert_same_session, gre
 from tests.support.inproc_stages import InProcessStages
 
 from ds4.adapters.compute.ray import RayRunner, ray_runner
-from ds4.adapters.compute.ray.cluster import Slot
-from ds4.adapters.compute.ray.pipeline import WorkerLostError
-from ds4.adapters.compute.ray.runner import check_memory
+from ds4.adapters.compute.ray.pipeline import DistributedState, WorkerLostError
+from ds4.adapters.compute.ray.runner import Slot, check_memory
 from ds4.adapters.compute.ray.stage import LayerStage, StageSpec
-from ds4.adapters.compute.ray.state import DistributedState
 from ds4.adapters.gguf.reader import GGUFFile
 from ds4.domain.distributed import parse_target
 from ds4.domain.errors import ComputeUnavailableError, Ds4Error

@@ -15,9 +15,8 @@ import pytest
 from tests.integration.distributed.sessions import CTX, assert_same_session, greedy
 
 from ds4.adapters.compute.ray import RayRunner, ray_runner
-from ds4.adapters.compute.ray.cluster import connect, ray_available
 from ds4.adapters.compute.ray.pipeline import WorkerLostError
-from ds4.adapters.compute.ray.ray_stages import RayStages
+from ds4.adapters.compute.ray.runner import RayStages, connect, ray_available
 from ds4.adapters.gguf.reader import GGUFFile
 from ds4.domain.distributed import DistributedTarget, parse_target
 from ds4.domain.model.hparams import DeepSeekV4HParams

@@ -23,7 +23,7 @@ from tests.integration.engine_cpu.greedy import GreedyRun, greedy_run
 from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu import open_cpu_runner
 from ds4.adapters.compute.reference import open_reference_runner
-from ds4.adapters.compute.reference.weights import WeightStore
+from ds4.adapters.compute.reference.forward import WeightStore
 from ds4.adapters.gguf.model_files import load_model
 from ds4.adapters.quant.native_codec import NativeDequantizer
 from ds4.domain.engine_math.lowprec import numerics_named

@@ -13,9 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ds4.adapters.compute.reference.ffn_layer import route_tokens
-from ds4.adapters.compute.reference.forward import Forward
-from ds4.adapters.compute.reference.weights import WeightStore
+from ds4.adapters.compute.reference.forward import Forward, WeightStore, route_tokens
 from ds4.adapters.compute.vulkan.attention import grouped_output
 from ds4.adapters.compute.vulkan.device import Buffer
 from ds4.adapters.compute.vulkan.ffn import (

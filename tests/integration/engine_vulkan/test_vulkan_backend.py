@@ -19,8 +19,8 @@ import pytest
 from tests.integration.engine_cpu.conftest import make_tiny
 
 from ds4.adapters.compute.reference import open_reference_runner
-from ds4.adapters.compute.reference.kv_state import LayerState
 from ds4.adapters.compute.reference.runner import ReferenceRunner
+from ds4.adapters.compute.reference.state import LayerState
 from ds4.adapters.compute.vulkan.runner import VulkanRunner, vulkan_runner
 from ds4.adapters.gguf.model_files import load_model
 from ds4.apps import backends

@@ -21,8 +21,7 @@ from tests.support.micro_model import MICRO, micro_metadata, write_micro_model
 
 from ds4.adapters.compute.cpu.runner import open_cpu_runner
 from ds4.adapters.gguf.reader import GGUFFile, parse_gguf
-from ds4.adapters.tokenizer.tokenizer_sources import build_tokenizer
-from ds4.adapters.tokenizer.vocab_loading import vocabulary_from_gguf_metadata
+from ds4.adapters.tokenizer.vocabulary import build_tokenizer, vocabulary_from_gguf_metadata
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.records import MetaValue, ValueType
 from ds4.domain.model.hparams import FIELD_TO_KEY, FLOAT_BOUNDS, INT_BOUNDS, KEY_TYPES

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ds4.adapters.storage.kv_dir_usage import kv_files_bytes
+from ds4.adapters.storage.kv_disk_store import kv_files_bytes
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

@@ -16,8 +16,7 @@ from tests.support.fake_compute import FakeComputeSession
 from tests.support.sessions import prefilled
 from tests.unit.serving.fake_server import FixedClock
 
-from ds4.adapters.storage.kv_disk_store import DiskKVStore
-from ds4.adapters.storage.kv_quarantine import KEEP
+from ds4.adapters.storage.kv_disk_store import KEEP, DiskKVStore
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.kv_file import KvcFlags, KvcHeader, SaveReason, cache_key_name

@@ -13,8 +13,8 @@ from tests.integration.tokenizer.tokenizer_corpus import TRICKY
 from tests.integration.tokenizer.tokenizer_oracle import corpus_chunks, hf_ids, vocabulary
 
 from ds4.adapters.gguf.writer import GGUFWriter
-from ds4.adapters.tokenizer.native_bpe import NativeBpeTokenizer
-from ds4.adapters.tokenizer.vocab_loading import vocabulary_from_gguf_values
+from ds4.adapters.tokenizer.bpe import NativeBpeTokenizer
+from ds4.adapters.tokenizer.vocabulary import vocabulary_from_gguf_values
 from ds4.apps import cli as commands
 from ds4.apps import cli_command
 from ds4.domain.errors import Ds4Error

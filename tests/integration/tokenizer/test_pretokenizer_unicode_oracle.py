@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tests.integration.tokenizer.tokenizer_oracle import hf
 
-from ds4.adapters.tokenizer.native_bpe import native_pretokenize
+from ds4.adapters.tokenizer.bpe import native_pretokenize
 from ds4.adapters.tokenizer.pretokenize import pretokenize
 
 PROBES = ("x{c}\n", "{c}x", " {c}{c}!", "あ{c}ア\n")

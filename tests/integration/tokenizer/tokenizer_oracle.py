@@ -8,10 +8,12 @@ from typing import Any
 from tests.integration.tokenizer.tokenizer_corpus import build_corpus
 from tokenizers import Tokenizer as HFTokenizer
 
-from ds4.adapters.tokenizer.native_bpe import NativeBpeTokenizer
-from ds4.adapters.tokenizer.reference_bpe import ReferenceBpeTokenizer
-from ds4.adapters.tokenizer.tokenizer_sources import default_tokenizer_json, load_tokenizer_json
-from ds4.adapters.tokenizer.vocabulary import Vocabulary
+from ds4.adapters.tokenizer.bpe import NativeBpeTokenizer, ReferenceBpeTokenizer
+from ds4.adapters.tokenizer.vocabulary import (
+    Vocabulary,
+    default_tokenizer_json,
+    load_tokenizer_json,
+)
 
 
 @cache

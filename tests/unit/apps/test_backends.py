@@ -18,7 +18,7 @@ REGISTRY = Path(backends.__file__).resolve()
 NAMES = frozenset(BACKENDS)
 # The same word meaning something else: the tokenizer's pure-Python implementation
 # ("native" | "reference"), not a compute backend.
-OTHER_MEANINGS = {"adapters/tokenizer/tokenizer_sources.py"}
+OTHER_MEANINGS = {"adapters/tokenizer/vocabulary.py"}
 
 
 @pytest.mark.parametrize("spec", BACKENDS.values(), ids=lambda s: s.name)

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from tests.unit.eval.fakes import RecordingView
 
-from ds4.adapters.eval.endpoint_answerer import EndpointAnswerer, chat_url
+from ds4.adapters.eval.answerers import EndpointAnswerer, chat_url
 from ds4.domain.chat import ThinkMode
 from ds4.domain.eval.cases import AnswerKind, EvalCase
 from ds4.domain.eval.prompts import SYSTEM_PROMPT, case_prompt

@@ -9,7 +9,7 @@ from tests.support.fake_compute import FakeComputeSession, Scripted
 from tests.unit.eval.fakes import RecordingView
 from tests.unit.generation.byte_tokenizer import VOCAB, ByteTokenizer
 
-from ds4.adapters.eval.engine_answerer import EngineAnswerer
+from ds4.adapters.eval.answerers import EngineAnswerer
 from ds4.domain.chat import ThinkMode
 from ds4.domain.eval.cases import AnswerKind, EvalCase
 from ds4.domain.eval.prompts import HARD, NATURAL, SOFT, ReplyLimits, case_prompt

@@ -4,7 +4,7 @@ as changed, the summary line and exit code."""
 from __future__ import annotations
 
 from ds4.domain.eval.cases import AnswerKind, EvalCase
-from ds4.domain.eval.traces import Outcome, counted_block, parse_trace, regrade, regrade_one
+from ds4.domain.eval.traces import RegradeOutcome, counted_block, parse_trace, regrade, regrade_one
 
 CASES = {
     ("AIME", "a1"): EvalCase("AIME", "a1", "q", "82", AnswerKind.INTEGER),
@@ -64,8 +64,8 @@ def test_an_empty_trace_fails() -> None:
 
 def test_outcomes_t2_t3_t4() -> None:
     case = CASES[("AIME", "a1")]
-    assert regrade_one(case, "PASSED", "</think>Answer: 82")[0] is Outcome.PASSED
-    assert regrade_one(case, "STOPPED", "</think>Answer: 82")[0] is Outcome.NOT_GRADED
-    assert regrade_one(case, "", "</think>Answer: 82")[0] is Outcome.PASSED
+    assert regrade_one(case, "PASSED", "</think>Answer: 82")[0] is RegradeOutcome.PASSED
+    assert regrade_one(case, "STOPPED", "</think>Answer: 82")[0] is RegradeOutcome.NOT_GRADED
+    assert regrade_one(case, "", "</think>Answer: 82")[0] is RegradeOutcome.PASSED
     for status in ("SKIPPED", "SWITCHED", "ERROR"):
-        assert regrade_one(case, status, "</think>Answer: 82")[0] is Outcome.NOT_GRADED
+        assert regrade_one(case, status, "</think>Answer: 82")[0] is RegradeOutcome.NOT_GRADED

@@ -23,7 +23,7 @@ from ds4.domain.dsml.syntax import ToolCall, render_tool_calls
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.generation.events import Finished, Usage
 from ds4.domain.serving.job import (
-    Outcome,
+    CanonicalOutcome,
     canonicalize_tool_checkpoint,
     checkpoint_suffix,
     requires_rebuild,
@@ -70,7 +70,7 @@ def finished(raw: str | None = SAMPLED) -> Finished:
 
 def run(
     session: EngineSession, tokenizer: CharTokenizer, rendered: str, prompt: int, **kwargs: object
-) -> tuple[Outcome, int]:
+) -> tuple[CanonicalOutcome, int]:
     generator = canonicalize_tool_checkpoint(
         session,
         cast(Tokenizer, tokenizer),
@@ -141,7 +141,7 @@ SUFFIX = checkpoint_suffix(finished(), thinking=True)
 def test_live_state_equal_to_the_canonical_tokens_is_left_alone() -> None:
     tokenizer = CharTokenizer()
     session, compute = live(PROMPT + SUFFIX, tokenizer)
-    assert run(session, tokenizer, PROMPT + SUFFIX, len(PROMPT)) == (Outcome.ALIGNED, 0)
+    assert run(session, tokenizer, PROMPT + SUFFIX, len(PROMPT)) == (CanonicalOutcome.ALIGNED, 0)
     assert compute.evaluated == []
 
 
@@ -151,7 +151,7 @@ def test_same_bytes_in_another_token_split_keep_the_sampled_state() -> None:
     session, compute = live(PROMPT, tokenizer)
     prefilled(session, [*session.tokens, MERGED, *tokenizer.encode(SUFFIX)])
     compute.evaluated.clear()
-    assert run(session, tokenizer, rendered, len(PROMPT)) == (Outcome.SAME_TEXT, 0)
+    assert run(session, tokenizer, rendered, len(PROMPT)) == (CanonicalOutcome.SAME_TEXT, 0)
     assert compute.evaluated == []
 
 
@@ -160,14 +160,14 @@ def test_a_live_state_that_lost_the_prompt_is_skipped() -> None:
     session, compute = live("<u>other", tokenizer)
     lines: list[str] = []
     outcome, _ = run(session, tokenizer, PROMPT + SUFFIX, len(PROMPT), trace=lines.append)
-    assert outcome is Outcome.SKIPPED and "skipped" in lines[0]
+    assert outcome is CanonicalOutcome.SKIPPED and "skipped" in lines[0]
     assert compute.evaluated == []
 
 
 def test_sampled_tokens_that_prefix_the_canonical_ones_are_only_extended() -> None:
     tokenizer = CharTokenizer()
     session, compute = live(PROMPT + SUFFIX[: -len(EOS)], tokenizer)  # EOS not evaluated
-    assert run(session, tokenizer, PROMPT + SUFFIX, len(PROMPT))[0] is Outcome.EXTENDED
+    assert run(session, tokenizer, PROMPT + SUFFIX, len(PROMPT))[0] is CanonicalOutcome.EXTENDED
     assert compute.evaluated == tokenizer.encode(EOS)
     assert tokenizer.decode(session.tokens) == PROMPT + SUFFIX
 
@@ -179,7 +179,7 @@ def test_a_different_sampled_block_is_rewound_and_rebuilt_canonically() -> None:
     common = session.common_prefix(tokenizer.encode(PROMPT + SUFFIX))
     lines: list[str] = []
     outcome, progress = run(session, tokenizer, PROMPT + SUFFIX, len(PROMPT), trace=lines.append)
-    assert outcome is Outcome.REBUILT and progress >= 1
+    assert outcome is CanonicalOutcome.REBUILT and progress >= 1
     assert tokenizer.decode(session.tokens) == PROMPT + SUFFIX
     floor = common - common % 4  # the engine keeps what it can rewind to exactly
     assert compute.evaluated == tokenizer.encode(PROMPT + SUFFIX)[floor:]
@@ -200,7 +200,7 @@ def test_a_rebuild_prefers_a_longer_disk_checkpoint() -> None:
         return canonical
 
     outcome, _ = run(session, tokenizer, PROMPT + SUFFIX, len(PROMPT), disk_load=disk_load)
-    assert outcome is Outcome.REBUILT and asked[0][0] == PROMPT + SUFFIX
+    assert outcome is CanonicalOutcome.REBUILT and asked[0][0] == PROMPT + SUFFIX
     assert compute.evaluated == list(canonical[-3:])
 
 
@@ -208,7 +208,7 @@ def test_an_engine_failure_or_a_cancel_never_escapes() -> None:
     tokenizer = CharTokenizer()
     text = PROMPT + SUFFIX[: -len(EOS)]
     session, _ = live(text, tokenizer, ctx=len(text) + 2)  # EOS does not fit
-    assert run(session, tokenizer, PROMPT + SUFFIX, len(PROMPT))[0] is Outcome.FAILED
+    assert run(session, tokenizer, PROMPT + SUFFIX, len(PROMPT))[0] is CanonicalOutcome.FAILED
     session, _ = live(text, tokenizer)
     cancelled = run(session, tokenizer, PROMPT + SUFFIX, len(PROMPT), cancel=lambda: True)
-    assert cancelled[0] is Outcome.CANCELLED
+    assert cancelled[0] is CanonicalOutcome.CANCELLED

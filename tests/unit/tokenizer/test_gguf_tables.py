@@ -14,13 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.unit.tokenizer.tiny_bpe_vocab import tiny_vocabulary
 
-from ds4.adapters.tokenizer.gguf_metadata import tokenizer_metadata
-from ds4.adapters.tokenizer.tokenizer_sources import build_tokenizer
-from ds4.adapters.tokenizer.vocab_loading import (
+from ds4.adapters.tokenizer.vocabulary import (
+    TokenizerDataError,
+    build_tokenizer,
+    tokenizer_metadata,
     vocabulary_from_gguf_metadata,
     vocabulary_from_gguf_values,
 )
-from ds4.adapters.tokenizer.vocabulary import TokenizerDataError
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.records import MetaValue, ValueType
 from ds4.domain.model.hparams import Problem

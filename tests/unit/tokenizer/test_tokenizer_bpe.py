@@ -7,9 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.unit.tokenizer.tiny_bpe_vocab import tiny_vocabulary
 
-from ds4.adapters.tokenizer.native_bpe import NativeBpeTokenizer
-from ds4.adapters.tokenizer.reference_bpe import ReferenceBpeTokenizer, merge_symbols
-from ds4.adapters.tokenizer.token_table import TokenTable
+from ds4.adapters.tokenizer.bpe import (
+    NativeBpeTokenizer,
+    ReferenceBpeTokenizer,
+    TokenTable,
+    merge_symbols,
+)
 from ds4.adapters.tokenizer.vocabulary import AddedToken, TokenizerDataError, Vocabulary
 from ds4.domain.errors import Ds4Error
 

@@ -8,16 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ds4.adapters.tokenizer.char_classes import (
+from ds4.adapters.tokenizer.bpe import native_char_class, native_pretokenize
+from ds4.adapters.tokenizer.pretokenize import (
     CLASS_OF_CODE_POINT,
     LETTER_MARK,
     NUMBER,
     OTHER,
     PUNCT_SYMBOL,
     WHITE_SPACE,
+    pretokenize,
 )
-from ds4.adapters.tokenizer.native_bpe import native_char_class, native_pretokenize
-from ds4.adapters.tokenizer.pretokenize import pretokenize
 
 EXAMPLES = {
     "Hello world!": ["Hello", " world", "!"],

@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from ds4.adapters.files import read_limited
-from ds4.adapters.tokenizer.tokenizer_sources import is_tokenizer_json
-from ds4.adapters.tokenizer.vocab_loading import vocabulary_from_tokenizer_json
-from ds4.adapters.tokenizer.vocabulary import TokenizerDataError
+from ds4.adapters.tokenizer.vocabulary import (
+    TokenizerDataError,
+    is_tokenizer_json,
+    vocabulary_from_tokenizer_json,
+)
 
 
 @pytest.mark.parametrize(
@@ -53,7 +55,7 @@ def test_reads_are_refused_before_reading_when_too_big_or_not_a_file(tmp_path: P
 def test_tokenizer_json_over_the_limit_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("ds4.adapters.tokenizer.vocab_loading.MAX_TOKENIZER_JSON_BYTES", 10)
+    monkeypatch.setattr("ds4.adapters.tokenizer.vocabulary.MAX_TOKENIZER_JSON_BYTES", 10)
     path = tmp_path / "tokenizer.json"
     path.write_text('{"model": {"type": "BPE"}}')
     with pytest.raises(TokenizerDataError, match=r"cannot read .*: 26 bytes, over the limit"):

@@ -7,8 +7,9 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ds4.adapters.tokenizer.byte_level import BYTE_TO_CHAR, from_symbols, to_symbols
-from ds4.adapters.tokenizer.streaming_decoder import Utf8StreamingDecoder
+from ds4.adapters.tokenizer.bpe import Utf8StreamingDecoder
+from ds4.adapters.tokenizer.pretokenize import from_symbols, to_symbols
+from ds4.domain.tokenizer import BYTE_TO_CHAR
 
 # A fake vocabulary: token i is an arbitrary byte string.
 TOKEN_BYTES = st.lists(st.binary(min_size=0, max_size=4), min_size=1, max_size=12)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ds4.adapters.tokenizer.byte_level import BYTE_TO_CHAR
-from ds4.adapters.tokenizer.token_table import SPECIAL_STRINGS
+from ds4.adapters.tokenizer.bpe import SPECIAL_STRINGS
 from ds4.adapters.tokenizer.vocabulary import AddedToken, Vocabulary
+from ds4.domain.tokenizer import BYTE_TO_CHAR
 
 # Rank order matters: "a a" outranks "aa a", and "b c" outranks "a b".
 MERGES = [

@@ -1,7 +1,7 @@
 """The attention side of a layer's step in one submission, for a prefill chunk and then a
 decode token: cache rounding of the raw KV rows and indexer queries, both compressors'
 emissions, indexer scores, top-k and attention over raw + selected rows. Compared with
-the reference forward's own per-token loop (attention_layer.attention_sublayer's order:
+the reference forward's own per-token loop (forward.attention_sublayer's order:
 push, emit, select, attend) built from its functions; fp32 pooling, so the bound is
 the attention kernel's: |out - ref| <= 1e-4 * max|rows|."""
 
@@ -13,9 +13,8 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.attention_layer import LayerSetup, _emit
-from ds4.adapters.compute.reference.kv_state import CompressorHistory
-from ds4.adapters.compute.reference.weights import WeightStore
+from ds4.adapters.compute.reference.forward import LayerSetup, WeightStore, _emit
+from ds4.adapters.compute.reference.state import CompressorHistory
 from ds4.adapters.compute.vulkan.attention import (
     AttentionBuffers,
     AttentionWindow,

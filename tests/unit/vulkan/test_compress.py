@@ -11,9 +11,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ds4.adapters.compute.reference.attention_layer import LayerSetup, _emit
-from ds4.adapters.compute.reference.kv_state import CompressorHistory
-from ds4.adapters.compute.reference.weights import WeightStore
+from ds4.adapters.compute.reference.forward import LayerSetup, WeightStore, _emit
+from ds4.adapters.compute.reference.state import CompressorHistory
 from ds4.adapters.compute.vulkan.compressor import (
     CompressorBuffers,
     Emission,

@@ -1,5 +1,5 @@
 """DeviceRows / DeviceLayerState: the device twin of GrowRows and LayerState keeps the
-same rows under growth, truncation, trimming and the host round trip; a Step submits
+same rows under growth, truncation, trimming and the host round trip; a DeviceStep submits
 once per host read."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ds4.adapters.compute.reference.kv_state import GrowRows, LayerState
+from ds4.adapters.compute.reference.state import GrowRows, LayerState
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.step import BufferPool, DeviceLayerState, DeviceRows, Step
+from ds4.adapters.compute.vulkan.step import BufferPool, DeviceLayerState, DeviceRows, DeviceStep
 from ds4.domain.model.presets import TINY_SHAPES
 
 WIDTH = 8
@@ -19,13 +19,13 @@ def _rows(start: int, end: int) -> np.ndarray:
     return np.arange(start * WIDTH, end * WIDTH, dtype=np.float32).reshape(-1, WIDTH)
 
 
-def _append(step: Step, rows: DeviceRows, start: int, end: int) -> None:
+def _append(step: DeviceStep, rows: DeviceRows, start: int, end: int) -> None:
     buf = rows.reserve(step, end)
     step.upload_into(_rows(start, end), buf, rows.offset(start))
     rows.n = end
 
 
-def _host(step: Step, rows: DeviceRows) -> GrowRows:
+def _host(step: DeviceStep, rows: DeviceRows) -> GrowRows:
     got = GrowRows(WIDTH)
     rows.download(step, got)
     return got
@@ -38,7 +38,7 @@ def pool(vk: VulkanRuntime) -> BufferPool:
 
 def test_rows_survive_growth_truncation_and_trim(vk: VulkanRuntime, pool: BufferPool) -> None:
     rows = DeviceRows(vk, WIDTH)
-    step = Step(vk, pool)
+    step = DeviceStep(vk, pool)
     _append(step, rows, 0, 10)
     _append(step, rows, 10, 40)  # grows past the first capacity: a device copy
     assert rows.capacity >= 40
@@ -50,7 +50,7 @@ def test_rows_survive_growth_truncation_and_trim(vk: VulkanRuntime, pool: Buffer
     step.close()
     assert rows.trim(31) is True  # more than half the buffer is dead: the tail moves down
     assert rows.base == 31
-    step = Step(vk, pool)
+    step = DeviceStep(vk, pool)
     got = _host(step, rows)
     step.close()
     assert (got.base, got.n) == (31, 33)
@@ -73,7 +73,7 @@ def test_layer_state_round_trips_through_the_device(vk: VulkanRuntime, pool: Buf
         for _ in range(2):
             comp.rows.append(rng.standard_normal(comp.row_width).astype(np.float32))
     dev = DeviceLayerState(vk, hp, layer)
-    step = Step(vk, pool)
+    step = DeviceStep(vk, pool)
     dev.upload(step, host)
     dev.truncate(6)
     back = dev.download(step, hp, layer)

@@ -1,5 +1,5 @@
 """The grouped output projection and the output head on the GPU against the reference's
-compositions (reference/attention_layer.py's o_groups product, reference/forward.py's
+compositions (reference/forward.py's o_groups product, reference/forward.py's
 head_with) within the fp32 contract (docs/vulkan.md)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 expert-indexed products against float64 over the repository's decoding (every type;
 bit-identical to the plain kernel on the expert's rows), the grouping by expert, SwiGLU
 against routing.clamped_swiglu, and the whole FFN against the reference's composition
-(reference/ffn_layer.py) within the fp32 contract."""
+(reference/forward.py) within the fp32 contract."""
 
 from __future__ import annotations
 
@@ -200,7 +200,7 @@ def test_swiglu_matches_reference(vk: VulkanRuntime, limit: float) -> None:
 
 def _reference_ffn(dense: dict[str, npt.NDArray[np.float64]], g: F32, ids: I64, wts: F32,
                    clamp: float) -> tuple[F32, F32]:  # fmt: skip
-    """reference/ffn_layer.py's routed_experts + shared_expert with float64 products;
+    """reference/forward.py's routed_experts + shared_expert with float64 products;
     also the per-output sum of |terms| of the final products (the contract's scale)."""
     n, k = ids.shape
     g64 = g.astype(np.float64)
@@ -275,7 +275,7 @@ def test_bad_expert_inputs_are_refused(vk: VulkanRuntime) -> None:
 
 def _ds4_reference_ffn(raws: dict[str, U8], types: dict[str, GGMLType], n_expert: int,
                        g: F32, ids: I64, wts: F32, clamp: float) -> F32:  # fmt: skip
-    """reference/ffn_layer.py under ds4 numerics: each token's activation quantized by
+    """reference/forward.py under ds4 numerics: each token's activation quantized by
     the engine's quantizers and dotted by the reference integer dots."""
 
     def product(name: str, x: F32, expert: int | None = None) -> F32:

@@ -1,4 +1,4 @@
-"""Step: values move between host and device only when an op on the other side needs
+"""DeviceStep: values move between host and device only when an op on the other side needs
 them, a step submits once per host read, and the staging arena grows to fit."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ import numpy as np
 
 from ds4.adapters.compute.vulkan.ops import record_rmsnorm
 from ds4.adapters.compute.vulkan.runtime import VulkanRuntime
-from ds4.adapters.compute.vulkan.step import MIN_ARENA, BufferPool, Step
+from ds4.adapters.compute.vulkan.step import MIN_ARENA, BufferPool, DeviceStep
 from ds4.domain.engine_math.layers import rmsnorm
 
 
 def test_chained_ops_submit_once_per_host_read(vk: VulkanRuntime) -> None:
     pool = BufferPool(vk)
-    step = Step(vk, pool)
+    step = DeviceStep(vk, pool)
     x = np.random.default_rng(0).standard_normal((3, 64)).astype(np.float32)
     v = step.host(x)
     a, b = step.new((3, 64)), step.new((3, 64))
@@ -34,7 +34,7 @@ def test_chained_ops_submit_once_per_host_read(vk: VulkanRuntime) -> None:
 
 def test_uploads_larger_than_the_arena_flush_and_grow(vk: VulkanRuntime) -> None:
     pool = BufferPool(vk)
-    step = Step(vk, pool)
+    step = DeviceStep(vk, pool)
     big = np.arange(MIN_ARENA // 4 + 1000, dtype=np.float32)
     small = step.host(np.ones(16, np.float32))
     step.dev(small)  # staged in the first arena

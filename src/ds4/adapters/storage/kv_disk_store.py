@@ -1,23 +1,15 @@
-"""The KVStore port on a local directory.
-
-Safety (docs/adr/0006-kv-cache-files.md, docs/adr/0007-kv-file-integrity.md): file names
-come only from our own hex digests, so every path stays inside the directory; symlinks
-are never followed (O_NOFOLLOW, lstat), nothing blocks on a FIFO (O_NONBLOCK), and other
-non-regular files with our naming are skipped with a log line. Every file is verified
-before any of its bytes is used (the header and trailer on listing, key and payload on
-reading); one that fails is moved into `quarantine/` (or, where it cannot be moved,
-skipped from then on). Writes go to a temp file, are fsynced, then renamed into place;
-the few in-place writes (hit count, trailer) only touch a file that has one link, so a
-hard link never carries them elsewhere. In a read-only directory, reads work and every
-write is a logged miss.
+"""The KVStore port on a local directory, the quarantine for damaged files, and the
+directory's byte count for /metrics.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -29,7 +21,6 @@ from ds4.adapters.storage.kv_file_reader import (
     read_exact,
     read_layout,
 )
-from ds4.adapters.storage.kv_quarantine import Quarantine
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.kv_file import (
     FOOTER_SIZE,
@@ -43,6 +34,20 @@ from ds4.domain.kvcache.kv_file import (
 )
 from ds4.domain.kvcache.policy import CacheEntry
 from ds4.ports.kv_store import KvFile
+
+# --- The store ------------------------------------------------------------------------
+# The KVStore port on a local directory.
+#
+# Safety (docs/adr/0006-kv-cache-files.md, docs/adr/0007-kv-file-integrity.md): file names
+# come only from our own hex digests, so every path stays inside the directory; symlinks
+# are never followed (O_NOFOLLOW, lstat), nothing blocks on a FIFO (O_NONBLOCK), and other
+# non-regular files with our naming are skipped with a log line. Every file is verified
+# before any of its bytes is used (the header and trailer on listing, key and payload on
+# reading); one that fails is moved into `quarantine/` (or, where it cannot be moved,
+# skipped from then on). Writes go to a temp file, are fsynced, then renamed into place;
+# the few in-place writes (hit count, trailer) only touch a file that has one link, so a
+# hard link never carries them elsewhere. In a read-only directory, reads work and every
+# write is a logged miss.
 
 Log = Callable[[str], None]
 _TMP_MARK = ".tmp."
@@ -339,3 +344,92 @@ class DiskKVStore:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+
+
+# --- Quarantine -----------------------------------------------------------------------
+# Damaged `.kv` files, moved aside instead of deleted (docs/adr/0007-kv-file-integrity.md).
+#
+# A file that fails its checks is renamed into `<cache dir>/quarantine/` as
+# `<20-digit ns timestamp>-<name>`, with a log line, so an operator can look at it; the
+# cache never lists that directory. Only the newest KEEP files stay there, so a failing
+# disk cannot fill itself up. Every step goes through directory descriptors opened with
+# O_NOFOLLOW: a symlink planted as `quarantine` is never followed.
+
+KEEP = 4
+DIRECTORY = "quarantine"
+_KEPT_NAME = re.compile(r"\d{20}-[0-9a-fA-F]{40}\.kv")
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+class Quarantine:
+    def __init__(self, root: str | os.PathLike[str], log: Log) -> None:
+        self._root = root
+        self._log = log
+
+    def take(self, name: str, why: str) -> bool:
+        """Move the cache file `name` aside; False (logged) when it cannot be moved."""
+        kept = f"{time.time_ns():020d}-{name}"
+        try:
+            root_fd = os.open(self._root, _DIR_FLAGS)
+        except OSError as exc:
+            self._log(f"kv cache could not quarantine {name} ({why}): {exc.strerror}")
+            return False
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(DIRECTORY, 0o700, dir_fd=root_fd)
+            qfd = os.open(DIRECTORY, _DIR_FLAGS, dir_fd=root_fd)
+            try:
+                os.rename(name, kept, src_dir_fd=root_fd, dst_dir_fd=qfd)
+                self._log(f"kv cache quarantined {name}: {why} (kept as {DIRECTORY}/{kept})")
+                self._trim(qfd)
+            finally:
+                os.close(qfd)
+        except OSError as exc:
+            self._log(f"kv cache could not quarantine {name} ({why}): {exc.strerror}")
+            return False
+        finally:
+            os.close(root_fd)
+        return True
+
+    def _trim(self, qfd: int) -> None:
+        """Remove all but the newest KEEP quarantined files (names sort by time)."""
+        try:
+            names = sorted(n for n in os.listdir(qfd) if _KEPT_NAME.fullmatch(n))
+        except OSError as exc:
+            self._log(f"kv cache could not list {DIRECTORY}/: {exc.strerror}")
+            return
+        for name in names[: max(0, len(names) - KEEP)]:
+            try:
+                if stat.S_ISREG(os.lstat(name, dir_fd=qfd).st_mode):
+                    os.unlink(name, dir_fd=qfd)
+                    self._log(f"kv cache removed {DIRECTORY}/{name}: only {KEEP} are kept")
+            except OSError as exc:
+                self._log(f"kv cache could not remove {DIRECTORY}/{name}: {exc.strerror}")
+
+
+# --- Bytes held, for /metrics ---------------------------------------------------------
+# How many bytes the disk KV cache holds, for the /metrics gauge.
+#
+# Read at every scrape from another thread than the inference worker's, which owns the
+# KVStore; so this only lists the directory and stats the checkpoint names (40 hex
+# digits + `.kv`, docs/reference/formats.md §9), without opening or verifying any file
+# and without touching the store's state. Links are not followed (ADR 0006); temp files
+# of a write in progress and the quarantine are not counted, as the budget does not
+# count them either.
+
+
+def kv_files_bytes(directory: str | os.PathLike[str]) -> int:
+    total = 0
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if parse_cache_name(entry.name) is None:
+                    continue
+                try:
+                    if entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+                except OSError:
+                    continue  # deleted (evicted) between listing and stat
+    except OSError:
+        return total  # the directory is gone or unreadable: nothing to count
+    return total

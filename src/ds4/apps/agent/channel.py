@@ -57,7 +57,7 @@ class AgentChannel:
         confirm_seconds: float = DEFAULT_CONFIRM_SECONDS,
         ask: bool = True,
         notices: bool = True,
-        trace: TraceFile | None = None,
+        trace: AgentTraceFile | None = None,
     ) -> None:
         """`ask`: confirmations reach the user (False: every one is a no, as in
         non-interactive mode); `notices`: status messages are published."""
@@ -306,7 +306,7 @@ class AgentChannel:
 # (`YYYY-MM-DD HH:MM:SS.mmm `), written whole from any thread.
 
 
-class TraceFile:
+class AgentTraceFile:
     def __init__(self, path: str) -> None:
         try:
             self._file: TextIO = Path(path).open("a", encoding="utf-8")  # noqa: SIM115

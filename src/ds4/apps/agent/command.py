@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ds4.apps import flag_types
-from ds4.apps.agent.channel import AgentChannel, TraceFile
+from ds4.apps.agent.channel import AgentChannel, AgentTraceFile
 from ds4.apps.agent.worker import AgentWorker
 from ds4.apps.cli_command import add_sampling_flags, add_think_flags, read_prompt
 from ds4.apps.cli_generate import sampling, think_mode
@@ -186,7 +186,7 @@ def run_agent(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     engine = load_engine(options)
-    trace = TraceFile(args.trace) if args.trace else None
+    trace = AgentTraceFile(args.trace) if args.trace else None
     channel = AgentChannel(
         confirm_seconds=args.confirm_timeout, ask=interactive, notices=interactive, trace=trace
     )

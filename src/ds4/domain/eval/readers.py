@@ -333,7 +333,7 @@ def source_table(declared: dict[str, SourceInfo]) -> dict[str, SourceInfo]:
 
 
 @dataclass
-class ValidationReport:
+class CaseValidationReport:
     lines: list[str] = field(default_factory=list)
     problems: int = 0
 
@@ -349,7 +349,7 @@ def _one_file(path: str, text: str, fmt: str, problems: list[str]) -> CaseSet:
         return CaseSet()
 
 
-def validation_report(files: Sequence[tuple[str, str]], fmt: str = AUTO) -> ValidationReport:
+def validation_report(files: Sequence[tuple[str, str]], fmt: str = AUTO) -> CaseValidationReport:
     problems: list[str] = []
     merged = CaseSet()
     counts = []
@@ -372,7 +372,7 @@ def validation_report(files: Sequence[tuple[str, str]], fmt: str = AUTO) -> Vali
         first = seen.setdefault(text, f"{case.source}/{case.id}")
         if first != f"{case.source}/{case.id}":
             problems.append(f"{merged.origins[case.key]}: same question as {first}")
-    report = ValidationReport(counts + problems, len(problems))
+    report = CaseValidationReport(counts + problems, len(problems))
     if problems:
         report.lines.append(f"ds4-eval: {len(problems)} problems in {len(files)} case files")
     else:

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 
 from ds4.domain.eval.cases import CHOICE_LETTERS, AnswerKind, EvalCase
 from ds4.domain.eval.grading import grade_output
-from ds4.domain.eval.traces import Outcome, counted_block, next_marker, parse_trace, regrade_one
+from ds4.domain.eval.traces import (
+    RegradeOutcome,
+    counted_block,
+    next_marker,
+    parse_trace,
+    regrade_one,
+)
 
 PASSED_LINE = "ds4-eval: answer extractor self-tests passed"
 
@@ -197,9 +203,9 @@ def _structural_failures() -> list[str]:
             f"(got {line.decode('utf-8', 'replace')!r}, expected {T1_SECOND!r})"
         )
     for name, status, expected in (
-        ("regrade: PASSED trace graded", "PASSED", Outcome.PASSED),
-        ("regrade: STOPPED not graded", "STOPPED", Outcome.NOT_GRADED),
-        ("regrade: legacy empty status graded", "", Outcome.PASSED),
+        ("regrade: PASSED trace graded", "PASSED", RegradeOutcome.PASSED),
+        ("regrade: STOPPED not graded", "STOPPED", RegradeOutcome.NOT_GRADED),
+        ("regrade: legacy empty status graded", "", RegradeOutcome.PASSED),
     ):
         outcome, _ = regrade_one(_int("82"), status, "</think>Answer: 82")
         if outcome is not expected:

@@ -319,7 +319,7 @@ class Side:
 
 
 @dataclass
-class Comparison:
+class TraceComparison:
     lines: list[str]
     both_passed: int = 0
     only_a: int = 0
@@ -344,11 +344,13 @@ def _describe(trace: ParsedTrace) -> str:
     return f"{h.get('backend', '?')} {h.get('model', '?')}, temperature {h.get('temperature', '?')}"
 
 
-def compare_traces(a: ParsedTrace, b: ParsedTrace, a_name: str, b_name: str) -> Comparison:
+def compare_traces(a: ParsedTrace, b: ParsedTrace, a_name: str, b_name: str) -> TraceComparison:
     a_cases = {_key(r): r for r in a.cases}  # a case traced twice (SWITCHED): the last wins
     b_cases = {_key(r): r for r in b.cases}
     keys = list(a_cases) + [k for k in b_cases if k not in a_cases]
-    out = Comparison([f"A: {a_name} ({_describe(a)})", f"B: {b_name} ({_describe(b)})", HEADER])
+    out = TraceComparison(
+        [f"A: {a_name} ({_describe(a)})", f"B: {b_name} ({_describe(b)})", HEADER]
+    )
     for number, key in enumerate(keys, 1):
         left, right = Side.of(a_cases.get(key)), Side.of(b_cases.get(key))
         expected = (a_cases.get(key) or b_cases[key]).fields.get("expected", "-")
@@ -384,17 +386,17 @@ _NUMBER = re.compile(r"===== CASE (\d+)/")
 CaseLookup = Callable[[str, str], EvalCase | None]
 
 
-class Outcome(Enum):
+class RegradeOutcome(Enum):
     PASSED = "PASSED"
     FAILED = "FAILED"
     NOT_GRADED = "NOT_GRADED"
 
 
-def regrade_one(case: EvalCase, status: str, output: str) -> tuple[Outcome, Grade]:
+def regrade_one(case: EvalCase, status: str, output: str) -> tuple[RegradeOutcome, Grade]:
     grade = grade_output(case, output)
     if status not in GRADED_STATUSES:
-        return Outcome.NOT_GRADED, grade
-    return (Outcome.PASSED if grade.correct else Outcome.FAILED), grade
+        return RegradeOutcome.NOT_GRADED, grade
+    return (RegradeOutcome.PASSED if grade.correct else RegradeOutcome.FAILED), grade
 
 
 @dataclass
@@ -443,10 +445,10 @@ def regrade(trace: ParsedTrace, lookup: CaseLookup) -> RegradeSummary:
             continue
         status, traced_pick = record.fields.get("status", ""), record.fields.get("picked")
         outcome, grade = regrade_one(case, status, output)
-        if outcome is Outcome.NOT_GRADED:
+        if outcome is RegradeOutcome.NOT_GRADED:
             out.not_graded += 1
             continue
-        if outcome is Outcome.PASSED:
+        if outcome is RegradeOutcome.PASSED:
             out.passed += 1
         else:
             out.failed += 1

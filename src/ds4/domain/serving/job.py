@@ -409,7 +409,7 @@ class Worker:
 DiskLoad = Callable[[EngineSession, str, int], tuple[int, ...] | None]
 
 
-class Outcome(Enum):
+class CanonicalOutcome(Enum):
     ALIGNED = "aligned"  # the live state already is the canonical tokenization
     SAME_TEXT = "same-text"  # same bytes, other BPE split: the sampled state is kept
     SKIPPED = "skipped"  # the live state no longer holds the whole prompt
@@ -449,7 +449,7 @@ def canonicalize_tool_checkpoint(
     disk_load: DiskLoad | None = None,
     trace: Trace = lambda _line: None,
     cancel: CancelCheck = never_cancel,
-) -> Generator[PrefillProgress, None, Outcome]:
+) -> Generator[PrefillProgress, None, CanonicalOutcome]:
     """Rewrite the live state to tokenize(rendered) = prompt_text + checkpoint_suffix.
 
     Yields progress while it prefills (the HTTP layer only keeps the stream alive);
@@ -459,19 +459,19 @@ def canonicalize_tool_checkpoint(
     pos = session.pos
     common = session.common_prefix(canonical)
     if common == pos == len(canonical):
-        return Outcome.ALIGNED
+        return CanonicalOutcome.ALIGNED
     if tokenizer.decode(session.tokens) == rendered:
-        return Outcome.SAME_TEXT
+        return CanonicalOutcome.SAME_TEXT
     if common < prompt_tokens:
         trace(
             f"--- tool checkpoint canonicalization skipped: common={common} "
             f"< prompt={prompt_tokens} ---"
         )
-        return Outcome.SKIPPED
-    target, outcome = canonical, Outcome.EXTENDED
+        return CanonicalOutcome.SKIPPED
+    target, outcome = canonical, CanonicalOutcome.EXTENDED
     try:
         if requires_rebuild(pos, len(canonical), common):
-            outcome = Outcome.REBUILT
+            outcome = CanonicalOutcome.REBUILT
             trace(
                 f"--- tool checkpoint canonicalization needs {len(canonical) - common} tokens "
                 f"rebuild live={pos} canonical={len(canonical)} common={common} ---"
@@ -481,11 +481,11 @@ def canonicalize_tool_checkpoint(
         reused = yield from prefill(session, target, cancel=cancel)
     except CancelledError:
         trace("--- tool checkpoint canonicalization cancelled ---")
-        return Outcome.CANCELLED
+        return CanonicalOutcome.CANCELLED
     except Ds4Error as exc:
         trace(f"--- tool checkpoint canonicalization failed: {exc} ---")
-        return Outcome.FAILED
-    if outcome is Outcome.REBUILT:
+        return CanonicalOutcome.FAILED
+    if outcome is CanonicalOutcome.REBUILT:
         trace(
             f"--- tool checkpoint canonicalization rebuild done reused={reused} "
             f"evaluated={len(target) - reused} ---"

@@ -53,7 +53,7 @@ class AlternativeCheck:
 
 
 @dataclass(frozen=True)
-class StepReport:
+class VectorStepReport:
     index: int
     recorded: VectorToken
     recorded_logprob: float
@@ -96,7 +96,7 @@ def judge_step(
     top: Sequence[LocalToken],
     lookup: Mapping[bytes, LocalToken],
     tolerance: float = DEFAULT_TOLERANCE,
-) -> StepReport:
+) -> VectorStepReport:
     """`top`: the local top-k, best first; `lookup`: the best-ranked local token for each
     recorded byte string that some local token has."""
     checks = tuple(
@@ -108,7 +108,7 @@ def judge_step(
         )
         for alt in step.compared
     )
-    return StepReport(
+    return VectorStepReport(
         step.index, step.token, step.logprob, lookup.get(step.token.raw), top[0], checks
     )
 
@@ -211,7 +211,7 @@ def local_top(tokenizer: Tokenizer, step: StepLogprobs, k: int) -> list[LocalTok
 class CaseReport:
     case: VectorCase
     prompt_tokens: int  # local count; the recording's is case.prompt_tokens
-    steps: tuple[StepReport, ...]
+    steps: tuple[VectorStepReport, ...]
 
     @property
     def passed(self) -> bool:

@@ -222,7 +222,7 @@ class CaseComparison:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class ScoreComparison:
     total: CaseComparison
     cases: tuple[CaseComparison, ...]
     b_worse: int  # tokens B gives a higher nll than A
@@ -231,7 +231,7 @@ class Comparison:
 
 def compare_tables(
     a: list[ScoredToken], b: list[ScoredToken], names: tuple[str, str]
-) -> Comparison:
+) -> ScoreComparison:
     """Token by token; both must have scored exactly the same tokens."""
     for position, (x, y) in enumerate(zip(a, b, strict=False)):
         if (x.case, x.index, x.raw) != (y.case, y.index, y.raw):
@@ -254,4 +254,4 @@ def compare_tables(
     total = CaseComparison("all", summarize(a), summarize(b))
     worse = sum(1 for x, y in zip(a, b, strict=True) if y.nll > x.nll)
     better = sum(1 for x, y in zip(a, b, strict=True) if y.nll < x.nll)
-    return Comparison(total, cases, worse, better)
+    return ScoreComparison(total, cases, worse, better)

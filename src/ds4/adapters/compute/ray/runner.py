@@ -1,23 +1,32 @@
-"""RayRunner: the ModelRunner port with the model's layers split by range across Ray
-workers (docs/distributed.md). The coordinator keeps the embedding and the output head;
-each worker opens the same GGUF and holds one range; sessions are the domain's
-StateSession over DistributedState, so everything above the runner is unchanged."""
+"""RayRunner (the ModelRunner port) over layer ranges in Ray actors, and what talks to Ray:
+joining or starting the cluster, and the actors the ranges run in (docs/distributed.md).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import logging
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu.native_forward import NativeForward
-from ds4.adapters.compute.ray.cluster import Slot, connect, slots
-from ds4.adapters.compute.ray.pipeline import Pipeline, PipelineOptions, Stages, Transport
-from ds4.adapters.compute.ray.stage import StageSpec
-from ds4.adapters.compute.ray.state import DistributedState
+from ds4.adapters.compute.ray.pipeline import (
+    DistributedState,
+    Pipeline,
+    PipelineOptions,
+    StageLostError,
+    Stages,
+    Transport,
+)
+from ds4.adapters.compute.ray.stage import LayerStage, StageRefusedError, StageSpec
 from ds4.adapters.gguf.model_files import TensorValues, routed_quant_bits
 from ds4.adapters.quant.native_codec import NativeDequantizer
 from ds4.domain.distributed import (
@@ -35,6 +44,12 @@ from ds4.domain.kvcache.kv_file import model_tag_for
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.compute import SequenceState
 from ds4.ports.model_file import ModelFile
+
+# --- The runner -----------------------------------------------------------------------
+# RayRunner: the ModelRunner port with the model's layers split by range across Ray
+# workers (docs/distributed.md). The coordinator keeps the embedding and the output head;
+# each worker opens the same GGUF and holds one range; sessions are the domain's
+# StateSession over DistributedState, so everything above the runner is unchanged.
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -158,8 +173,6 @@ def ray_runner(
     if target.address is not None:
         check_memory(model, hparams, ranges, [places[k % len(places)] for k in range(len(ranges))])
     if make_stages is None:
-        from ds4.adapters.compute.ray.ray_stages import RayStages
-
         stages: Stages = RayStages(specs, nodes)
     else:
         stages = make_stages(specs, nodes)
@@ -193,3 +206,253 @@ def check_memory(
 
 def _size(n: float) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+# --- The cluster ----------------------------------------------------------------------
+# Joining or starting the Ray cluster the layer ranges run on, and where ranges go.
+#
+# `local:N` starts a Ray instance in this process's session with N logical worker slots
+# and a small object store (only in-flight hidden states live there); `ray://HOST:PORT`
+# connects to a running cluster through Ray Client. A process that already called
+# ray.init (the tests, a notebook) keeps its cluster.
+
+_MIN_OBJECT_STORE = 100 << 20  # Ray's floor is 75 MiB
+
+
+@dataclass(frozen=True)
+class Slot:
+    node: str | None  # Ray node id to pin a range to (None: anywhere)
+    memory: float  # bytes it offers (relative weights with local:N)
+    label: str
+
+
+def ray_available() -> bool:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def connect(target: DistributedTarget, *, object_store_bytes: int) -> None:
+    """ray.init for the target, unless this process is already connected."""
+    if target.address is not None:
+        _client_token_auth()  # before Ray is imported: it reads the mode once
+    if not ray_available():
+        raise Ds4Error(
+            "--distributed needs Ray: pip install 'ds4[distributed]' (or ray) on the "
+            "coordinator and every worker machine"
+        )
+    import ray
+
+    # A pass that fails leaves the later pieces' results unread: the pipeline has
+    # handled the failure, so Ray need not print each as an unhandled error.
+    os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
+    if ray.is_initialized():
+        return
+    if target.address is not None:
+        try:
+            ray.init(address=target.address, logging_level=logging.WARNING, log_to_driver=False)
+        except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ...
+            raise Ds4Error(
+                f"cannot join the Ray cluster at {target.address}: {exc} (a cluster with token "
+                "authentication needs its token here: RAY_AUTH_TOKEN or ~/.ray/auth_token)"
+            ) from None
+        return
+    _export_source_dir()
+    ray.init(
+        num_cpus=target.local_workers,
+        object_store_memory=max(_MIN_OBJECT_STORE, object_store_bytes),
+        include_dashboard=False,
+        logging_level=logging.WARNING,
+        log_to_driver=False,
+    )
+
+
+def _client_token_auth() -> None:
+    """Ray Client sends the cluster's token only in token mode, which a plain ray.init
+    turns on by itself when a token exists; do the same for ray:// (a cluster without
+    authentication ignores the token)."""
+    has_token = "RAY_AUTH_TOKEN" in os.environ or (Path.home() / ".ray" / "auth_token").exists()
+    if has_token and "RAY_AUTH_MODE" not in os.environ:
+        os.environ["RAY_AUTH_MODE"] = "token"
+
+
+def _export_source_dir() -> None:
+    """Local workers are new Python processes: let them import this very ds4 (a source
+    checkout run with PYTHONPATH=src included) before the cluster starts them."""
+    import ds4
+
+    source = str(Path(ds4.__file__).resolve().parents[1])
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if source not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([source, *paths])
+
+
+def slots(target: DistributedTarget) -> list[Slot]:
+    """Where ranges can go: N equal local slots, or each alive node of the cluster with
+    the memory Ray lets tasks use there."""
+    if target.address is None:
+        return [Slot(None, 1.0, f"local worker {k}") for k in range(target.local_workers)]
+    import ray
+
+    found = []
+    for node in ray.nodes():  # type: ignore[no-untyped-call]
+        if node.get("Alive"):
+            memory = float(node.get("Resources", {}).get("memory", 0.0))
+            found.append(Slot(str(node["NodeID"]), memory, str(node.get("NodeManagerAddress"))))
+    if not found:
+        raise Ds4Error(f"the Ray cluster at {target.address} has no live node")
+    return sorted(found, key=lambda s: s.label)
+
+
+# --- The workers as Ray actors --------------------------------------------------------
+# The layer-range workers as Ray actors (the `Stages` of pipeline.py). Ray itself is
+# imported only when a runner starts, never by importing this module.
+#
+# One actor per range runs a LayerStage; it is pinned to its node when the cluster has
+# several (node affinity, not soft: a range never moves silently to a machine that
+# lacks the model file). Ray's own restarts are off: a dead worker is reported to the
+# pipeline, which fails the request and, on the next operation, asks for a new actor
+# here. Results pass between actors as object refs, so a range's output goes to the
+# next range without a stop at the coordinator when Ray keeps it in its object store.
+
+
+@functools.cache
+def _remote_stage() -> Any:
+    """ray.remote(LayerStage), made once."""
+    import ray
+
+    return ray.remote(LayerStage)
+
+
+class RayStages:
+    def __init__(
+        self,
+        specs: Sequence[StageSpec],
+        nodes: Sequence[str | None],
+        *,
+        start_timeout: float = 300.0,
+        call_timeout: float | None = 900.0,
+    ) -> None:
+        """specs[k] is range k's worker, started on nodes[k] (None: wherever Ray likes).
+        Every worker is started before any is waited for; Ds4Error names the first
+        that cannot open its range."""
+        import ray
+
+        self._ray = ray
+        self._specs = list(specs)
+        self._nodes = list(nodes)
+        self._start_timeout = start_timeout
+        self._call_timeout = call_timeout
+        self.info: list[dict[str, Any]] = [{} for _ in self._specs]
+        self._actors: list[Any] = [self._launch(k) for k in range(len(self._specs))]
+        try:
+            for k in range(len(self._specs)):
+                self._wait_ready(k)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def ranges(self) -> Sequence[range]:
+        return [s.layers for s in self._specs]
+
+    def actor(self, k: int) -> Any:
+        """Range k's actor handle (the tests kill it to inject a failure)."""
+        return self._actors[k]
+
+    # ---- starting ----------------------------------------------------------
+
+    def _launch(self, k: int) -> Any:
+        options: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0, "max_concurrency": 1}
+        node = self._nodes[k]
+        if node is not None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
+        return _remote_stage().options(**options).remote(self._specs[k])
+
+    def _wait_ready(self, k: int) -> None:
+        where = f"layers {range_text(self._specs[k].layers)}"
+        try:
+            info = self._ray.get(self._actors[k].info.remote(), timeout=self._start_timeout)
+        except self._ray.exceptions.GetTimeoutError:
+            raise Ds4Error(
+                f"the worker for {where} did not start within {self._start_timeout:.0f} s "
+                "(`ray status` shows what the cluster is waiting for)"
+            ) from None
+        except self._ray.exceptions.RayError as exc:
+            raise Ds4Error(f"the worker for {where} could not start: {_first_line(exc)}") from None
+        if info.get("error"):
+            raise Ds4Error(str(info["error"]))
+        self.info[k] = info
+
+    def replace(self, k: int) -> None:
+        """A new worker for range k: on its node while that node lives, else wherever
+        Ray can place it (every node has the model at the same path)."""
+        self._kill(k)
+        node = self._nodes[k]
+        if node is not None and not self._node_alive(node):
+            self._nodes[k] = None
+        self._actors[k] = self._launch(k)
+        self._wait_ready(k)
+
+    def _node_alive(self, node: str) -> bool:
+        try:
+            nodes = self._ray.nodes()  # type: ignore[no-untyped-call]
+        except Exception:  # the cluster cannot say: try the node we had
+            return True
+        return any(n.get("NodeID") == node and n.get("Alive") for n in nodes)
+
+    def close(self) -> None:
+        for k in range(len(self._actors)):
+            self._kill(k)
+
+    def _kill(self, k: int) -> None:
+        # already gone, or the cluster is: nothing left to stop
+        with contextlib.suppress(Exception):
+            self._ray.kill(self._actors[k], no_restart=True)
+
+    # ---- calls -------------------------------------------------------------
+
+    def submit(self, k: int, method: str, *args: Any, num_returns: int = 1) -> Any:
+        call = getattr(self._actors[k], method)
+        if num_returns != 1:
+            call = call.options(num_returns=num_returns)
+        return call.remote(*args)
+
+    def get(self, k: int, pending: Any) -> Any:
+        ray = self._ray
+        try:
+            return ray.get(pending, timeout=self._call_timeout)
+        except StageRefusedError as refused:  # Ray re-raises it as a subclass of the original
+            raise StageRefusedError(str(refused.args[0]) if refused.args else "refused") from None
+        except ray.exceptions.RayTaskError as exc:
+            cause = exc.cause
+            if isinstance(cause, ray.exceptions.RayActorError):
+                raise StageLostError(k, "an input came from a lost worker") from None
+            if isinstance(cause, Ds4Error):
+                raise Ds4Error(f"layers {range_text(self._specs[k].layers)}: {cause}") from None
+            raise Ds4Error(
+                f"the worker for layers {range_text(self._specs[k].layers)} failed: "
+                f"{type(cause).__name__}: {cause}"
+            ) from None
+        except ray.exceptions.GetTimeoutError:
+            raise StageLostError(k, f"no answer within {self._call_timeout:.0f} s") from None
+        except ray.exceptions.RayError as exc:  # actor died, object lost, node gone
+            raise StageLostError(k, _first_line(exc)) from None
+
+    def describe(self, k: int) -> str:
+        info = self.info[k]
+        size = int(info.get("weight_bytes") or 0)
+        weights = f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
+        return (
+            f"layers {range_text(self._specs[k].layers)}: pid {info.get('pid')} on "
+            f"{info.get('host')}, {weights} of weights"
+        )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -11,7 +11,7 @@ worker that holds that prefix, or a longer one it can cut back to exactly, goes 
 otherwise it refuses with StageRefusedError and changes nothing, and the coordinator
 replays the session. So a restarted worker, or one holding another session's state,
 is never computed on silently. Nothing here imports Ray: the actor wraps this class
-(ray_stages.py), and tests drive it in-process.
+(runner.py's RayStages), and tests drive it in-process.
 """
 
 from __future__ import annotations

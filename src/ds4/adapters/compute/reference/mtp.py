@@ -13,10 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.attention_layer import LayerSetup
-from ds4.adapters.compute.reference.forward import Forward
-from ds4.adapters.compute.reference.kv_state import LayerState
-from ds4.adapters.compute.reference.weights import WeightStore
+from ds4.adapters.compute.reference.forward import Forward, LayerSetup, WeightStore
+from ds4.adapters.compute.reference.state import LayerState
 from ds4.domain.engine_math.layers import rmsnorm
 from ds4.domain.engine_math.lowprec import Numerics
 from ds4.domain.model.hparams import DeepSeekV4HParams

@@ -7,9 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.forward import Forward
-from ds4.adapters.compute.reference.sequence_state import ReferenceState
-from ds4.adapters.compute.reference.weights import WeightStore
+from ds4.adapters.compute.reference.forward import Forward, WeightStore
+from ds4.adapters.compute.reference.state import ReferenceState
 from ds4.adapters.gguf.model_files import load_model, routed_quant_bits
 from ds4.adapters.quant.numpy_codec import NumpyDequantizer
 from ds4.domain.engine.state_runner import StateRunner

@@ -1,7 +1,7 @@
 """The attention sublayer on the GPU: attention with sinks (one query, and a chunk of
 queries over their raw window and compressed rows), the grouped output projection, and
 `attention_block`, what a step records for one layer's attention (the device twin of
-reference/attention_layer.py; docs/vulkan.md#device-forward).
+reference/forward.py; docs/vulkan.md#device-forward).
 
 All of a chunk's raw rows and compressor inputs are written into the state first, then
 the compressed rows the chunk completes are emitted (in position order, one dispatch),
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.attention_layer import LayerSetup
+from ds4.adapters.compute.reference.forward import LayerSetup
 from ds4.adapters.compute.vulkan.compressor import (
     StoreRounding,
     compressor_inputs,
@@ -37,7 +37,7 @@ from ds4.adapters.compute.vulkan.moe import (
 )
 from ds4.adapters.compute.vulkan.ops import Ops
 from ds4.adapters.compute.vulkan.runtime import MAX_GROUPS, Recorder, VulkanRuntime, runtime
-from ds4.adapters.compute.vulkan.step import DeviceLayerState, Step, Value
+from ds4.adapters.compute.vulkan.step import DeviceLayerState, DeviceStep, Value
 from ds4.adapters.compute.vulkan.weights import (
     SHADERS_Q8,
     VulkanWeights,
@@ -286,7 +286,7 @@ def check_grouped(wo_a: VulkanWeights, wo_b: VulkanWeights, n_groups: int) -> No
 
 
 def attention_block(
-    ops: Ops, step: Step, setup: LayerSetup, h: Value, positions: I64, st: DeviceLayerState,
+    ops: Ops, step: DeviceStep, setup: LayerSetup, h: Value, positions: I64, st: DeviceLayerState,
     tables: tuple[Value, Value],
 ) -> Value:  # fmt: skip
     """h (n, D): the attn-normed input; returns the projected attention output (n, D)."""
@@ -351,7 +351,7 @@ def attention_block(
     return ops.mm(step, pre + "attn_output_b.weight", _grouped_low(ops, step, setup, heads))
 
 
-def _grouped_low(ops: Ops, step: Step, setup: LayerSetup, heads: Value) -> Value:
+def _grouped_low(ops: Ops, step: DeviceStep, setup: LayerSetup, heads: Value) -> Value:
     """low (n, G * o_lora_rank): wo_a's slab g over heads' group g, every group in one
     dispatch (the flat heads as n * G rows, the slabs as the "experts" of the
     expert-indexed kernels; bit-identical to one product per group)."""

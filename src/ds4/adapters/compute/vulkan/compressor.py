@@ -20,11 +20,11 @@ from enum import IntEnum
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.attention_layer import LayerSetup
+from ds4.adapters.compute.reference.forward import LayerSetup
 from ds4.adapters.compute.vulkan.device import Buffer
 from ds4.adapters.compute.vulkan.ops import Ops, rope_tables
 from ds4.adapters.compute.vulkan.runtime import MAX_GROUPS, Recorder, VulkanRuntime, runtime
-from ds4.adapters.compute.vulkan.step import DeviceCompressor, DeviceLayerState, Step, Value
+from ds4.adapters.compute.vulkan.step import DeviceCompressor, DeviceLayerState, DeviceStep, Value
 from ds4.domain.engine_math.layers import RopeParams
 from ds4.domain.errors import Ds4Error
 
@@ -293,7 +293,7 @@ def record_rows_affine(
 
 
 def compressor_inputs(
-    ops: Ops, step: Step, setup: LayerSetup, h: Value, p0: int, kind: str,
+    ops: Ops, step: DeviceStep, setup: LayerSetup, h: Value, p0: int, kind: str,
     comp: DeviceCompressor,
 ) -> None:  # fmt: skip
     """Append each token's compressor inputs (kv projection, score = gate + ape at the
@@ -316,7 +316,7 @@ def compressor_inputs(
 
 
 def emit_rows(
-    ops: Ops, step: Step, setup: LayerSetup, comp: DeviceCompressor, norm: str,
+    ops: Ops, step: DeviceStep, setup: LayerSetup, comp: DeviceCompressor, norm: str,
     mode: StoreRounding, positions: I64,
 ) -> None:  # fmt: skip
     """The compressed rows the chunk completes, pooled on the device from the resident
@@ -353,7 +353,7 @@ def emit_rows(
 
 
 def indexer_choice(
-    step: Step, setup: LayerSetup, st: DeviceLayerState, p0: int, n: int, iq: Value | None,
+    step: DeviceStep, setup: LayerSetup, st: DeviceLayerState, p0: int, n: int, iq: Value | None,
     iw: Value | None,
 ) -> Buffer | None:  # fmt: skip
     """The indexer's selection (n, top_k) uint32 when some query sees more than top_k

@@ -300,7 +300,7 @@ PUSH_BYTES = 128  # the minimum every Vulkan device guarantees
 
 
 @dataclass(frozen=True)
-class Pipeline:
+class ComputePipeline:
     name: str
     n_buffers: int
     set_layout: int
@@ -310,14 +310,14 @@ class Pipeline:
 
 
 class PipelineCache:
-    """name -> Pipeline, built on first use from NAME.sg.spv or NAME.spv."""
+    """name -> ComputePipeline, built on first use from NAME.sg.spv or NAME.spv."""
 
     def __init__(self, dev: VulkanDevice, *, subgroups: bool) -> None:
         self._dev = dev
         self._subgroups = subgroups
-        self._pipelines: dict[str, Pipeline] = {}
+        self._pipelines: dict[str, ComputePipeline] = {}
 
-    def get(self, name: str, n_buffers: int) -> Pipeline:
+    def get(self, name: str, n_buffers: int) -> ComputePipeline:
         have = self._pipelines.get(name)
         if have is None:
             have = self._pipelines[name] = self._build(name, n_buffers)
@@ -332,7 +332,7 @@ class PipelineCache:
             lib.vkDestroyShaderModule(device, p.module, ffi.NULL)
         self._pipelines.clear()
 
-    def _build(self, name: str, n_buffers: int) -> Pipeline:
+    def _build(self, name: str, n_buffers: int) -> ComputePipeline:
         lib, device = self._dev.lib, self._dev.device
         code = load_spirv(name, subgroups=self._subgroups)
         words = ffi.new("uint32_t[]", len(code) // 4)
@@ -374,5 +374,5 @@ class PipelineCache:
         pipeline = ffi.new("VkPipeline *")
         check(lib.vkCreateComputePipelines(device, 0, 1, pipe_info, ffi.NULL, pipeline),
               f"pipeline {name}")  # fmt: skip
-        return Pipeline(name, n_buffers, int(set_layout[0]), int(layout[0]), int(pipeline[0]),
-                        int(module[0]))  # fmt: skip
+        return ComputePipeline(name, n_buffers, int(set_layout[0]), int(layout[0]),
+                               int(pipeline[0]), int(module[0]))  # fmt: skip

@@ -1,4 +1,4 @@
-"""The FFN sublayer on the device (the device twin of reference/ffn_layer.py;
+"""The FFN sublayer on the device (the device twin of reference/forward.py;
 docs/vulkan.md#device-forward): MoE routing (native/vulkan/router.comp), whose top-k
 (or hash) choice stays on the device, then the routed experts reading it there,
 grouped by expert (a row decoded once per chunk of up to 8 pairs), the shared expert
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.attention_layer import LayerSetup
+from ds4.adapters.compute.reference.forward import LayerSetup
 from ds4.adapters.compute.vulkan.device import Buffer
 from ds4.adapters.compute.vulkan.moe import (
     FfnBuffers,
@@ -30,7 +30,7 @@ from ds4.adapters.compute.vulkan.moe import (
 )
 from ds4.adapters.compute.vulkan.ops import Ops
 from ds4.adapters.compute.vulkan.runtime import MAX_GROUPS, Recorder, VulkanRuntime
-from ds4.adapters.compute.vulkan.step import Step, Value
+from ds4.adapters.compute.vulkan.step import DeviceStep, Value
 from ds4.adapters.compute.vulkan.weights import (
     VulkanWeights,
     kernel_tables,
@@ -160,7 +160,7 @@ def check_route(n_tok: int, n_expert: int, k: int, mode: int) -> None:
 # ---- what a step records for one layer's FFN --------------------------------
 
 
-def ffn_block(ops: Ops, step: Step, setup: LayerSetup, g: Value, tokens: I64) -> Value:
+def ffn_block(ops: Ops, step: DeviceStep, setup: LayerSetup, g: Value, tokens: I64) -> Value:
     """g (n, D): the ffn-normed input; returns (n, D)."""
     hp, pre = setup.hp, setup.prefix
     n, k = g.shape[0], hp.n_expert_used
@@ -186,7 +186,7 @@ def ffn_block(ops: Ops, step: Step, setup: LayerSetup, g: Value, tokens: I64) ->
     return out
 
 
-def _route(ops: Ops, step: Step, setup: LayerSetup, logits: Value, tokens: I64
+def _route(ops: Ops, step: DeviceStep, setup: LayerSetup, logits: Value, tokens: I64
            ) -> tuple[Buffer, Buffer]:  # fmt: skip
     """ids (n, k) int32 and weights (n, k) f32 on the device, as routing.route forms them."""
     hp, pre, store = setup.hp, setup.prefix, ops.store
@@ -226,7 +226,7 @@ def _weights(ops: Ops, setup: LayerSetup) -> FfnWeights:
 
 
 def _experts_q8(
-    ops: Ops, step: Step, setup: LayerSetup, w: FfnWeights, g: Value, ids: Buffer,
+    ops: Ops, step: DeviceStep, setup: LayerSetup, w: FfnWeights, g: Value, ids: Buffer,
     wts: Buffer, out: Buffer,
 ) -> None:  # fmt: skip
     """ds4 numerics: each token's activation quantized once per weight type, the
@@ -258,7 +258,7 @@ def _experts_q8(
 
 
 def _expert_half(
-    ops: Ops, step: Step, w: FfnWeights, wt: VulkanWeights, g: Buffer, ids: Buffer, n: int,
+    ops: Ops, step: DeviceStep, w: FfnWeights, wt: VulkanWeights, g: Buffer, ids: Buffer, n: int,
     k: int,
 ) -> Buffer:  # fmt: skip
     """gate or up: y (n * k, ff) = W_{ids[q]} . quantize(g[q // k])."""

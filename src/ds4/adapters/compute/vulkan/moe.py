@@ -6,7 +6,7 @@ the expert-indexed matvec kernels (matvec_<type>_moe) then decode each expert ro
 per chunk, for decode (k pairs, k chunks) and prefill alike. Expert e of a 3-D tensor is
 rows [e * rows_per_expert, (e + 1) * rows_per_expert) of the one uploaded buffer.
 SwiGLU with the clamp (swiglu.comp) and the slot-ordered combine with the shared expert
-(moe_combine.comp) follow domain/engine_math/layers.py and reference/ffn_layer.py.
+(moe_combine.comp) follow domain/engine_math/layers.py and reference/forward.py.
 
 fp32 numerics: f32 dots throughout (record_moe_ffn). ds4 numerics (record_moe_ffn_q8):
 quantized weights take the integer-dot kernels over activations quantized on the device

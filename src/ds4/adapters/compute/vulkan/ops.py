@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from ds4.adapters.compute.vulkan.device import Buffer
 from ds4.adapters.compute.vulkan.runtime import MAX_GROUPS, Recorder, VulkanRuntime, runtime
-from ds4.adapters.compute.vulkan.step import Step, Value
+from ds4.adapters.compute.vulkan.step import DeviceStep, Value
 from ds4.adapters.compute.vulkan.weights import (
     SHADERS,
     SHADERS_Q8,
@@ -55,13 +55,13 @@ class Ops:
                 have = self._vecs[name] = self.rt.upload(data)
         return have
 
-    def mm(self, step: Step, name: str, x: Value, *, rows: slice | None = None,
+    def mm(self, step: DeviceStep, name: str, x: Value, *, rows: slice | None = None,
            expert: int | None = None) -> Value:  # fmt: skip
         """y (n, out) = W x[t] for x (n, in), as the weight store's matmul computes it."""
         w = self.store.device(name, rows=rows, expert=expert)
         return self.mm_w(step, w, x)
 
-    def mm_w(self, step: Step, w: VulkanWeights, x: Value) -> Value:
+    def mm_w(self, step: DeviceStep, w: VulkanWeights, x: Value) -> Value:
         n = x.shape[0]
         if int(np.prod(x.shape[1:])) != w.cols:
             raise Ds4Error(f"matmul: activations {x.shape} do not fit {w.cols} columns")
@@ -80,7 +80,7 @@ class Ops:
         step.record(lambda rec: record_matmul(rec, w, xbuf, ybuf, n, tables))
         return y
 
-    def _quantized(self, step: Step, w: VulkanWeights, x: Value) -> list[Buffer]:
+    def _quantized(self, step: DeviceStep, w: VulkanWeights, x: Value) -> list[Buffer]:
         """[codes, scales, bsums] of x as w's integer dot needs them, quantized on the
         device (bit-identical to the engine's host quantizers)."""
         n = x.shape[0]
@@ -89,7 +89,9 @@ class Ops:
         step.record(lambda rec: record_quantize_for(rec, w, xbuf, acts, n))
         return [acts[0], acts[1], acts[3]]
 
-    def act_buffers(self, step: Step, w: VulkanWeights, n_rows: int, n_out: int) -> list[Buffer]:
+    def act_buffers(
+        self, step: DeviceStep, w: VulkanWeights, n_rows: int, n_out: int
+    ) -> list[Buffer]:
         """[codes, scales, y, bsums] for n_rows activations of w's width and n_out output
         rows of w.rows (step buffers)."""
         block = 32 if w.ggml_type is GGMLType.Q8_0 else 256
@@ -97,7 +99,7 @@ class Ops:
         return [step.alloc(n_rows * w.cols), step.alloc(n_blocks * 4),
                 step.alloc(n_out * w.rows * 4), step.alloc(n_blocks * 16 * 4)]  # fmt: skip
 
-    def norm(self, step: Step, x: Value, weight: str | None, dim: int, eps: float) -> Value:
+    def norm(self, step: DeviceStep, x: Value, weight: str | None, dim: int, eps: float) -> Value:
         """RMSNorm of each dim-wide row of x, times the named weight if any."""
         n_rows = int(np.prod(x.shape)) // dim
         xbuf = step.dev(x)
@@ -109,14 +111,15 @@ class Ops:
         step.record(lambda rec: record_rmsnorm(rec, xbuf, wbuf, ybuf, dim, n_rows, eps, weighted))
         return y
 
-    def rope_tables(self, step: Step, positions: I64, rp: RopeParams, iterated: bool
+    def rope_tables(self, step: DeviceStep, positions: I64, rp: RopeParams, iterated: bool
                     ) -> tuple[Value, Value]:  # fmt: skip
         """cos/sin for these positions (host trig, as the reference rounds it), uploaded."""
         cos, sin = rope_tables(positions, rp, iterated=iterated)
         return step.host(cos), step.host(sin)
 
-    def rope(self, step: Step, x: Value, shape: tuple[int, int, int], tables: tuple[Value, Value],
-             n_rot: int, *, inverse: bool = False) -> None:  # fmt: skip
+    def rope(self, step: DeviceStep, x: Value, shape: tuple[int, int, int],
+             tables: tuple[Value, Value], n_rot: int, *,
+             inverse: bool = False) -> None:  # fmt: skip
         """Rotate x (n_tok, n_head, dim) in place."""
         xbuf, cbuf, sbuf = step.dev(x), step.dev(tables[0]), step.dev(tables[1])
         step.record(lambda rec: record_rope(rec, xbuf, cbuf, sbuf, shape, n_rot, inverse))

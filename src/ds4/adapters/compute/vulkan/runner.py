@@ -19,11 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.attention_layer import LayerSetup
-from ds4.adapters.compute.reference.forward import Forward
-from ds4.adapters.compute.reference.kv_state import LayerState
+from ds4.adapters.compute.reference.forward import Forward, LayerSetup
 from ds4.adapters.compute.reference.runner import ReferenceRunner, reference_numerics
-from ds4.adapters.compute.reference.sequence_state import ReferenceState
+from ds4.adapters.compute.reference.state import LayerState, ReferenceState
 from ds4.adapters.compute.vulkan.attention import attention_block as attention
 from ds4.adapters.compute.vulkan.ffn import ffn_block as ffn
 from ds4.adapters.compute.vulkan.hc import (
@@ -42,7 +40,7 @@ from ds4.adapters.compute.vulkan.runtime import runtime
 from ds4.adapters.compute.vulkan.step import (
     BufferPool,
     DeviceLayerState,
-    Step,
+    DeviceStep,
     Value,
     download_layers,
 )
@@ -72,7 +70,7 @@ MAX_PENDING_OPS = 3000
 
 
 @dataclass
-class StepReport:
+class DeviceStepReport:
     """What the last step cost: submissions, and host fallbacks taken by name."""
 
     tokens: int = 0
@@ -88,17 +86,17 @@ class VulkanForward:
         self.ops = Ops(store)
         self.pool = BufferPool(store.rt)
         self.setups = [LayerSetup(hp, il, store, numerics) for il in range(hp.n_layer)]
-        self.last = StepReport()
+        self.last = DeviceStepReport()
 
     # ---- steps -----------------------------------------------------------------
 
-    def step(self) -> Step:
-        return Step(self.store.rt, self.pool)
+    def step(self) -> DeviceStep:
+        return DeviceStep(self.store.rt, self.pool)
 
-    def finish(self, step: Step, tokens: int) -> None:
+    def finish(self, step: DeviceStep, tokens: int) -> None:
         """Close the step and keep its cost as `last`."""
         step.close()
-        self.last = StepReport(tokens, step.submissions, step.fallbacks)
+        self.last = DeviceStepReport(tokens, step.submissions, step.fallbacks)
 
     # ---- ChunkForward over host LayerStates (the generic path) -----------------
 
@@ -134,7 +132,7 @@ class VulkanForward:
     # ---- the device path -----------------------------------------------------------
 
     def run_device(
-        self, step: Step, tokens: I64, positions: I64, states: list[DeviceLayerState]
+        self, step: DeviceStep, tokens: I64, positions: I64, states: list[DeviceLayerState]
     ) -> Value:
         """Record the chunk's layers over device states; the final streams (n, S, D)."""
         hp = self.hp
@@ -152,7 +150,7 @@ class VulkanForward:
                 step.flush()  # stay inside one command buffer's descriptor budget
         return streams
 
-    def _embed(self, step: Step, tokens: I64) -> Value:
+    def _embed(self, step: DeviceStep, tokens: I64) -> Value:
         """The first streams (n, S, D): the tokens' embedding rows in every stream,
         gathered on the device from the resident table (F16/F32; other types on the host)."""
         hp, n = self.hp, int(tokens.size)
@@ -170,7 +168,7 @@ class VulkanForward:
         return streams
 
     def layer(
-        self, step: Step, setup: LayerSetup, streams: Value, tokens: I64, positions: I64,
+        self, step: DeviceStep, setup: LayerSetup, streams: Value, tokens: I64, positions: I64,
         state: DeviceLayerState, tables: tuple[Value, Value],
     ) -> Value:  # fmt: skip
         eps, pre = self.hp.rms_eps, setup.prefix
@@ -183,18 +181,18 @@ class VulkanForward:
         y = ffn(self.ops, step, setup, g, tokens)
         return self._hc_post(step, y, streams, mix)
 
-    def head_device(self, step: Step, streams: Value) -> Value:
+    def head_device(self, step: DeviceStep, streams: Value) -> Value:
         """Logits (n, V) of final streams (n, S, D)."""
         hp = self.hp
         z, _ = self._hc_mix(step, streams, "output_hc_", HEAD)
         zn = self.ops.norm(step, z, "output_norm.weight", hp.n_embd, hp.rms_eps)
         return self.ops.mm(step, "output.weight", zn)
 
-    def _hc_pre(self, step: Step, setup: LayerSetup, streams: Value, kind: str
+    def _hc_pre(self, step: DeviceStep, setup: LayerSetup, streams: Value, kind: str
                 ) -> tuple[Value, Value]:  # fmt: skip
         return self._hc_mix(step, streams, f"{setup.prefix}hc_{kind}_", LAYER)
 
-    def _hc_mix(self, step: Step, streams: Value, hc: str, mode: int) -> tuple[Value, Value]:
+    def _hc_mix(self, step: DeviceStep, streams: Value, hc: str, mode: int) -> tuple[Value, Value]:
         """HC pre (mode LAYER) or the head's collapse (HEAD): flat RMSNorm, the hc fn
         product, the split (Sinkhorn for a layer) and the pre-weighted stream sum;
         returns (x (n, D), split)."""
@@ -212,7 +210,7 @@ class VulkanForward:
         step.record(lambda rec: record_hc_split(rec, b, s))
         return x, split
 
-    def _hc_post(self, step: Step, y: Value, streams: Value, split: Value) -> Value:
+    def _hc_post(self, step: DeviceStep, y: Value, streams: Value, split: Value) -> Value:
         hp = self.hp
         n = streams.shape[0]
         out = step.new((n, hp.n_hc, hp.n_embd))
@@ -388,7 +386,7 @@ class VulkanState(ReferenceState):
         return host
 
 
-def _last_rows(step: Step, streams: Value, n: int) -> Value:
+def _last_rows(step: DeviceStep, streams: Value, n: int) -> Value:
     """The last token's streams (1, S, D) of (n, S, D), copied on the device."""
     if n == 1:
         return streams

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.kv_state import CompressorHistory, GrowRows, LayerState
+from ds4.adapters.compute.reference.state import CompressorHistory, GrowRows, LayerState
 from ds4.adapters.compute.vulkan.device import Buffer
 from ds4.adapters.compute.vulkan.runtime import Recorder, VulkanRuntime
 from ds4.domain.model.hparams import DeepSeekV4HParams
@@ -88,7 +88,7 @@ class BufferPool:
             self._free.clear()
 
 
-class Step:
+class DeviceStep:
     """Records one step's ops; flushes them as one submission when the host needs data."""
 
     def __init__(self, rt: VulkanRuntime, pool: BufferPool) -> None:
@@ -237,7 +237,7 @@ class Step:
 
 
 # -----------------------------------------------------------------------------
-# A sequence's per-layer state in device memory, mirroring reference/kv_state.py's
+# A sequence's per-layer state in device memory, mirroring reference/state.py's
 # LayerState row for row (docs/adr/0066-vulkan-device-forward.md).
 #
 # Each GrowRows becomes a DeviceRows: one device buffer of `capacity` rows addressed by
@@ -265,7 +265,7 @@ class DeviceRows:
         """Byte offset of absolute row p in buf."""
         return (p - self.base) * self.row_bytes
 
-    def reserve(self, step: Step, end: int) -> Buffer:
+    def reserve(self, step: DeviceStep, end: int) -> Buffer:
         """Room for rows up to absolute `end`, growing (doubling, device copy recorded in
         `step`) when needed; the old buffer is released when the step ends."""
         need = end - self.base
@@ -295,11 +295,11 @@ class DeviceRows:
         self.base = keep_from
         return True
 
-    def download(self, step: Step, into: GrowRows) -> None:
+    def download(self, step: DeviceStep, into: GrowRows) -> None:
         """Make `into` hold this history (rows base..n); one submission."""
         download_all(step, [(self, into)])
 
-    def stage_download(self, step: Step) -> Value | None:
+    def stage_download(self, step: DeviceStep) -> Value | None:
         """Record a copy of rows base..n into a step value (None when there are none)."""
         count = self.n - self.base
         if count == 0 or self.buf is None:
@@ -309,7 +309,7 @@ class DeviceRows:
         step.copy(self.buf, tmp.buf, count * self.row_bytes)
         return tmp
 
-    def upload(self, step: Step, src: GrowRows) -> None:
+    def upload(self, step: DeviceStep, src: GrowRows) -> None:
         """Take src's kept history (rows src.base..src.n)."""
         self.base = self.n = src.base
         rows = src.view()
@@ -375,7 +375,7 @@ class DeviceLayerState:
             comp.kv.trim(min(keep_from, start))
             comp.score.trim(min(keep_from, start))
 
-    def download(self, step: Step, hp: DeepSeekV4HParams, layer: int) -> LayerState:
+    def download(self, step: DeviceStep, hp: DeepSeekV4HParams, layer: int) -> LayerState:
         return download_layers(step, [self], hp, [layer])[0]
 
     def pairs(self, host: LayerState) -> list[tuple[DeviceRows, GrowRows]]:
@@ -386,7 +386,7 @@ class DeviceLayerState:
                 out += list(zip(dev.parts(), (mine.kv, mine.score, mine.rows), strict=True))
         return out
 
-    def upload(self, step: Step, host: LayerState) -> None:
+    def upload(self, step: DeviceStep, host: LayerState) -> None:
         for d, h in self.pairs(host):
             d.upload(step, h)
 
@@ -405,7 +405,7 @@ def _like(rt: VulkanRuntime, comp: CompressorHistory | None) -> DeviceCompressor
     return DeviceCompressor(rt, comp.ratio, comp.row_width, comp.width)
 
 
-def download_all(step: Step, pairs: list[tuple[DeviceRows, GrowRows]]) -> None:
+def download_all(step: DeviceStep, pairs: list[tuple[DeviceRows, GrowRows]]) -> None:
     """Fill each GrowRows from its DeviceRows, all in one submission."""
     staged = [(d, h, d.stage_download(step)) for d, h in pairs]
     values = [v for _, _, v in staged if v is not None]
@@ -418,7 +418,7 @@ def download_all(step: Step, pairs: list[tuple[DeviceRows, GrowRows]]) -> None:
 
 
 def download_layers(
-    step: Step, devs: list[DeviceLayerState], hp: DeepSeekV4HParams, layers: list[int]
+    step: DeviceStep, devs: list[DeviceLayerState], hp: DeepSeekV4HParams, layers: list[int]
 ) -> list[LayerState]:
     """Host LayerStates of these device states (one submission for all)."""
     hosts = [LayerState(hp, il) for il in layers]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ds4.adapters.compute.reference.weights import WeightStore
+from ds4.adapters.compute.reference.forward import WeightStore
 from ds4.adapters.compute.vulkan.device import Buffer
 from ds4.adapters.compute.vulkan.runtime import MAX_GROUPS, Recorder, VulkanRuntime, runtime
 from ds4.domain.engine_math.lowprec import Numerics

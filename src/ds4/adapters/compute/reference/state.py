@@ -1,15 +1,12 @@
-"""Per-layer state of one sequence (docs/reference/model.md §5.1), kept per token so rewinds are
-cheap.
-
-Beyond what ds4 keeps, recent raw KV rows and each recent token's compressor inputs (kv
-projection and score = gate + ape) are retained, so a rewind within that history is
-exact and cheap; the compressor frontier of docs/reference/model.md §5.3 is a view of the last
-window(s) of those inputs. Older history is trimmed (each array's `base`); a restored payload starts
-with only the last window of raw rows and the frontier. Rewinds below what is kept
-need a recompute (the session's rewind floor says so).
+"""One sequence's state on the reference backend: per-layer KV and compressor history,
+its DSV4 snapshot, and ReferenceState (the SequenceState port).
 """
 
 from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -20,9 +17,28 @@ from ds4.domain.engine.compressor_frontier import (
     inputs_from_frontier,
     lanes,
 )
+from ds4.domain.engine.dsv4_payload import (
+    CompressorSnapshot,
+    LayerSnapshot,
+    SessionSnapshot,
+    raw_window,
+)
 from ds4.domain.model.hparams import DeepSeekV4HParams
+from ds4.ports.compute import SequenceState
+
+# --- Per-layer KV state ---------------------------------------------------------------
+# Per-layer state of one sequence (docs/reference/model.md §5.1), kept per token so
+# rewinds are cheap.
+#
+# Beyond what ds4 keeps, recent raw KV rows and each recent token's compressor inputs
+# (kv projection and score = gate + ape) are retained, so a rewind within that history
+# is exact and cheap; the compressor frontier of docs/reference/model.md §5.3 is a view
+# of the last window(s) of those inputs. Older history is trimmed (each array's `base`);
+# a restored payload starts with only the last window of raw rows and the frontier.
+# Rewinds below what is kept need a recompute (the session's rewind floor says so).
 
 F32 = npt.NDArray[np.float32]
+I64 = npt.NDArray[np.int64]
 
 
 class GrowRows:
@@ -154,3 +170,121 @@ class LayerState:
 
     def compressors(self) -> list[CompressorHistory]:
         return [c for c in (self.attn, self.index) if c is not None]
+
+
+# --- Snapshots ------------------------------------------------------------------------
+# The reference engine's per-layer state to and from the shared DSV4 snapshot
+# (domain/engine/dsv4_payload.py does the bytes).
+
+
+def _comp_snapshot(comp: CompressorHistory | None, t: int) -> CompressorSnapshot | None:
+    if comp is None:
+        return None
+    s_kv, s_sc = comp.frontier(t)
+    return CompressorSnapshot(comp.rows.view().copy(), s_kv, s_sc)
+
+
+def snapshot_of(
+    hp: DeepSeekV4HParams, ctx: int, tokens: Sequence[int], logits: F32, states: list[LayerState]
+) -> SessionSnapshot:
+    t = len(tokens)
+    r = min(t, raw_window(hp, ctx))
+    layers = [
+        LayerSnapshot(s.raw.span(t - r, t).copy(), _comp_snapshot(s.attn, t),
+                      _comp_snapshot(s.index, t))
+        for s in states
+    ]  # fmt: skip
+    return SessionSnapshot(list(tokens), logits, layers)
+
+
+def restore_states(hp: DeepSeekV4HParams, snap: SessionSnapshot) -> list[LayerState]:
+    """Fresh LayerStates holding what the snapshot describes."""
+    t = len(snap.tokens)
+    states = [LayerState(hp, il) for il in range(hp.n_layer)]
+    for s, lay in zip(states, snap.layers, strict=True):
+        s.raw.set_rows(t - lay.raw.shape[0], lay.raw)
+        for comp, part in ((s.attn, lay.attn), (s.index, lay.index)):
+            if comp is not None and part is not None:
+                comp.rows.set_rows(0, part.rows)
+                comp.restore_frontier(t, part.frontier_kv, part.frontier_score)
+    return states
+
+
+# --- The SequenceState port -----------------------------------------------------------
+# ReferenceState: the SequenceState port on numpy LayerStates and the numpy forward.
+
+
+class ChunkForward(Protocol):
+    """What a session needs of a forward pass (numpy here, native in the CPU backend)."""
+
+    hp: DeepSeekV4HParams
+
+    def run(self, tokens: I64, positions: I64, states: list[LayerState]) -> F32: ...
+
+    def head(self, streams: F32) -> F32: ...
+
+
+class ReferenceState:
+    def __init__(self, forward: ChunkForward, ctx: int) -> None:
+        self._fwd = forward
+        self._hp: DeepSeekV4HParams = forward.hp
+        self._ctx = ctx
+        self.layers = [LayerState(self._hp, il) for il in range(self._hp.n_layer)]
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].raw.n
+
+    def forward(self, tokens: npt.NDArray[np.int64], all_logits: bool) -> F32:
+        return self.forward_streams(tokens, all_logits, 0)[0]
+
+    def forward_streams(
+        self, tokens: npt.NDArray[np.int64], all_logits: bool, keep: int
+    ) -> tuple[F32, F32]:
+        start = self.length
+        positions = np.arange(start, start + tokens.size, dtype=np.int64)
+        try:
+            streams = self._fwd.run(tokens, positions, self.layers)
+            logits = self._fwd.head(streams if all_logits else streams[-1:])
+        except BaseException:
+            self.truncate(start)  # leave the state as it was before this chunk
+            raise
+        return logits, streams[streams.shape[0] - min(keep, streams.shape[0]) :]
+
+    def truncate(self, n: int) -> None:
+        for s in self.layers:
+            s.truncate(n)
+
+    def trim(self, keep_from: int) -> None:
+        for s in self.layers:
+            s.trim(keep_from)
+
+    def history_ok(self, m: int) -> bool:
+        for s in self.layers:
+            if max(0, m + 1 - self._hp.n_swa) < s.raw.base:
+                return False
+            for comp in s.compressors():
+                need = comp.frontier_start(m)
+                if need < m and need < comp.kv.base:
+                    return False
+        return True
+
+    def snapshot(self, tokens: Sequence[int], logits: F32) -> SessionSnapshot:
+        return snapshot_of(self._hp, self._ctx, tokens, logits, self.layers)
+
+    def restore(self, snapshot: SessionSnapshot) -> None:
+        self.layers = restore_states(self._hp, snapshot)
+
+    def clone(self) -> SequenceState:
+        twin = ReferenceState(self._fwd, self._ctx)
+        twin.layers = copy.deepcopy(self.layers)
+        return twin
+
+    @property
+    def nbytes(self) -> int:
+        total = 0
+        for s in self.layers:
+            total += s.raw.reserve(0).nbytes
+            for comp in s.compressors():
+                total += sum(g.reserve(0).nbytes for g in (comp.kv, comp.score, comp.rows))
+        return total

@@ -1,1 +1,0 @@
-"""Source checkpoints (config.json + safetensors) for the converter."""
