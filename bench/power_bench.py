@@ -19,7 +19,7 @@ import numpy as np
 from ds4.apps.bootstrap import load_engine
 from ds4.apps.options import EngineOptions
 from ds4.domain.generation.loop import decode_tokens, prefill
-from ds4.domain.sampling.params import GREEDY
+from ds4.domain.sampling import GREEDY
 
 SHARES = (100, 50, 25)
 

@@ -11,9 +11,7 @@ from ds4.domain.agent.screen import AgentState, AgentStatus
 from ds4.domain.agent.session_meta import SessionRecord
 from ds4.domain.agent.tool_catalog import ToolError
 from ds4.domain.engine.cancel import CancelCheck
-from ds4.ports.agent_io import Approval
-from ds4.ports.shell import JobSnapshot
-from ds4.ports.workspace import MAX_FILE_BYTES, DirEntry, FileStamp
+from ds4.ports.agent import MAX_FILE_BYTES, Approval, DirEntry, FileStamp, JobSnapshot
 
 ROOT = "/work"
 

@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.domain.errors import Ds4Error
-from ds4.ports.checkpoint import CheckpointTensor
+from ds4.ports.model_file import CheckpointTensor
 
 MAX_HEADER = 100 * 2**20
 

@@ -1,5 +1,5 @@
-"""The system's clocks, pauses and entropy: the time ports (ports/time.py) and the
-RandomSource port (ports/random_source.py) on the standard library."""
+"""The system's clocks, pauses and entropy: the ports of ports/system.py (Clock, Timer,
+Pacer, RandomSource) on the standard library."""
 
 from __future__ import annotations
 

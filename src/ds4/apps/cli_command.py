@@ -28,7 +28,7 @@ from ds4.apps.engine_flags import (
 from ds4.apps.flag_types import INT_MAX, MAX_CTX, SEED_MAX, DefaultsHelpFormatter, read_utf8
 from ds4.domain.chat import ThinkMode
 from ds4.domain.errors import Ds4Error
-from ds4.domain.sampling.params import MAX_TOP_K
+from ds4.domain.sampling import MAX_TOP_K
 from ds4.ports.tokenizer import Tokenizer
 from ds4.wire.chat import render_chat_request
 

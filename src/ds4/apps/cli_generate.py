@@ -52,9 +52,7 @@ from ds4.domain.generation.loop import (
     decode_turn,
     prefill,
 )
-from ds4.domain.sampling.logprobs import StepLogprobs
-from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
-from ds4.domain.sampling.sampler import argmax
+from ds4.domain.sampling import SamplingParams, StepLogprobs, argmax, seed_from_bytes
 from ds4.domain.speculative import MtpDrafter
 from ds4.ports.tokenizer import Tokenizer
 

@@ -33,7 +33,7 @@ from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.records import MetaValue, meta_str
 from ds4.domain.model.catalog import TensorSpec, model_tensors, mtp_tensors
 from ds4.domain.model.hparams import DeepSeekV4HParams, hparams_metadata
-from ds4.ports.checkpoint import Checkpoint
+from ds4.ports.model_file import Checkpoint
 
 
 def register(tools: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -36,8 +36,7 @@ from ds4.domain.serving.prepare import longest_token_bytes
 from ds4.domain.tools import ToolReplayMemory
 from ds4.ports.compute import ComputeSession, ModelRunner
 from ds4.ports.kv_store import KVStore
-from ds4.ports.random_source import RandomSource
-from ds4.ports.time import Clock
+from ds4.ports.system import Clock, RandomSource
 
 if TYPE_CHECKING:
     from ds4.adapters.compute.batching import StepGate

@@ -18,7 +18,7 @@ from ds4.domain.chat import ThinkMode
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished
 from ds4.domain.generation.loop import TurnSettings, generate
-from ds4.domain.sampling.params import GREEDY
+from ds4.domain.sampling import GREEDY
 from ds4.domain.steering.build import (
     COMPONENTS,
     DirectionInfo,

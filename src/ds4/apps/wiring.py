@@ -23,18 +23,11 @@ from ds4.domain.errors import Ds4Error
 from ds4.domain.eval.case_schema import CaseSet
 from ds4.domain.gguf.records import MetaValue
 from ds4.domain.model.hparams import DeepSeekV4HParams
-from ds4.ports.agent_sessions import SessionIndex
-from ds4.ports.browser import Browser
-from ds4.ports.checkpoint import Checkpoint
-from ds4.ports.dequantizer import Dequantizer
+from ds4.ports.agent import Browser, SessionIndex, Shell, Workspace
 from ds4.ports.kv_store import KVStore
-from ds4.ports.model_file import ModelFile
-from ds4.ports.quantizer import Quantizer
-from ds4.ports.random_source import RandomSource
-from ds4.ports.shell import Shell
-from ds4.ports.time import Clock, Pacer, Timer
+from ds4.ports.model_file import Checkpoint, Dequantizer, ModelFile, Quantizer
+from ds4.ports.system import Clock, Pacer, RandomSource, Timer
 from ds4.ports.tokenizer import Tokenizer
-from ds4.ports.workspace import Workspace
 
 if TYPE_CHECKING:
     from ds4.adapters.eval.answerers import EndpointAnswerer

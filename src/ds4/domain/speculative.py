@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.domain.engine.session import EngineSession
-from ds4.domain.sampling.sampler import argmax
+from ds4.domain.sampling import argmax
 from ds4.ports.drafter import DraftModel
 
 # --- mtp drafter ---

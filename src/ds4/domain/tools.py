@@ -17,7 +17,7 @@ import msgspec
 from ds4.domain.chat import AssistantMessage, Message
 from ds4.domain.dsml.parser import BlockStart, BlockStatus, parse_block
 from ds4.domain.dsml.syntax import SPELLINGS, ToolCall
-from ds4.ports.random_source import RandomSource
+from ds4.ports.system import RandomSource
 
 # --- ktm ---
 # KTM trailer bytes: tool id -> exact sampled DSML block (docs/reference/formats.md §9.4,

@@ -42,13 +42,11 @@ from ds4.domain.generation.events import (
     ToolCallStarted,
     Usage,
 )
-from ds4.domain.sampling.params import SamplingParams
+from ds4.domain.sampling import SamplingParams
 from ds4.domain.tools import ReplayStats, ToolApi, ToolReplayMemory
-from ds4.lib._chat import render_chat, render_chat_request
-from ds4.lib._kv_files import KvFiles
-from ds4.lib._model import Model, open_model
+from ds4.lib._chat import parse_tool_calls, render_chat, render_chat_request, tool_memory
+from ds4.lib._model import KvFiles, Model, open_model
 from ds4.lib._session import OnEvent, OnProgress, Session, Snapshot
-from ds4.lib._tools import parse_tool_calls, tool_memory
 from ds4.ports.tokenizer import SpecialTokenIds
 from ds4.wire.chat import ChatRequestError
 

@@ -1,4 +1,5 @@
-"""Chat rendering: messages (or an OpenAI-style request body) to the exact prompt text.
+"""Chat rendering: messages (or an OpenAI-style request body) to the exact prompt text;
+and tool calls: DSML text to calls (and back), and the exact-replay memory.
 
 The renderer is domain/chat's, the one the server and `ds4 cli --render-chat` use
 (docs/reference/chat-and-dsml.md §2), so a prompt built here tokenizes to the ids the
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
+from ds4.apps import wiring
 from ds4.apps.flag_types import MAX_CTX
 from ds4.domain.chat import (
     AssistantMessage,
@@ -23,8 +25,10 @@ from ds4.domain.chat import (
     tool_schema,
 )
 from ds4.domain.chat import render_chat as render_messages
+from ds4.domain.dsml.parser import TurnResult, finish_turn
 from ds4.domain.errors import Ds4Error
-from ds4.lib._checks import int_in
+from ds4.domain.tools import DEFAULT_MAX_BYTES, DEFAULT_MAX_IDS, ToolReplayMemory
+from ds4.lib._session import int_in
 from ds4.wire.chat import render_chat_request as render_body
 
 THINK_NAMES = ", ".join(repr(m.value) for m in ThinkMode)
@@ -103,3 +107,37 @@ def render_chat_request(
         data = bytes(body)
     mode = None if think is None else _think_mode(think)
     return render_body(data, mode=mode, context_size=ctx)
+
+
+# ---- tool calls ----------------------------------------------------------------------
+# parse_tool_calls is dsml.parser.finish_turn, the parse every generated turn gets (with
+# the repairs of ADR 0020); render_tool_calls is the canonical JSON -> DSML rendering;
+# tool_memory builds the server's ToolReplayMemory (docs/reference/chat-and-dsml.md §4).
+
+
+MAX_MEMORY_IDS = 1 << 32
+MAX_MEMORY_BYTES = 1 << 50
+
+
+def parse_tool_calls(text: str, *, thinking: bool = False) -> TurnResult:
+    """Split a generated assistant turn into reasoning, visible content and tool calls.
+
+    thinking: the prompt ended with <think>, so `text` starts as reasoning and calls
+    count only after the first </think>. A block cut between elements is closed
+    (recovery REPAIRED); a malformed one comes back as content (AS_TEXT).
+    """
+    if not isinstance(text, str):
+        raise Ds4Error(f"parse_tool_calls needs a str, not {type(text).__name__}")
+    return finish_turn(text, tools_active=True, thinking=thinking, finish="stop")
+
+
+def tool_memory(
+    *, max_ids: int = DEFAULT_MAX_IDS, max_bytes: int = DEFAULT_MAX_BYTES
+) -> ToolReplayMemory:
+    """An empty memory of tool-call id -> the DSML block the model sampled, so a
+    conversation sent back with JSON tool calls renders byte for byte as generated
+    (and reuses the session's state). Least recently used ids go first beyond
+    max_ids ids or max_bytes accounted bytes. Ids are drawn from the OS CSPRNG."""
+    int_in("max_ids", max_ids, 1, MAX_MEMORY_IDS)
+    int_in("max_bytes", max_bytes, 1, MAX_MEMORY_BYTES)
+    return ToolReplayMemory(wiring.random_source(), max_ids=max_ids, max_bytes=max_bytes)

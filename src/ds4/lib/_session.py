@@ -3,7 +3,8 @@
 Prefill is generation.loop.prefill (the longest exactly rewindable common prefix is
 kept, the rest evaluated in chunks); a chat turn is generation.loop.decode_turn with
 its events handed to a callback; rewinds, in-memory snapshots and payloads are the
-ComputeSession's own. Nothing here computes anything itself.
+ComputeSession's own. Nothing here computes anything itself. The argument check every
+face of the library uses (`int_in`) lives here too, at the bottom of its imports.
 """
 
 from __future__ import annotations
@@ -26,14 +27,27 @@ from ds4.domain.generation.loop import (
     ignore_token,
     prefill,
 )
-from ds4.domain.sampling.params import GREEDY, SamplingParams
-from ds4.lib._checks import int_in
+from ds4.domain.sampling import GREEDY, SamplingParams
 from ds4.ports.compute import ComputeSession, StateCheckpoint
 from ds4.ports.tokenizer import Tokenizer
 
 OnEvent = Callable[[GenerationEvent], None]
 OnProgress = Callable[[int, int], None]
 Snapshot = StateCheckpoint
+
+
+# ---- argument checks of the library faces --------------------------------------------
+# A bad value is a Ds4Error naming it, never a clamp, a hang or a failure deep inside
+# the engine (docs/library.md).
+
+
+def int_in(name: str, value: object, low: int, high: int) -> int:
+    """`value` as an int in low..high (bool refused: True is not a count)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise Ds4Error(f"{name} must be an integer, not {type(value).__name__}")
+    if not low <= value <= high:
+        raise Ds4Error(f"{name} {value} is out of range ({low}..{high})")
+    return value
 
 
 def _ignore_event(_event: GenerationEvent) -> None:
@@ -85,7 +99,7 @@ class Session:
     def __len__(self) -> int:
         return self._live.pos
 
-    # ---- prompt ----------------------------------------------------------
+    # ---- prompt ----------------------------------------------------------------------
 
     def prefill(
         self,
@@ -113,7 +127,7 @@ class Session:
             if on_progress is not None:
                 on_progress(progress.done, progress.total)
 
-    # ---- generation ------------------------------------------------------
+    # ---- generation ------------------------------------------------------------------
 
     def generate(
         self,
@@ -188,7 +202,7 @@ class Session:
         """The next-token logits after the last token [vocab] (Ds4Error when empty)."""
         return self._live.logits()
 
-    # ---- rewinds and copies ----------------------------------------------
+    # ---- rewinds and copies ----------------------------------------------------------
 
     def rewind_floor(self, n: int) -> int:
         """The largest m <= n the state can be cut back to exactly (compressed rows and

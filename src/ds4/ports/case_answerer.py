@@ -14,7 +14,7 @@ from typing import Literal, Protocol
 from ds4.domain.engine.cancel import CancelCheck
 from ds4.domain.eval.prompts import CasePrompt, ReplyLimits
 from ds4.domain.eval.traces import ThinkClose
-from ds4.domain.sampling.params import SamplingParams
+from ds4.domain.sampling import SamplingParams
 
 AnswerFinish = Literal["stop", "length", "cancelled", "error"]
 

@@ -48,7 +48,7 @@ from ds4.domain.serving.exchange import (
     cut_short,
 )
 from ds4.domain.serving.prepare import refuse_certain_overflow
-from ds4.ports.random_source import RandomSource
+from ds4.ports.system import RandomSource
 from ds4.ports.tokenizer import Tokenizer
 from ds4.wire.chat import content_text
 from ds4.wire.replies import (

@@ -21,7 +21,7 @@ import msgspec
 from ds4.domain.errors import ContextLengthError, ErrorKind, RequestError
 from ds4.domain.generation.events import Finished
 from ds4.domain.serving.exchange import Api, PromptReady, ServedEvent
-from ds4.ports.random_source import RandomSource
+from ds4.ports.system import RandomSource
 from ds4.wire.anthropic import MessageStream, message_body, message_context, parse_messages
 from ds4.wire.chat import (
     ChatCompletionStream,

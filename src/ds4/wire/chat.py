@@ -44,7 +44,7 @@ from ds4.domain.serving.exchange import (
     ServedEvent,
     ToolCallOpened,
 )
-from ds4.ports.random_source import RandomSource
+from ds4.ports.system import RandomSource
 from ds4.wire.replies import (
     DONE,
     ReplyContext,

@@ -19,7 +19,7 @@ from ds4.domain.dsml.syntax import THINK_CLOSE
 from ds4.domain.errors import RequestError
 from ds4.domain.generation.events import Finished, ReasoningDelta, TextDelta
 from ds4.domain.serving.exchange import Api, PromptReady, ServedEvent
-from ds4.ports.random_source import RandomSource
+from ds4.ports.system import RandomSource
 from ds4.wire.chat import OpenAIBody, openai_reply_options, openai_request, openai_think_mode_of
 from ds4.wire.replies import DONE, ReplyContext, data_frame, json_body, openai_usage, wire_finish
 from ds4.wire.requests import (

@@ -17,7 +17,7 @@ from ds4.domain.dsml.syntax import object_members
 from ds4.domain.errors import ErrorKind
 from ds4.domain.generation.events import Finished, Usage
 from ds4.domain.serving.exchange import cut_short
-from ds4.ports.random_source import RandomSource
+from ds4.ports.system import RandomSource
 from ds4.wire.requests import WireTool
 
 # The HTTP status and each error shape's type for an error's kind. OpenAI endpoints

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.generation.events import Finished, ReasoningDelta, TextDelta
 from ds4.domain.serving.exchange import PromptReady, ServedEvent, cut_reason, cut_short
-from ds4.ports.random_source import RandomSource
+from ds4.ports.system import RandomSource
 from ds4.wire.replies import (
     ReplyContext,
     arguments_object,

@@ -13,7 +13,7 @@ from ds4.adapters.agent.tools import LocalShell, LocalWorkspace
 from ds4.domain.agent.file_tools import is_inside
 from ds4.domain.agent.tool_catalog import ToolError
 from ds4.domain.agent.toolbox import BashJobs
-from ds4.ports.workspace import MAX_FILE_BYTES
+from ds4.ports.agent import MAX_FILE_BYTES
 
 
 def test_write_is_atomic_keeps_the_mode_and_makes_parents(tmp_path: Path) -> None:

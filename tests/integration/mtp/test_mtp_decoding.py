@@ -17,7 +17,7 @@ from ds4.apps.bootstrap import Engine, load_engine
 from ds4.apps.options import EngineOptions
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.generation.loop import TurnSettings, decode_tokens, decode_turn, prefill
-from ds4.domain.sampling.params import GREEDY, SamplingParams
+from ds4.domain.sampling import GREEDY, SamplingParams
 from ds4.domain.speculative import MtpDrafter
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -17,7 +17,7 @@ from ds4.domain.agent.library import SessionLibrary
 from ds4.domain.agent.toolbox import ToolBox
 from ds4.domain.chat import ThinkMode
 from ds4.domain.engine.session import EngineSession
-from ds4.domain.sampling.params import SamplingParams
+from ds4.domain.sampling import SamplingParams
 
 TOKENIZER = ByteTokenizer()
 CTX = 16384

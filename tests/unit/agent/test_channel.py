@@ -9,7 +9,7 @@ import time
 from ds4.apps.agent.channel import AgentChannel, Stop, Submit
 from ds4.domain.agent.screen import AgentState
 from ds4.domain.agent.slash import SlashCommand
-from ds4.ports.agent_io import Approval
+from ds4.ports.agent import Approval
 
 
 def _ready(channel: AgentChannel) -> AgentChannel:

@@ -19,7 +19,7 @@ from ds4.domain.agent.file_tools import (
 )
 from ds4.domain.agent.tool_catalog import ToolError, arg_bool, arg_int, arg_text, parse_arguments
 from ds4.domain.agent.transcript import combined_results, queued_message, tool_turn
-from ds4.ports.workspace import DirEntry
+from ds4.ports.agent import DirEntry
 
 MAKEFILE = (
     b"CFLAGS = -Wall -Wextra -g\nLDFLAGS =\n\nall: bc\n\nbc: main.c\n"

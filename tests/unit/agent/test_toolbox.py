@@ -10,7 +10,7 @@ from tests.support.agent_fakes import FakeShell, FakeWorkspace
 from ds4.domain.agent.toolbox import PAGE_LIMIT, BashJobs, ToolBox
 from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.engine.cancel import CancelCheck
-from ds4.ports.shell import JobSnapshot
+from ds4.ports.agent import JobSnapshot
 
 
 def _box(files: dict[str, bytes] | None = None) -> tuple[ToolBox, FakeWorkspace, FakeShell]:

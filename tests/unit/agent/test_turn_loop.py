@@ -10,8 +10,7 @@ from tests.unit.agent.agent_setup import TOKENIZER, Rig, answer, block, call, ma
 from ds4.domain.agent.screen import AgentState, AgentStatus
 from ds4.domain.chat import EOS
 from ds4.domain.engine.cancel import CancelCheck
-from ds4.ports.agent_io import Approval
-from ds4.ports.shell import JobSnapshot
+from ds4.ports.agent import Approval, JobSnapshot
 
 
 def _consistent(rig: Rig) -> None:

@@ -13,7 +13,7 @@ from ds4.adapters.eval.answerers import EndpointAnswerer, chat_url
 from ds4.domain.chat import ThinkMode
 from ds4.domain.eval.cases import AnswerKind, EvalCase
 from ds4.domain.eval.prompts import SYSTEM_PROMPT, case_prompt
-from ds4.domain.sampling.params import SamplingParams
+from ds4.domain.sampling import SamplingParams
 from ds4.ports.case_answerer import Answer, AnswerLimits
 
 CASE = EvalCase("S", "1", "2+2?", "4", AnswerKind.INTEGER)

@@ -21,7 +21,7 @@ from ds4.domain.generation.events import (
     TextDelta,
 )
 from ds4.domain.generation.loop import TurnSettings, decode_tokens, generate
-from ds4.domain.sampling.params import SamplingParams
+from ds4.domain.sampling import SamplingParams
 
 
 def run(

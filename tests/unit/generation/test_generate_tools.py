@@ -19,7 +19,7 @@ from ds4.domain.generation.events import (
     ToolCallStarted,
 )
 from ds4.domain.generation.loop import TurnSettings, decode_turn, generate
-from ds4.domain.sampling.params import SamplingParams
+from ds4.domain.sampling import SamplingParams
 
 D = "｜DSML｜"
 BLOCK = (

@@ -16,7 +16,7 @@ from tests.unit.generation.test_generate_tools import BLOCK, ForcedCloseScript
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.generation.events import Finished, GenerationEvent
 from ds4.domain.generation.loop import TurnSettings, decode_tokens, decode_turn
-from ds4.domain.sampling.params import GREEDY, SamplingParams
+from ds4.domain.sampling import GREEDY, SamplingParams
 
 
 class ScriptDrafter:

@@ -9,7 +9,7 @@ from ds4.adapters.quant.native_codec import NativeQuantizer
 from ds4.adapters.quant.numpy_codec import NumpyQuantizer, synthetic_importance
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
-from ds4.ports.quantizer import Quantizer
+from ds4.ports.model_file import Quantizer
 
 QUANTIZERS: list[Quantizer] = [NumpyQuantizer(), NativeQuantizer()]
 IDS = ["numpy", "native"]

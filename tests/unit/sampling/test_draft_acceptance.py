@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ds4.domain.sampling.draft_acceptance import accept_draft
-from ds4.domain.sampling.params import GREEDY, SamplingParams
-from ds4.domain.sampling.rng import XorShiftStar
-from ds4.domain.sampling.sampler import candidates, sample
+from ds4.domain.sampling import (
+    GREEDY,
+    SamplingParams,
+    XorShiftStar,
+    accept_draft,
+    candidates,
+    sample,
+)
 
 LOGITS = np.array([2.0, 1.0, 0.5, -1.0, 1.5, -np.inf], dtype=np.float32)
 

@@ -9,9 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
-from ds4.domain.sampling.rng import XorShiftStar
-from ds4.domain.sampling.sampler import argmax, candidates, relative_probabilities, sample
+from ds4.domain.sampling import (
+    SamplingParams,
+    XorShiftStar,
+    argmax,
+    candidates,
+    relative_probabilities,
+    sample,
+    seed_from_bytes,
+)
 
 MASK = (1 << 64) - 1
 

@@ -6,8 +6,7 @@ import math
 
 import numpy as np
 
-from ds4.domain.sampling.logprobs import StepLogprobs
-from ds4.domain.sampling.sampler import argmax
+from ds4.domain.sampling import StepLogprobs, argmax
 
 
 def test_logprobs_are_a_normalized_log_softmax() -> None:

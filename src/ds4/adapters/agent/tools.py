@@ -23,8 +23,7 @@ from typing import IO, Any
 from ds4.adapters.files import read_limited
 from ds4.domain.agent.tool_catalog import ToolError
 from ds4.domain.engine.cancel import CancelCheck
-from ds4.ports.shell import JobSnapshot
-from ds4.ports.workspace import MAX_FILE_BYTES, DirEntry, EntryKind, FileStamp
+from ds4.ports.agent import MAX_FILE_BYTES, DirEntry, EntryKind, FileStamp, JobSnapshot
 
 # --- Workspace: the files -------------------------------------------------------------
 # The Workspace port on the local filesystem, rooted at the working directory.

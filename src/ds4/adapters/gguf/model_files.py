@@ -18,8 +18,7 @@ from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.model.presets import mtp_mismatches
 from ds4.domain.model.validation import validate_model_file
-from ds4.ports.dequantizer import Dequantizer
-from ds4.ports.model_file import ModelFile
+from ds4.ports.model_file import Dequantizer, ModelFile
 
 
 def load_model(path: str) -> tuple[GGUFFile, DeepSeekV4HParams]:

@@ -23,7 +23,7 @@ from ds4.domain.convert.plan import Chunk, PlannedTensor
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType, tensor_nbytes, type_name
 from ds4.domain.gguf.records import STRUCT_CODES, ArrayValue, MetaValue, Value, ValueType
-from ds4.ports.quantizer import Quantizer
+from ds4.ports.model_file import Quantizer
 
 
 class GGUFWriteError(Ds4Error):

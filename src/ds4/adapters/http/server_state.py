@@ -13,8 +13,7 @@ from ds4.adapters.system import SystemClock
 from ds4.domain.chat import PrefixTurn
 from ds4.domain.serving.live import KnownIds
 from ds4.domain.tools import ToolReplayMemory
-from ds4.ports.random_source import RandomSource
-from ds4.ports.time import Clock
+from ds4.ports.system import Clock, RandomSource
 from ds4.ports.tokenizer import Tokenizer
 from ds4.wire.requests import DEFAULT_MODEL
 

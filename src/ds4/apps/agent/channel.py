@@ -21,7 +21,7 @@ from typing import TextIO
 from ds4.domain.agent.screen import DIM, AgentState, AgentStatus, styled
 from ds4.domain.agent.slash import SlashCommand
 from ds4.domain.errors import Ds4Error
-from ds4.ports.agent_io import Approval
+from ds4.ports.agent import Approval
 
 DEFAULT_CONFIRM_SECONDS = 10.0
 
@@ -85,7 +85,7 @@ class AgentChannel:
     def _changed(self) -> None:
         self.on_change()
 
-    # ---- the worker's side (ports.agent_io.AgentIO) ---------------------------
+    # ---- the worker's side (ports.agent.AgentIO) ------------------------------
 
     def publish(self, text: str) -> None:
         if not text:

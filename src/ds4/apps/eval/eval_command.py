@@ -31,7 +31,7 @@ from ds4.domain.eval.prompts import ReplyLimits
 from ds4.domain.eval.readers import AUTO, FORMAT_NAMES, validation_report
 from ds4.domain.eval.self_test import PASSED_LINE, run_self_tests
 from ds4.domain.eval.traces import compare_traces, parse_trace, regrade
-from ds4.domain.sampling.params import MAX_TOP_K
+from ds4.domain.sampling import MAX_TOP_K
 
 
 def run(args: argparse.Namespace) -> int:

@@ -27,7 +27,7 @@ from ds4.domain.eval.readers import source_table
 from ds4.domain.eval.report import render_report, report_json
 from ds4.domain.eval.runner import EvalRun, RunOutcome, RunSettings
 from ds4.domain.eval.traces import TraceHeader
-from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
+from ds4.domain.sampling import SamplingParams, seed_from_bytes
 from ds4.ports.case_answerer import CaseAnswerer
 
 TOOL = "ds4-eval"

@@ -14,7 +14,7 @@ from ds4.apps.cli_generate import EventPrinter, PrefillMeter
 from ds4.domain.eval.report import CaseResult, CaseState
 from ds4.domain.eval.runner import Interruption
 from ds4.domain.generation.events import PrefillProgress, ReasoningDelta, TextDelta
-from ds4.ports.time import Timer
+from ds4.ports.system import Timer
 
 MAX_STREAM_CHARS = 64_000  # the screen shows the tail; older text is dropped
 MIN_COLUMNS, MIN_ROWS = 90, 18  # a smaller terminal gets the plain output

@@ -23,8 +23,8 @@ from ds4.domain.engine.cancel import never_cancel
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.loop import prefill
-from ds4.domain.sampling.params import SamplingParams
-from ds4.ports.agent_io import AgentIO
+from ds4.domain.sampling import SamplingParams
+from ds4.ports.agent import AgentIO
 from ds4.ports.tokenizer import Tokenizer
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ds4.domain.agent.tool_catalog import ToolError
 from ds4.domain.generation.events import GenerationEvent, ToolCallArguments, ToolCallStarted
-from ds4.ports.workspace import DirEntry
+from ds4.ports.agent import DirEntry
 
 # --- text lines ---
 # Lines of a file's bytes as the agent's tools count them: split on `\n`, `\r\n` or

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from ds4.domain.agent.session_meta import SessionRecord, resolve_prefix
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.kv_file import KvcFlags, KvcHeader, SaveReason
-from ds4.ports.agent_sessions import SessionIndex
+from ds4.ports.agent import SessionIndex
 from ds4.ports.kv_store import KVStore
 
 

@@ -37,9 +37,7 @@ from ds4.domain.agent.tool_catalog import (
 )
 from ds4.domain.dsml.syntax import ToolCall
 from ds4.domain.engine.cancel import CancelCheck
-from ds4.ports.browser import Browser
-from ds4.ports.shell import JobSnapshot, Shell
-from ds4.ports.workspace import FileStamp, Workspace
+from ds4.ports.agent import Browser, FileStamp, JobSnapshot, Shell, Workspace
 
 # --- bash tool ---
 # `bash`, `bash_status`, `bash_stop`: what the model sees of a background job

@@ -37,7 +37,7 @@ from ds4.domain.engine.cancel import CancelledError
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.events import Finished
 from ds4.domain.generation.loop import TurnSettings, decode_turn
-from ds4.ports.agent_io import Approval
+from ds4.ports.agent import Approval
 
 DSML_REMINDER = (
     "Write tool calls exactly in this shape, after thinking:\n"

@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from ds4.domain.convert.plan import Chunk, PlannedTensor
 from ds4.domain.errors import Ds4Error
-from ds4.ports.checkpoint import Checkpoint, CheckpointTensor
+from ds4.ports.model_file import Checkpoint, CheckpointTensor
 
 # --- fp formats ---
 # Decoding DeepSeek's release formats: FP8 E4M3 with E8M0 128x128 tile scales, packed FP4

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from ds4.domain.engine.session import Step
 from ds4.domain.errors import Ds4Error
-from ds4.ports.time import Pacer
+from ds4.ports.system import Pacer
 
 T = TypeVar("T")
 MIN_POWER, MAX_POWER = 1, 100

@@ -24,9 +24,9 @@ from ds4.domain.eval.grading import grade_output, has_final_answer_line
 from ds4.domain.eval.prompts import CasePrompt, ReplyLimits, case_prompt
 from ds4.domain.eval.report import CaseResult, CaseState
 from ds4.domain.eval.traces import TraceHeader, TraceRecord, render_record, render_summary
-from ds4.domain.sampling.params import SamplingParams
+from ds4.domain.sampling import SamplingParams
 from ds4.ports.case_answerer import Answer, AnswerLimits, AnswerObserver, CaseAnswerer
-from ds4.ports.time import Timer
+from ds4.ports.system import Timer
 
 SKIP_NO_FIT = "prompt does not fit context"
 SKIP_NO_ROOM = "prompt leaves no generation room"

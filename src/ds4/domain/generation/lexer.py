@@ -9,7 +9,7 @@ safe to show and keeps the state the decode loop steers by:
 - text: stop strings are matched here only; with tools, the first block open tag (any
   spelling) ends the text for good, and the whitespace before it is syntax;
 - the tool block: dsml.stream says whether the next token is structure (greedy)
-  and when the block closed; generation.call_stream turns its elements into calls.
+  and when the block closed; CallStream (below) turns its elements into calls.
 The undecided tail it holds is bounded: a partial marker, `max_stop_len - 1`
 characters, and (with tools) the whitespace run before them; a header or value is
 kept only until it ends. So every character is handled a bounded number of times
@@ -21,21 +21,30 @@ dsml.parser.finish_turn over the whole text stays the authoritative parse.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import Enum
 
-from ds4.domain.dsml.stream import BlockLexer, Structure, ThinkCall, ThinkCallWatch
+from ds4.domain.dsml.parser import is_string_value, value_json
+from ds4.domain.dsml.stream import BlockLexer, Element, Structure, Tag, ThinkCall, ThinkCallWatch
 from ds4.domain.dsml.syntax import (
     SPELLINGS,
     THINK_CLOSE,
     THINK_OPEN,
     WHITESPACE,
     Spelling,
+    ToolCall,
+    json_string,
     partial_tag_at,
 )
-from ds4.domain.generation.call_stream import CallStream, ToolEvent
-from ds4.domain.generation.events import ReasoningDelta, TextDelta
-from ds4.domain.generation.stop_strings import StopHit, StopStrings
+from ds4.domain.generation.events import (
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArguments,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 
+ToolEvent = ToolCallStarted | ToolCallArguments | ToolCallFinished
 LexEvent = ReasoningDelta | TextDelta | ToolEvent
 
 _BLOCK_OPENS = tuple(s.block_open for s in SPELLINGS)
@@ -203,3 +212,145 @@ class TurnLexer:
         assert self._block is not None and self._calls is not None
         if text:
             events += self._calls.feed(self._block.feed(text))
+
+
+# ---- stop strings over visible text fed in pieces (docs/reference/server.md §3.4) ----
+
+
+@dataclass(frozen=True, slots=True)
+class StopHit:
+    """The stop string that ended the turn and where it starts in the generated text."""
+
+    string: str
+    at: int
+
+
+class StopStrings:
+    def __init__(self, stops: Sequence[str]) -> None:
+        self._stops = tuple(dict.fromkeys(s for s in stops if s))
+        # The tail that may still become a stop string
+        # (docs/reference/server.md §3.4: max_stop_len - 1).
+        self.hold = max((len(s) for s in self._stops), default=1) - 1
+
+    def first(self, text: str, start: int = 0) -> tuple[int, str] | None:
+        """(position, stop) of the match in text[start:] that is complete first; of two
+        complete at the same character, the one that starts earlier. A caller that
+        feeds text in pieces and keeps `hold` characters of context gets the same
+        answer for every split: matches ending in earlier text were already seen."""
+        best: tuple[int, int, str] | None = None
+        for stop in self._stops:
+            pos = text.find(stop, start)
+            if pos >= 0 and (best is None or (pos + len(stop), pos) < best[:2]):
+                best = (pos + len(stop), pos, stop)
+        return None if best is None else (best[1], best[2])
+
+
+# ---- live tool-call events from a tool block's elements ------------------------------
+# (docs/reference/chat-and-dsml.md §3.7)
+# Follows dsml.parser's grammar over the elements dsml.stream reads and reports, per
+# call index: Started once the invoke header is complete, an arguments fragment "{"
+# then one per finished parameter (`"key":value`, comma-led after the first; a loose
+# nested object as one member once it ends) then "}", and Finished with the call.
+# Fragments use the parser's value encoding, so for a block the parser accepts, the
+# streamed calls are the parsed ones. At the first element the parser would reject,
+# streaming stops for the rest of the block; the final parse stays authoritative.
+
+
+class _Expect(Enum):
+    INVOKE = "invoke"  # between invokes
+    PARAM = "param"  # between the parameters of an open invoke
+    VALUE = "value"  # a parameter header was read
+    LEAF_VALUE = "leaf_value"
+    LOOSE = "loose"  # after a leaf: another leaf, or the object ends
+    DONE = "done"
+    FAILED = "failed"
+
+
+class CallStream:
+    def __init__(self, spelling: Spelling) -> None:
+        self._spelling = spelling
+        self._expect = _Expect.INVOKE
+        self._index = 0
+        self._name = ""
+        self._members: list[str] = []
+        self._key = ""  # the open parameter's name
+        self._attributes: dict[str, str] = {}  # ... and its attributes
+        self._leaves: list[str] = []  # the loose object's members so far
+
+    def feed(self, elements: list[Element]) -> list[ToolEvent]:
+        events: list[ToolEvent] = []
+        for element in elements:
+            self._take(element, events)
+        return events
+
+    def _take(self, element: Element, events: list[ToolEvent]) -> None:
+        expect, tag = self._expect, element.tag
+        if expect is _Expect.INVOKE:
+            self._between_invokes(element, events)
+        elif expect is _Expect.PARAM:
+            self._between_params(element, events)
+        elif expect is _Expect.VALUE and tag is Tag.VALUE and element.value is not None:
+            self._member(self._key, self._value(element.value, self._attributes), events)
+            self._expect = _Expect.PARAM
+        elif expect is _Expect.VALUE and tag is Tag.PARAM_OPEN:
+            self._leaves = []  # the block lexer saw a loose object begin
+            self._open_leaf(element)
+        elif expect is _Expect.LEAF_VALUE and tag is Tag.VALUE and element.value is not None:
+            value = self._value(element.value, self._attributes)
+            self._leaves.append(json_string(self._attributes["name"]) + ":" + value)
+            self._expect = _Expect.LOOSE
+        elif expect is _Expect.LOOSE:
+            self._after_leaf(element, events)
+        elif expect is not _Expect.DONE:
+            self._expect = _Expect.FAILED
+
+    def _between_invokes(self, element: Element, events: list[ToolEvent]) -> None:
+        attributes = element.attributes
+        if element.tag is Tag.BLOCK_CLOSE:
+            self._expect = _Expect.DONE
+        elif element.tag is Tag.INVOKE_OPEN and attributes and attributes.get("name"):
+            self._name, self._members = attributes["name"], []
+            events += (
+                ToolCallStarted(self._index, self._name),
+                ToolCallArguments(self._index, "{"),
+            )
+            self._expect = _Expect.PARAM
+        else:
+            self._expect = _Expect.FAILED
+
+    def _between_params(self, element: Element, events: list[ToolEvent]) -> None:
+        attributes = element.attributes
+        if element.tag in (Tag.INVOKE_CLOSE, Tag.BLOCK_CLOSE):  # block close: invoke close left out
+            call = ToolCall(self._name, "{" + ",".join(self._members) + "}")
+            events += (ToolCallArguments(self._index, "}"), ToolCallFinished(self._index, call))
+            self._index += 1
+            self._expect = _Expect.INVOKE if element.tag is Tag.INVOKE_CLOSE else _Expect.DONE
+        elif element.tag is Tag.PARAM_OPEN and attributes is not None and "name" in attributes:
+            self._key, self._attributes = attributes["name"], attributes
+            self._expect = _Expect.VALUE
+        else:
+            self._expect = _Expect.FAILED
+
+    def _open_leaf(self, element: Element) -> None:
+        attributes = element.attributes
+        if attributes is None or "name" not in attributes:
+            self._expect = _Expect.FAILED
+            return
+        self._attributes, self._expect = attributes, _Expect.LEAF_VALUE
+
+    def _after_leaf(self, element: Element, events: list[ToolEvent]) -> None:
+        if element.tag is Tag.PARAM_OPEN:
+            self._open_leaf(element)
+            return
+        self._member(self._key, "{" + ",".join(self._leaves) + "}", events)
+        self._expect = _Expect.PARAM
+        if element.tag is not Tag.PARAM_CLOSE:
+            self._take(element, events)  # the object ended without its own close tag
+
+    def _value(self, raw: str, attributes: dict[str, str]) -> str:
+        return value_json(raw, is_string=is_string_value(attributes), spelling=self._spelling)
+
+    def _member(self, key: str, value: str, events: list[ToolEvent]) -> None:
+        member = json_string(key) + ":" + value
+        events.append(ToolCallArguments(self._index, ("," if self._members else "") + member))
+        self._members.append(member)

@@ -15,7 +15,7 @@ the events of generation.events. One turn:
 
 With a drafter on the session (docs/mtp.md) a decode step may take several tokens: the
 sampled token and the drafts that follow it are evaluated together, each draft is kept
-or not as the sampler would have chosen it (domain/sampling/draft_acceptance.py), and
+or not as the sampler would have chosen it (domain/sampling.py), and
 the rejected ones are rewound. The lexer sees every kept token in order, so a stop,
 a closed tool block or a forced close ends the block there; `on_token` then runs for
 each kept token once the block is settled (the state already holds all of them).
@@ -43,10 +43,7 @@ from ds4.domain.generation.events import (
     Usage,
 )
 from ds4.domain.generation.lexer import TurnLexer
-from ds4.domain.sampling.draft_acceptance import accept_draft
-from ds4.domain.sampling.params import GREEDY, SamplingParams
-from ds4.domain.sampling.rng import XorShiftStar
-from ds4.domain.sampling.sampler import sample
+from ds4.domain.sampling import GREEDY, SamplingParams, XorShiftStar, accept_draft, sample
 from ds4.ports.tokenizer import Tokenizer
 
 FORCED_THINK_CLOSE = THINK_CLOSE + "\n\n"

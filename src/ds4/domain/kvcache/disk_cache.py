@@ -25,7 +25,7 @@ from ds4.domain.kvcache.policy import (
     required_bytes,
 )
 from ds4.ports.kv_store import KVStore
-from ds4.ports.time import Clock
+from ds4.ports.system import Clock
 
 Log = Callable[[str], None]
 MAX_LOAD_ATTEMPTS = 8  # failed loads delete their file; this only bounds a racing writer

@@ -44,7 +44,7 @@ from ds4.domain.generation.loop import (
     prefill,
 )
 from ds4.domain.kvcache.kv_file import KvcFlags, SaveReason
-from ds4.domain.sampling.params import SamplingParams, seed_from_bytes
+from ds4.domain.sampling import SamplingParams, seed_from_bytes
 from ds4.domain.serving.checkpoints import (
     MEMORY_CHECKPOINT,
     DiskHit,
@@ -61,7 +61,7 @@ from ds4.domain.serving.live import (
 from ds4.domain.serving.prepare import CacheDecision, PreparedJob, cache_decision
 from ds4.domain.tools import ToolApi, ToolReplayMemory
 from ds4.ports.compute import StateCheckpoint
-from ds4.ports.random_source import RandomSource
+from ds4.ports.system import RandomSource
 from ds4.ports.tokenizer import Tokenizer
 
 # Thinking mode ignores the client's knobs (docs/reference/server.md §2.3).

@@ -13,8 +13,7 @@ from ds4.domain.engine.cancel import CancelCheck, never_cancel
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.loop import prefill
-from ds4.domain.sampling.logprobs import StepLogprobs
-from ds4.domain.sampling.sampler import argmax
+from ds4.domain.sampling import StepLogprobs, argmax
 from ds4.domain.vectors.records import Alternative, VectorCase, VectorStep, VectorToken
 from ds4.ports.tokenizer import Tokenizer
 

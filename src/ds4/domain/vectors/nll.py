@@ -16,7 +16,7 @@ from ds4.domain.engine.cancel import CancelCheck, CancelledError, never_cancel
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.generation.loop import prefill
-from ds4.domain.sampling.logprobs import StepLogprobs
+from ds4.domain.sampling import StepLogprobs
 from ds4.domain.vectors.local_run import Progress, TokenIndex, check_fits, no_progress, prompt_ids
 from ds4.domain.vectors.records import VectorCase
 from ds4.ports.compute import ComputeSession

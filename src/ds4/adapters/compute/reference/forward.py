@@ -48,8 +48,7 @@ from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.gguf.quant_formats import DEQUANTIZABLE
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.steering.directions import Steering, steer_rows
-from ds4.ports.dequantizer import Dequantizer
-from ds4.ports.model_file import ModelFile
+from ds4.ports.model_file import Dequantizer, ModelFile
 
 # --- Weights --------------------------------------------------------------------------
 # Weights read from the memory-mapped model file on every use.

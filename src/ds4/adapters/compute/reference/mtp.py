@@ -19,9 +19,8 @@ from ds4.domain.engine_math.layers import rmsnorm
 from ds4.domain.engine_math.lowprec import Numerics
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.model.presets import mtp_clamp
-from ds4.ports.dequantizer import Dequantizer
 from ds4.ports.drafter import DraftState
-from ds4.ports.model_file import ModelFile
+from ds4.ports.model_file import Dequantizer, ModelFile
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]

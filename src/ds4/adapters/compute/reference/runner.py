@@ -17,8 +17,7 @@ from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.steering.directions import Steering
 from ds4.ports.compute import ModelRunner, SequenceState
-from ds4.ports.dequantizer import Dequantizer
-from ds4.ports.model_file import ModelFile
+from ds4.ports.model_file import Dequantizer, ModelFile
 from ds4.ports.steering import Component
 
 F32 = npt.NDArray[np.float32]

@@ -52,8 +52,7 @@ from ds4.domain.engine_math.lowprec import Numerics
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.compute import ModelRunner, SequenceState
-from ds4.ports.dequantizer import Dequantizer
-from ds4.ports.model_file import ModelFile
+from ds4.ports.model_file import Dequantizer, ModelFile
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]

@@ -25,8 +25,7 @@ from ds4.domain.engine_math.quant_dots import QuantizedActivation, quantize_q8_0
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 from ds4.domain.gguf.iq2xxs_tables import IQ2XXS_LEVELS
-from ds4.ports.dequantizer import Dequantizer
-from ds4.ports.model_file import ModelFile
+from ds4.ports.model_file import Dequantizer, ModelFile
 
 F32 = npt.NDArray[np.float32]
 U8 = npt.NDArray[np.uint8]

@@ -1,6 +1,8 @@
-"""Time for code that must not read a clock or sleep itself (domain/, the HTTP layer's
-reply stamps): wall seconds (`Clock`), elapsed seconds (`Timer`) and the monotonic clock
-and pause of the `--power` duty cycle (`Pacer`). adapters/system.py serves all three."""
+"""What code that must not touch the system itself (domain/, the HTTP layer's reply
+stamps and ids) takes from it through ports: wall seconds (`Clock`), elapsed seconds
+(`Timer`), the monotonic clock and pause of the `--power` duty cycle (`Pacer`), and
+unguessable bytes (`RandomSource`: a CSPRNG in production, a fixed script in tests).
+adapters/system.py serves all four."""
 
 from __future__ import annotations
 
@@ -29,3 +31,9 @@ class Pacer(Protocol):
         ...
 
     def sleep(self, seconds: float) -> None: ...
+
+
+class RandomSource(Protocol):
+    def token_bytes(self, n: int) -> bytes:
+        """`n` unpredictable bytes."""
+        ...

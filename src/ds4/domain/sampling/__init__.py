@@ -1,1 +1,0 @@
-"""Next-token choice from logits (docs/reference/server.md §4.7)."""
