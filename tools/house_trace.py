@@ -8,9 +8,13 @@ namespace up to two levels down):
 - ``chat``: the content of one chat message, from the POST body reaching ``ds4 server``
   on loopback until the rendered prompt becomes token ids.
 
-``python -m tools.house_trace model|chat`` prints the journey, one module a line, and the
-count. It runs the shipped demo model (models/demo.gguf) on the cpu backend; nothing is
-written outside a temporary directory.
+And one count: ``decode``, the Python classes whose methods stand on the stack between
+``decode_turn`` and each native ``ds4_fw_*`` call while three tokens are decoded
+(``--power 50`` adds the duty-cycle policy); a closure counts as the class defining it.
+
+``python -m tools.house_trace model|chat|decode [--power N]`` prints the journey, one
+module (or class) a line, and the count. It runs the shipped demo model
+(models/demo.gguf) on the cpu backend; nothing is written outside a temporary directory.
 """
 
 from __future__ import annotations
@@ -145,14 +149,67 @@ def journey(kind: str) -> list[str]:
         return seen
 
 
+def _classes_on_stack(frame: FrameType | None) -> tuple[bool, list[str]]:
+    found: list[str] = []
+    while frame is not None and frame.f_code.co_name != "decode_turn":
+        definer = frame.f_code.co_qualname.split(".<locals>")[0]
+        if "." in definer:
+            found.append(definer.rsplit(".", 1)[0])
+        frame = frame.f_back
+    return frame is not None, found
+
+
+def decode_classes(power: int | None) -> list[str]:
+    """The classes a decode token crosses on its way to the native forward."""
+    from ds4.apps.bootstrap import load_engine
+    from ds4.apps.options import EngineOptions
+    from ds4.domain.generation import loop
+    from ds4.domain.sampling import SamplingParams
+
+    engine = load_engine(EngineOptions(str(DEMO), backend="cpu", power=power))
+    session = engine.new_session(256)
+    ids = engine.tokenizer.encode("Quel ramo del lago di Como")
+    for _ in loop.prefill(session, ids):
+        pass
+    crossed: set[str] = set()
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        name = getattr(arg, "__name__", "")
+        if event == "c_call" and name.startswith("ds4_fw_"):
+            inside, classes = _classes_on_stack(frame)
+            if inside:
+                crossed.update(classes)
+
+    settings = loop.TurnSettings(max_tokens=3, sampling=SamplingParams(temperature=0.0))
+    turn = loop.decode_turn(session, engine.tokenizer, settings, prompt_tokens=len(ids))
+    sys.setprofile(profile)
+    try:
+        for _ in turn:
+            pass
+    finally:
+        sys.setprofile(None)
+    return sorted(crossed)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--child"]:
         _run_traced(args[1], args[3:], Path(args[2]))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("kind", choices=["model", "chat"], help="which value to follow")
-    kind = parser.parse_args(args).kind
+    parser.add_argument(
+        "kind", choices=["model", "chat", "decode"], help="which value to follow, or decode"
+    )
+    parser.add_argument(
+        "--power", type=int, default=None, help="decode only: the duty cycle (default: none)"
+    )
+    parsed = parser.parse_args(args)
+    kind = parsed.kind
+    if kind == "decode":
+        classes = decode_classes(parsed.power)
+        print("\n".join(classes))
+        print(f"decode: {len(classes)} classes between decode_turn and the native call")
+        return 0
     seen = journey(kind)
     distinct = list(dict.fromkeys(seen))
     for module in distinct:
