@@ -117,9 +117,10 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
     cli.add_argument(
         "-n",
         "--tokens",
-        type=flag_types.int_in(1, INT_MAX),
+        type=flag_types.int_in(0, INT_MAX),
         default=50_000,
-        help=f"max generated tokens (1..{INT_MAX})",
+        help=f"max generated tokens (0..{INT_MAX}; 0: prefill the prompt only, e.g. with "
+        "--dump-logits)",
     )
     add_sampling_flags(cli)
     add_backend_flags(cli)
@@ -194,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
         return render_chat(args)
     if args.dump_tokens:
         return dump_tokens(args)
+    check_prefill_only(args)
     if args.prompt_tokens is not None:
         if args.prefix_file is not None:
             args.cli_parser.error("--prefix-file needs a text prompt, not --prompt-tokens")
@@ -205,6 +207,21 @@ def run(args: argparse.Namespace) -> int:
     from ds4.apps.cli_repl import run_repl  # prompt-toolkit only for the REPL
 
     return run_repl(args)
+
+
+def check_prefill_only(args: argparse.Namespace) -> None:
+    """`-n 0` is a one-shot prefill (the prompt's logits without a reply); where nothing
+    would run at all it is a usage error, not a silent no-op."""
+    if args.tokens != 0:
+        return
+    if args.dump_logprobs is not None:
+        args.cli_parser.error("--dump-logprobs needs -n 1 or more (-n 0 generates no steps)")
+    has_prompt = any(p is not None for p in (args.prompt, args.prompt_file, args.prompt_tokens))
+    if not has_prompt and sys.stdin.isatty():
+        args.cli_parser.error(
+            "-n 0 (prefill only) needs a prompt: -p, --prompt-file or --prompt-tokens; "
+            "the interactive chat needs -n 1 or more"
+        )
 
 
 def render_chat(args: argparse.Namespace) -> int:

@@ -64,6 +64,25 @@ def test_dump_logits_shape_and_chunk_invariance(
     assert text_whole.strip()
 
 
+def test_n_0_dumps_the_prompt_logits_without_generating(
+    tiny_model: Path, ids_file: Path, tmp_path: Path
+) -> None:
+    logits = tmp_path / "prefill.npy"
+    done = ds4("cli", "-m", tiny_model, "--prompt-tokens", ids_file, "--dump-logits", logits,
+               "-n", "0", "--numerics", "fp32")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert np.load(logits).shape == (len(PROMPT_IDS), VOCAB)
+    assert done.stdout == ""  # no reply
+    assert "generation: 0.00 t/s" in done.stderr
+
+
+def test_n_0_is_refused_where_nothing_would_run(tiny_model: Path, ids_file: Path) -> None:
+    done = ds4("cli", "-m", tiny_model, "--prompt-tokens", ids_file, "-n", "0",
+               "--dump-logprobs", "out.json")  # fmt: skip
+    assert done.returncode == 2
+    assert "--dump-logprobs needs -n 1 or more" in done.stderr
+
+
 def test_seeded_sampling_is_reproducible(tiny_model: Path) -> None:
     args = ("cli", "-m", tiny_model, "-p", "Hi", "--nothink", "-n", "5", "--seed", "11")
     first, second = ds4(*args), ds4(*args)
