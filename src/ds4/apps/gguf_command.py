@@ -149,6 +149,16 @@ def run_inspect(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(render_text(data))
+    if not report.ok:
+        # The report is stdout's; the refusal is also stderr's, so a caller that keeps
+        # only stderr (or pipes stdout away) still sees why the exit status is 1.
+        errors = report.errors
+        against = f" against {shape[0]}" if shape is not None else ""
+        print(
+            f"ds4 gguf inspect: {args.file} is not a valid model{against}: "
+            f"{len(errors)} error{'s' if len(errors) != 1 else ''}, first: {errors[0]}",
+            file=sys.stderr,
+        )
     return 0 if report.ok else EXIT_INVALID
 
 
