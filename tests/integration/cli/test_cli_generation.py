@@ -83,6 +83,27 @@ def test_n_0_is_refused_where_nothing_would_run(tiny_model: Path, ids_file: Path
     assert "--dump-logprobs needs -n 1 or more" in done.stderr
 
 
+def test_piped_stdin_is_the_prompt(tiny_model: Path) -> None:
+    def cli(stdin: bytes, *args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "ds4", "cli", "-m", str(tiny_model), *args],
+            input=stdin, capture_output=True, timeout=600, check=False,
+        )  # fmt: skip
+
+    piped = cli(b"Ciao lago", "--dump-tokens", "--json")
+    given = cli(b"", "--dump-tokens", "--json", "-p", "Ciao lago")
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == given.stdout and json.loads(piped.stdout)
+    generated = cli(b"Ciao lago", "--temp", "0", "-n", "3", "--nothink")
+    assert generated.returncode == 0, generated.stderr
+    assert b"generation:" in generated.stderr
+    empty = cli(b"", "-n", "3")
+    assert empty.returncode == 2
+    assert empty.stderr == (
+        b"ds4: error: stdin is empty: give the prompt with -p TEXT, --prompt-file F or on stdin\n"
+    )
+
+
 def test_seeded_sampling_is_reproducible(tiny_model: Path) -> None:
     args = ("cli", "-m", tiny_model, "-p", "Hi", "--nothink", "-n", "5", "--seed", "11")
     first, second = ds4(*args), ds4(*args)
