@@ -287,6 +287,8 @@ def mtp_summary(rows: list[Row], draft: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     alloc = check_flags(args)
+    if args.plot is not None:
+        require_matplotlib()  # before the model loads: a missing extra fails in a second
     from ds4.apps.cli_generate import model_path
 
     model = model_path(args)
@@ -348,14 +350,27 @@ class BenchRow(Protocol):
     def gen_tps(self) -> float: ...
 
 
-def plot_rows(rows: Sequence[BenchRow], path: str, *, title: str) -> None:
-    try:
-        import matplotlib
+# The advice names the interpreter that runs ds4, so it installs into the right
+# environment from a checkout (.venv/bin/python) as from an installed package; the
+# `dev` extra of pyproject.toml is the one that carries matplotlib.
+MATPLOTLIB_ADVICE = "--plot needs matplotlib: {python} -m pip install matplotlib"
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+
+def require_matplotlib() -> None:
+    """Raise the install advice when matplotlib cannot be imported."""
+    try:
+        import matplotlib  # noqa: F401
     except ImportError:
-        raise Ds4Error("--plot needs matplotlib (pip install 'ds4[plot]')") from None
+        raise Ds4Error(MATPLOTLIB_ADVICE.format(python=sys.executable)) from None
+
+
+def plot_rows(rows: Sequence[BenchRow], path: str, *, title: str) -> None:
+    require_matplotlib()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     ordered = sorted(rows, key=lambda r: r.ctx_tokens)
     ctx = [r.ctx_tokens for r in ordered]
     fig, left = plt.subplots(figsize=(9.6, 5.4), dpi=100)

@@ -1,5 +1,10 @@
 """The `ds4` console command: one parser, one subcommand per app module, and the list
-of implemented subcommands (only what REGISTRARS lists appears in `ds4 --help`)."""
+of implemented subcommands (only what `registrars()` lists appears in `ds4 --help`).
+
+This module is the console entry point, so it imports nothing that takes time: the
+commands (numpy, the backends, ...) are imported inside `main`'s KeyboardInterrupt
+handling, and a Ctrl+C in the first second is the same clean `ds4: interrupted`, exit
+130, as one later on."""
 
 from __future__ import annotations
 
@@ -9,16 +14,6 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from ds4 import __version__
-from ds4.apps import (
-    bench_command,
-    cli_command,
-    gguf_command,
-    server_command,
-    steer_command,
-    vectors_command,
-)
-from ds4.apps.agent import command as agent_command
-from ds4.apps.eval import eval_command
 from ds4.domain.errors import Ds4Error
 
 
@@ -37,15 +32,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ds4 {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for register in REGISTRARS:
+    for register in registrars():
         register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        parser = build_parser()  # imports every command: the slow part of a start
+        args = parser.parse_args(argv)
         code: int = args.run(args)
     except Ds4Error as exc:
         print(f"ds4: error: {exc}", file=sys.stderr)
@@ -59,18 +54,33 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 # ---- commands ------------------------------------------------------------------------
-# The list of implemented subcommands; only what is listed here appears in `ds4 --help`.
+# The implemented subcommands; only what `registrars()` lists appears in `ds4 --help`.
 
 
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
-REGISTRARS: list[Registrar] = [
-    server_command.register,
-    cli_command.register,
-    agent_command.register,
-    bench_command.register,
-    eval_command.register,
-    gguf_command.register,
-    steer_command.register,
-    vectors_command.register,
-]
+
+def registrars() -> list[Registrar]:
+    """Each subcommand's `register`, in `ds4 --help` order; importing them is what
+    takes time, so it happens here and not at module import."""
+    from ds4.apps import (
+        bench_command,
+        cli_command,
+        gguf_command,
+        server_command,
+        steer_command,
+        vectors_command,
+    )
+    from ds4.apps.agent import command as agent_command
+    from ds4.apps.eval import eval_command
+
+    return [
+        server_command.register,
+        cli_command.register,
+        agent_command.register,
+        bench_command.register,
+        eval_command.register,
+        gguf_command.register,
+        steer_command.register,
+        vectors_command.register,
+    ]

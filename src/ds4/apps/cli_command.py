@@ -1,8 +1,8 @@
 """`ds4 cli`: flags and dispatch. Generation lives in cli_generate, the REPL in cli_repl.
 
 Modes are separate small functions chosen in `run`: --render-chat and --dump-tokens
-never load weights; a prompt (-p, --prompt-file, --prompt-tokens) runs one-shot;
-no prompt on a terminal starts the interactive chat.
+never load weights; a prompt (-p, --prompt-file, --prompt-tokens, or piped stdin) runs
+one-shot; no prompt on a terminal starts the interactive chat.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "cli",
         formatter_class=DefaultsHelpFormatter,
         help="generate from a prompt, chat interactively, dump tokens/logits",
-        description="Generate from a prompt (-p, --prompt-file, --prompt-tokens) or, with no "
-        "prompt on a terminal, chat interactively. --dump-tokens prints how the prompt "
+        description="Generate from a prompt (-p, --prompt-file, --prompt-tokens, or stdin "
+        "when it is not a terminal: `echo ciao | ds4 cli`) or, with no prompt on a terminal, "
+        "chat interactively. --dump-tokens prints how the prompt "
         "tokenizes (index, id, piece; added/special tokens marked) and exits without loading "
         "weights; there the prompt is tokenized exactly as given.",
     )
@@ -117,9 +118,10 @@ def add_generation_flags(cli: argparse.ArgumentParser) -> None:
     cli.add_argument(
         "-n",
         "--tokens",
-        type=flag_types.int_in(1, INT_MAX),
+        type=flag_types.int_in(0, INT_MAX),
         default=50_000,
-        help=f"max generated tokens (1..{INT_MAX})",
+        help=f"max generated tokens (0..{INT_MAX}; 0: prefill the prompt only, e.g. with "
+        "--dump-logits)",
     )
     add_sampling_flags(cli)
     add_backend_flags(cli)
@@ -194,17 +196,31 @@ def run(args: argparse.Namespace) -> int:
         return render_chat(args)
     if args.dump_tokens:
         return dump_tokens(args)
+    check_prefill_only(args)
     if args.prompt_tokens is not None:
         if args.prefix_file is not None:
             args.cli_parser.error("--prefix-file needs a text prompt, not --prompt-tokens")
         return run_one_shot(args, None)
-    if args.prompt is not None or args.prompt_file is not None:
-        return run_one_shot(args, read_prompt(args))
-    if not sys.stdin.isatty():
-        raise Ds4Error("give a prompt with -p TEXT, --prompt-file F or --prompt-tokens FILE")
+    if args.prompt is not None or args.prompt_file is not None or stdin_is_piped():
+        return run_one_shot(args, read_prompt(args))  # piped stdin is the prompt
     from ds4.apps.cli_repl import run_repl  # prompt-toolkit only for the REPL
 
     return run_repl(args)
+
+
+def check_prefill_only(args: argparse.Namespace) -> None:
+    """`-n 0` is a one-shot prefill (the prompt's logits without a reply); where nothing
+    would run at all it is a usage error, not a silent no-op."""
+    if args.tokens != 0:
+        return
+    if args.dump_logprobs is not None:
+        args.cli_parser.error("--dump-logprobs needs -n 1 or more (-n 0 generates no steps)")
+    has_prompt = any(p is not None for p in (args.prompt, args.prompt_file, args.prompt_tokens))
+    if not has_prompt and not stdin_is_piped():
+        args.cli_parser.error(
+            "-n 0 (prefill only) needs a prompt: -p, --prompt-file or --prompt-tokens; "
+            "the interactive chat needs -n 1 or more"
+        )
 
 
 def render_chat(args: argparse.Namespace) -> int:
@@ -222,12 +238,29 @@ def render_chat(args: argparse.Namespace) -> int:
     return 0
 
 
+def stdin_is_piped() -> bool:
+    """stdin is open and not a terminal: a pipe or a file holding the prompt."""
+    return sys.stdin is not None and not sys.stdin.isatty()
+
+
 def read_prompt(args: argparse.Namespace) -> str:
     if args.prompt is not None:
         return str(args.prompt)
-    if args.prompt_file is None:
-        raise Ds4Error("give the prompt with -p TEXT or --prompt-file F")
-    return read_utf8(Path(args.prompt_file), "prompt file")  # CR/LF kept as in the file
+    if args.prompt_file is not None:
+        return read_utf8(Path(args.prompt_file), "prompt file")  # CR/LF kept as in the file
+    if not stdin_is_piped():
+        raise Ds4Error("give the prompt with -p TEXT, --prompt-file F or on stdin")
+    try:
+        text = sys.stdin.buffer.read().decode("utf-8")  # as a prompt file: bytes kept
+    except UnicodeDecodeError as exc:
+        raise Ds4Error(f"the prompt on stdin is not UTF-8 (byte {exc.start})") from None
+    except OSError as exc:
+        raise Ds4Error(
+            f"give the prompt with -p TEXT, --prompt-file F or on stdin (stdin: {exc})"
+        ) from None
+    if not text:
+        raise Ds4Error("stdin is empty: give the prompt with -p TEXT, --prompt-file F or on stdin")
+    return text
 
 
 def load_tokenizer(args: argparse.Namespace) -> Tokenizer:

@@ -140,7 +140,7 @@ def run_one_shot(args: argparse.Namespace, text: str | None) -> int:
                 cancel=interrupt,
             )
             return 0
-        generated = _generate(args, session, tokenizer, ids, interrupt)
+        generated = _generate(args, session, tokenizer, ids, interrupt) if args.tokens else 0
     print(watch.summary(generated), file=sys.stderr)
     mtp = draft_summary(session)
     if mtp is not None:

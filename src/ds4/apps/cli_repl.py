@@ -30,6 +30,7 @@ from ds4.apps.cli_generate import (
     user_turn,
     warn_if_cut_by_context,
 )
+from ds4.apps.flag_types import MAX_CTX
 from ds4.domain.chat import EOS, THINK_MAX_MIN_CONTEXT, ThinkMode, effective_think_mode
 from ds4.domain.engine.cancel import CancelledError
 from ds4.domain.engine.duty_cycle import MAX_POWER, MIN_POWER
@@ -42,11 +43,23 @@ HELP = """commands:
   /think         thinking mode high
   /think-max     thinking mode max (needs --ctx >= 393216, else high)
   /nothink       no thinking
-  /ctx N         new session with N tokens of context (the conversation is kept)
+  /ctx N         new session with N tokens of context, 2..1048576 (the conversation is kept)
   /read FILE     send the file's text as the next message
   /power N       duty cycle 1..100 % from the next evaluation on
   /quit, /exit   leave (Ctrl+D too)
 Ctrl+C stops the current generation and returns to the prompt."""
+
+
+# /ctx takes what --ctx takes.
+MIN_CTX = 2
+CTX_RANGE = f"{MIN_CTX}..{MAX_CTX}"
+
+
+def ctx_argument(text: str) -> int | None:
+    """/ctx N's size, or None when N is not an integer in CTX_RANGE."""
+    if not text.isdigit() or not MIN_CTX <= int(text) <= MAX_CTX:
+        return None
+    return int(text)
 
 
 class Chat:
@@ -83,7 +96,11 @@ class Chat:
     def resize(self, ctx: int) -> str:
         self.args.ctx = ctx
         self.session, _, self.duty = open_session(self.args)
-        return self.set_mode(self.requested)
+        # The acknowledgement names the new size first; the mode line follows because
+        # think-max falls back (or comes back) with the context.
+        return f"Context: {ctx} tokens (a new session; the conversation is kept). " + (
+            self.set_mode(self.requested)
+        )
 
     def turn(self, text: str) -> None:
         rollback = len(self.transcript)
@@ -158,10 +175,11 @@ def run_repl(args: argparse.Namespace) -> int:
             )
             print(chat.set_mode(mode))
         elif command == "/ctx":
-            if not rest.isdigit() or int(rest) < 2:
-                print("ds4: /ctx needs a positive integer", file=sys.stderr)
+            ctx = ctx_argument(rest)
+            if ctx is None:
+                print(f"ds4: /ctx needs a context size in {CTX_RANGE}", file=sys.stderr)
                 continue
-            print(chat.resize(int(rest)))
+            print(chat.resize(ctx))
         elif command == "/power":
             print(chat.set_power(rest))
         elif command == "/read":

@@ -1,5 +1,6 @@
 """The command line's shared vocabulary: argparse `type=` checks, the help formatter
-every command uses, and the whole-file text read of prompt and score files.
+every command uses, the whole-file text read of prompt and score files, and the
+progress bar every command draws.
 
 A bad flag value is one usage line naming the flag (argparse adds `argument --flag:`),
 exit 2, before anything is loaded.
@@ -12,8 +13,13 @@ from __future__ import annotations
 
 import argparse
 import stat
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Never
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 from ds4.domain.errors import Ds4Error
 
@@ -199,3 +205,24 @@ def read_utf8(path: str | Path, what: str = "") -> str:
         raise Ds4Error(f"cannot read {named}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise Ds4Error(f"{named} is not UTF-8 (byte {exc.start})") from None
+
+
+# ---- progress bars -------------------------------------------------------------------
+# One rule for every command's tqdm bar: on stderr, only when stderr is a terminal
+# (tqdm's disable=None), never with --quiet, so a redirected or piped stderr gets no
+# carriage-return frames.
+
+
+def progress_bar(
+    total: int, *, quiet: bool, desc: str | None = None, unit: str = "it", leave: bool = True
+) -> tqdm[Never]:
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit=unit,
+        leave=leave,
+        file=sys.stderr,
+        disable=True if quiet else None,
+    )

@@ -149,6 +149,16 @@ def run_inspect(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(render_text(data))
+    if not report.ok and shape is not None:
+        # Asked whether the file has a shape (--preset, --preset-config), inspect
+        # refuses on stderr too, so a caller that keeps only stderr sees why it exits
+        # 1; a plain inspect's verdict is its stdout report alone.
+        errors = report.errors
+        print(
+            f"ds4 gguf inspect: {args.file} is not a valid model against {shape[0]}: "
+            f"{len(errors)} error{'s' if len(errors) != 1 else ''}, first: {errors[0]}",
+            file=sys.stderr,
+        )
     return 0 if report.ok else EXIT_INVALID
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from tqdm import tqdm
 
 from ds4 import __version__
 from ds4.apps import flag_types, wiring
@@ -143,7 +142,9 @@ def _write(
     args: argparse.Namespace,
 ) -> None:
     importance = _importance_lookup(args.imatrix, args.imatrix_strict)
-    with tqdm(total=len(plans), desc=path.name, unit="tensor", disable=args.quiet) as bar:
+    with flag_types.progress_bar(
+        len(plans), quiet=args.quiet, desc=path.name, unit="tensor"
+    ) as bar:
 
         def advance(_: PlannedTensor) -> None:
             bar.update(1)

@@ -141,8 +141,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _bar(args: argparse.Namespace, total: int) -> tqdm[Never]:
-    disable = True if args.quiet else None  # None: a bar on a terminal only
-    return tqdm(total=total, unit="tok", file=sys.stderr, disable=disable, leave=False)
+    return flag_types.progress_bar(total, quiet=args.quiet, unit="tok", leave=False)
 
 
 def _advance(bar: tqdm[Never]) -> Callable[[int], None]:

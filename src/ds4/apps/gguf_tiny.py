@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tqdm import tqdm
-
 from ds4 import __version__
 from ds4.apps import flag_types, wiring
 from ds4.apps.flag_types import INT_MAX, SEED_MAX, DefaultsHelpFormatter
@@ -121,7 +119,7 @@ def _write(
     hp = TINY_SHAPES[args.preset]
     by_name = {s.name: s for s in specs}
     plans = [PlannedTensor(s.name, s.dims, plan.tensor_type(s, hp)) for s in specs]
-    with tqdm(total=len(plans), desc="tiny", unit="tensor", disable=args.quiet) as bar:
+    with flag_types.progress_bar(len(plans), quiet=args.quiet, desc="tiny", unit="tensor") as bar:
 
         def advance(_: PlannedTensor) -> None:
             bar.update(1)

@@ -7,8 +7,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from tqdm import tqdm
-
 from ds4.apps import flag_types, wiring
 from ds4.apps.bootstrap import Engine, load_engine
 from ds4.apps.cli_generate import DEFAULT_SYSTEM, chat_prompt, model_path
@@ -119,7 +117,7 @@ def run_build(args: argparse.Namespace) -> int:
     mode = ThinkMode.HIGH if args.think else ThinkMode.NONE
     component: Component = args.component
     pairs = min(len(good), len(bad))
-    with tqdm(total=2 * pairs, desc="capture", unit="prompt", disable=args.quiet) as bar:
+    with flag_types.progress_bar(2 * pairs, quiet=args.quiet, desc="capture", unit="prompt") as bar:
         captures = [
             capture_prompts(
                 engine.runner, engine.tokenizer, prompts[:pairs],

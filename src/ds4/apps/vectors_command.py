@@ -182,9 +182,7 @@ def _bar(
     total = sum(
         len(prompt_ids(engine.tokenizer, c.prompt)) + (steps or len(c.steps)) for c in cases
     )
-    return tqdm(
-        total=total, unit="tok", file=sys.stderr, disable=True if args.quiet else None, leave=False
-    )
+    return flag_types.progress_bar(total, quiet=args.quiet, unit="tok", leave=False)
 
 
 def _advance(bar: tqdm[Never]) -> Callable[[int], None]:

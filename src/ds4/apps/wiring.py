@@ -74,11 +74,14 @@ def tokenizer(
     official one. gguf_only: `source` names a model, so anything but a GGUF is an error.
     (With a model already open, use tokenizer_from_model: no second open.)"""
     from ds4.adapters.tokenizer.vocabulary import is_tokenizer_json, load_tokenizer_json
+    from ds4.domain.model.validation import file_kind, mtp_as_model_error
 
     # Not a tokenizer.json: the GGUF reader refuses it with the line inspect prints.
     if source is not None and (gguf_only or not is_tokenizer_json(source)):
         model_file = open_model_file(source)
         try:
+            if file_kind(model_file.tensors) == "mtp":
+                raise Ds4Error(mtp_as_model_error(source))
             return tokenizer_from_model(model_file, backend)
         finally:
             model_file.close()

@@ -117,6 +117,11 @@ class Session:
         for a generated token (len(prompt) >= ctx).
         """
         ids = self._tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        if len(ids) >= self.ctx:  # the counts, as `ds4 cli` gives them
+            raise Ds4Error(
+                f"prompt exceeds context: {len(ids)} tokens, and ctx={self.ctx} needs room "
+                "for at least one more"
+            )
         steps = prefill(self._live, ids, cancel=cancel)
         while True:
             try:

@@ -423,6 +423,43 @@ def host_name(authority: str) -> str:
     return authority  # a bare IPv6 address, or no port
 
 
+# A Host header is an RFC 3986 authority without userinfo: `host [":" port]`, the host
+# an IP-literal (`[` IPv6 `]`, no zone, no IPvFuture) or a reg-name (which covers
+# IPv4 in every inet_aton form), the port 1..65535. It is parsed whole before any
+# comparison, so `127.0.0.1:8000@evil.example` or `localhost:evil.example` is refused
+# instead of being cut at a colon into a loopback name.
+_REG_NAME = re.compile(r"(?:[A-Za-z0-9\-._~!$&'()*+,;=]|%[0-9A-Fa-f]{2})+")
+_PORT = re.compile(r"[0-9]{1,5}")
+
+
+def parse_host_header(value: str) -> tuple[str, int | None] | None:
+    """(host, port or None) of a Host header value; None when it is malformed. The
+    host is lower-cased, an IPv6 literal without its brackets."""
+    value = value.strip(" \t")
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            return None
+        host, rest = value[1:end], value[end + 1 :]
+        if "%" in host:
+            return None  # a zone id (RFC 6874) names an interface of the client's
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return None
+    else:
+        host, colon, port_text = value.partition(":")
+        rest = colon + port_text
+        if not _REG_NAME.fullmatch(host):
+            return None
+    if not rest:
+        return host.lower(), None
+    if not rest.startswith(":") or not _PORT.fullmatch(rest[1:]):
+        return None
+    port = int(rest[1:])
+    return (host.lower(), port) if 1 <= port <= 65535 else None
+
+
 def _inet_aton(text: str) -> int | None:
     """An IPv4 address in any inet_aton form (1 to 4 parts, decimal/octal/hex)."""
     parts = text.split(".")

@@ -107,6 +107,22 @@ def test_flag_and_prompt_errors(tiny_model: Path, prompt_file: Path) -> None:
               "--ctx-max", "100000")  # fmt: skip
 
 
+def test_plot_without_matplotlib_fails_before_the_model_loads(
+    tiny_model: Path, prompt_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import raises ImportError
+
+    def no_load(*_: object) -> None:
+        raise AssertionError("the model was loaded before the --plot check")
+
+    monkeypatch.setattr(bench_command, "load_engine", no_load)
+    with pytest.raises(Ds4Error) as info:
+        bench("-m", tiny_model, "--prompt-file", prompt_file, "--ctx-start", "8",
+              "--ctx-max", "16", "--plot", tmp_path / "b.png")  # fmt: skip
+    assert str(info.value) == f"--plot needs matplotlib: {sys.executable} -m pip install matplotlib"
+    assert not (tmp_path / "b.png").exists()
+
+
 def test_mtp_columns_acceptance_and_the_same_tokens(
     prompt_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -64,6 +64,46 @@ def test_dump_logits_shape_and_chunk_invariance(
     assert text_whole.strip()
 
 
+def test_n_0_dumps_the_prompt_logits_without_generating(
+    tiny_model: Path, ids_file: Path, tmp_path: Path
+) -> None:
+    logits = tmp_path / "prefill.npy"
+    done = ds4("cli", "-m", tiny_model, "--prompt-tokens", ids_file, "--dump-logits", logits,
+               "-n", "0", "--numerics", "fp32")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert np.load(logits).shape == (len(PROMPT_IDS), VOCAB)
+    assert done.stdout == ""  # no reply
+    assert "generation: 0.00 t/s" in done.stderr
+
+
+def test_n_0_is_refused_where_nothing_would_run(tiny_model: Path, ids_file: Path) -> None:
+    done = ds4("cli", "-m", tiny_model, "--prompt-tokens", ids_file, "-n", "0",
+               "--dump-logprobs", "out.json")  # fmt: skip
+    assert done.returncode == 2
+    assert "--dump-logprobs needs -n 1 or more" in done.stderr
+
+
+def test_piped_stdin_is_the_prompt(tiny_model: Path) -> None:
+    def cli(stdin: bytes, *args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "ds4", "cli", "-m", str(tiny_model), *args],
+            input=stdin, capture_output=True, timeout=600, check=False,
+        )  # fmt: skip
+
+    piped = cli(b"Ciao lago", "--dump-tokens", "--json")
+    given = cli(b"", "--dump-tokens", "--json", "-p", "Ciao lago")
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == given.stdout and json.loads(piped.stdout)
+    generated = cli(b"Ciao lago", "--temp", "0", "-n", "3", "--nothink")
+    assert generated.returncode == 0, generated.stderr
+    assert b"generation:" in generated.stderr
+    empty = cli(b"", "-n", "3")
+    assert empty.returncode == 2
+    assert empty.stderr == (
+        b"ds4: error: stdin is empty: give the prompt with -p TEXT, --prompt-file F or on stdin\n"
+    )
+
+
 def test_seeded_sampling_is_reproducible(tiny_model: Path) -> None:
     args = ("cli", "-m", tiny_model, "-p", "Hi", "--nothink", "-n", "5", "--seed", "11")
     first, second = ds4(*args), ds4(*args)

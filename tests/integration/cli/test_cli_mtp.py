@@ -60,3 +60,13 @@ def test_files_that_are_not_the_models_mtp_are_refused(tiny_mtp: Path) -> None:
     other = ds4("cli", "-m", DEMO, "--mtp", tiny_mtp, "-p", "hi", "-n", "2")
     assert other.returncode == 2 and "Traceback" not in other.stderr
     assert "n_embd: mtp 256, model 128" in other.stderr
+
+
+@pytest.mark.parametrize("mode", [["-p", "ciao"], ["--dump-tokens", "-p", "ciao"]])
+def test_the_mtp_file_as_the_model_names_it_and_points_to_mtp(mode: list[str]) -> None:
+    done = ds4("cli", "-m", DEMO_MTP, *mode)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"ds4: error: {DEMO_MTP} is an MTP draft file (mtp.* tensors only), not a main "
+        f"model: pass it as --mtp {DEMO_MTP} next to the main model's -m\n"
+    )

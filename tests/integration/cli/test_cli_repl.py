@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ds4.apps import cli_repl
+
 WAIT_S = 60.0  # generous bound for slow machines; not a timing assertion
 
 # `ds4 cli` with one test hook (in this child only), talking through the pipe fd given as
@@ -138,10 +140,22 @@ def test_repl_turns_commands_interrupt_and_quit(tiny_model: Path, tmp_path: Path
     term.expect("t/s")
     term.send("/bogus\r")
     term.expect("unknown command: /bogus")
+    term.send("/ctx 1\r")
+    term.expect("/ctx needs a context size in 2..1048576")
     term.send("/ctx 4096\r")
+    term.expect("Context: 4096 tokens (a new session; the conversation is kept).")
     term.expect("Thinking mode: none")
     term.send("/quit\r")
     assert term.close() == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("2", 2), ("4096", 4096), ("1048576", 1048576),
+     ("1", None), ("0", None), ("1048577", None), ("-5", None), ("x", None), ("", None)],
+)  # fmt: skip
+def test_ctx_argument_takes_what_the_ctx_flag_takes(text: str, size: int | None) -> None:
+    assert cli_repl.ctx_argument(text) == size
 
 
 def test_ctrl_c_stops_generation_and_returns_to_the_prompt(

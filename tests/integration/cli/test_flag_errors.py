@@ -75,7 +75,7 @@ RANGE_CASES = [
     "server --kv-cache-min-tokens 0", "server --kv-cache-cold-max-tokens -1",
     "server --kv-cache-continued-interval-tokens -1", "server --kv-cache-boundary-trim-tokens -1",
     "server --kv-cache-boundary-align-tokens -1", "server --port x",
-    "cli --ctx 1", "cli --ctx 2000000", "cli --tokens 0", "cli --temp 101", "cli --temp -1",
+    "cli --ctx 1", "cli --ctx 2000000", "cli --tokens=-1", "cli --temp 101", "cli --temp -1",
     "cli --top-p 1.5", "cli --top-k 2000", "cli --min-p -0.1", "cli --seed 0",
     "cli --seed 18446744073709551616", "cli --threads 0", "cli --logprobs-top-k 0",
     "bench --ctx-start 0", "bench --ctx-max 0", "bench --ctx-alloc 1", "bench --step-incr 0",

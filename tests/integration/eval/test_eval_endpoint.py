@@ -4,6 +4,7 @@ in-process engine through --compare."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from tests.integration.eval.eval_files import (
@@ -53,3 +54,15 @@ def test_endpoint_run_matches_the_engine_run(tmp_path: Path) -> None:
         "ds4-eval compare: both passed=4 only A passed=0 only B passed=0 both failed=1 "
         "not comparable=0"
     )
+
+
+def test_a_dead_endpoint_fails_before_the_first_case(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    done = ds4_eval("--endpoint", url, "--cases", write_cases(tmp_path / "c.jsonl"), "--plain")
+    assert done.returncode == 1
+    assert done.stdout == ""  # no report of PENDING cases
+    assert done.stderr.startswith(f"ds4: error: --endpoint {url}/v1/chat/completions: ")
+    assert "no server answers" in done.stderr and done.stderr.count("\n") == 1

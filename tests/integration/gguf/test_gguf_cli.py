@@ -179,3 +179,25 @@ def test_console_script_is_installed() -> None:
     result = subprocess.run([exe, "--help"], capture_output=True, text=True)
     assert result.returncode == 0
     assert "gguf" in result.stdout
+
+
+DEMO = Path(__file__).resolve().parents[3] / "models" / "demo.gguf"
+
+
+def test_inspect_refusing_a_preset_says_so_on_stderr() -> None:
+    result = ds4("gguf", "inspect", str(DEMO), "--preset", "flash")
+    assert result.returncode == 1
+    assert "validation:   INVALID" in result.stdout  # the report itself is unchanged
+    assert result.stderr.startswith(
+        f"ds4 gguf inspect: {DEMO} is not a valid model against preset flash: "
+    )
+    assert "first: preset flash: deepseek4.block_count: 4 (preset has 43)" in result.stderr
+    assert result.stderr.count("\n") == 1
+    valid = ds4("gguf", "inspect", str(DEMO))
+    assert valid.returncode == 0 and valid.stderr == ""
+
+
+def test_gguf_tiny_draws_no_bar_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    result = ds4("gguf", "tiny", "--out", str(tmp_path / "t.gguf"), "--preset", "tiny-2layer")
+    assert result.returncode == 0, result.stderr
+    assert "\r" not in result.stderr and "tensor/s" not in result.stderr, result.stderr

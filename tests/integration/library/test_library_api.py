@@ -110,6 +110,15 @@ def test_bad_numbers_are_refused(model: ds4.Model, session: ds4.Session) -> None
         session.generate(stops=["a", ""])
 
 
+def test_a_prompt_too_long_for_the_context_gives_the_counts(model: ds4.Model) -> None:
+    small = model.new_session(ctx=8)
+    with pytest.raises(ds4.Ds4Error) as info:
+        small.prefill(list(range(9)))
+    assert str(info.value) == (
+        "prompt exceeds context: 9 tokens, and ctx=8 needs room for at least one more"
+    )
+
+
 def test_prompts_that_do_not_fit(model: ds4.Model) -> None:
     small = model.new_session(ctx=8)
     with pytest.raises(ds4.Ds4Error, match="prompt exceeds context"):

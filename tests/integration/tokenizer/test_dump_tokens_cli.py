@@ -118,7 +118,7 @@ def test_a_non_gguf_model_is_a_clear_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(
-    cli_command.register not in commands.REGISTRARS, reason="cli_command not wired yet"
+    cli_command.register not in commands.registrars(), reason="cli_command not wired yet"
 )
 def test_installed_command_dumps_tokens() -> None:
     ds4 = Path(sys.executable).parent / "ds4"

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from tests.unit.eval.fakes import RecordingView
 
-from ds4.adapters.eval.answerers import EndpointAnswerer, chat_url
+from ds4.adapters.eval.answerers import EndpointAnswerer, EndpointUnreachableError, chat_url
 from ds4.domain.chat import ThinkMode
 from ds4.domain.eval.cases import AnswerKind, EvalCase
 from ds4.domain.eval.prompts import SYSTEM_PROMPT, case_prompt
@@ -131,3 +131,24 @@ def test_transport_errors_are_answers_not_exceptions() -> None:
 def test_other_lines_are_skipped(line: bytes) -> None:
     answer, *_ = ask(line + sse(delta("stop", content="Answer: 4")))
     assert answer.output == "Answer: 4"
+
+
+def test_check_reachable_accepts_any_http_reply_and_refuses_a_dead_endpoint() -> None:
+    def method_not_allowed(request: httpx.Request) -> httpx.Response:
+        assert request.method == "GET"
+        return httpx.Response(405)
+
+    alive = httpx.Client(transport=httpx.MockTransport(method_not_allowed))
+    EndpointAnswerer("http://h:1", model="m", client=alive).check_reachable()
+
+    def refused(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+
+    dead = httpx.Client(transport=httpx.MockTransport(refused))
+    with pytest.raises(EndpointUnreachableError) as info:
+        EndpointAnswerer("http://h:1", model="m", client=dead).check_reachable()
+    assert str(info.value) == (
+        "--endpoint http://h:1/v1/chat/completions: no server answers "
+        "([Errno 111] Connection refused)"
+    )
+    assert info.value.exit_code == 1

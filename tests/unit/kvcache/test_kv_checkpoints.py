@@ -116,6 +116,18 @@ def test_a_failed_cold_save_gives_its_frontier_back(tmp_path: Path) -> None:
     assert saved(kv) == [(SaveReason.CONTINUED, 32)]  # the mark went back to 0
 
 
+def test_a_prompt_under_min_tokens_logs_why_it_is_not_saved(tmp_path: Path) -> None:
+    kv, log = make(tmp_path)
+    run_prefill(kv, session_at(""), "x" * 7, cold=True)
+    assert saved(kv) == []
+    assert log == [
+        "kv cache not saved: prompt has 7 tokens, under min_tokens=8 (--kv-cache-min-tokens)"
+    ]
+    log.clear()
+    run_prefill(kv, session_at(""), "x" * 9, cold=True)  # long enough: no such line
+    assert not any("not saved" in line for line in log)
+
+
 def test_store_requires_the_live_state_at_exactly_n(tmp_path: Path) -> None:
     kv, log = make(tmp_path)
     session = session_at("abcdefghijklmnopqrst")

@@ -228,6 +228,13 @@ class _Stream:
         return self.reasoning_chunks
 
 
+class EndpointUnreachableError(Ds4Error):
+    """`--endpoint` names no server that answers: the run fails before its first case
+    instead of reporting every case as an error or PENDING."""
+
+    exit_code = 1
+
+
 class EndpointAnswerer:
     def __init__(
         self,
@@ -252,6 +259,16 @@ class EndpointAnswerer:
     @property
     def backend(self) -> str:
         return "endpoint"
+
+    def check_reachable(self) -> None:
+        """One GET of the chat URL: any HTTP reply (405 included) proves a server is
+        there; a transport error (refused, unresolvable, timed out) is the run's end."""
+        try:
+            self._client.get(self.url, timeout=httpx.Timeout(10.0)).close()
+        except httpx.TransportError as error:
+            raise EndpointUnreachableError(
+                f"--endpoint {self.url}: no server answers ({error or type(error).__name__})"
+            ) from None
 
     def prompt_tokens(self, prompt: CasePrompt) -> int | None:
         return None

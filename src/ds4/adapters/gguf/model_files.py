@@ -17,7 +17,7 @@ from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.model.presets import mtp_mismatches
-from ds4.domain.model.validation import validate_model_file
+from ds4.domain.model.validation import mtp_as_model_error, validate_model_file
 from ds4.ports.model_file import Dequantizer, ModelFile
 
 
@@ -31,6 +31,9 @@ def load_model(path: str) -> tuple[GGUFFile, DeepSeekV4HParams]:
     except OSError as exc:
         raise Ds4Error(f"cannot open model {path}: {exc.strerror or exc}") from None
     report = validate_model_file(model)
+    if report.kind == "mtp":
+        model.close()
+        raise Ds4Error(mtp_as_model_error(path))
     if not report.ok or report.hparams is None:
         model.close()
         problems = "; ".join(str(p) for p in report.errors) or "not a DeepSeek V4 model"

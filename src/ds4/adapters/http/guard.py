@@ -16,7 +16,7 @@ from ds4.domain.errors import ErrorKind, RequestError
 from ds4.domain.serving.exchange import Api
 from ds4.wire.apis import api_of_path, error_body
 from ds4.wire.replies import http_status
-from ds4.wire.requests import host_name, is_loopback_host
+from ds4.wire.requests import host_name, is_loopback_host, parse_host_header
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -139,8 +139,12 @@ def header_bytes(headers: Headers, name: bytes) -> bytes | None:
 
 
 def host_allowed(headers: Headers) -> bool:
+    """A well-formed Host header (parsed strictly first) naming a loopback host."""
     host = header_bytes(headers, b"host")
-    return host is not None and is_loopback_host(host_name(host.decode("latin-1")))
+    if host is None:
+        return False
+    parsed = parse_host_header(host.decode("latin-1"))
+    return parsed is not None and is_loopback_host(parsed[0])
 
 
 def _host_and_port(authority: str, scheme: str) -> tuple[str, str]:

@@ -185,6 +185,11 @@ def build_answerer(
         api_key=args.api_key,
         timeout=args.endpoint_timeout,
     )
+    try:
+        answerer.check_reachable()  # before the first case, not as every case's error
+    except BaseException:
+        answerer.close()
+        raise
     return answerer, f"{args.endpoint} ({args.endpoint_model})", 0
 
 

@@ -26,7 +26,13 @@ from ds4.domain.model.presets import PRESETS, matching_preset, preset_difference
 from ds4.domain.tokenizer import REQUIRED_SPECIAL_TOKENS, check_tokenizer_tables
 from ds4.ports.model_file import ModelFile
 
-__all__ = ["REQUIRED_SPECIAL_TOKENS", "ValidationReport", "validate", "validate_model_file"]
+__all__ = [
+    "REQUIRED_SPECIAL_TOKENS",
+    "ValidationReport",
+    "mtp_as_model_error",
+    "validate",
+    "validate_model_file",
+]
 
 FileKind = Literal["model", "mtp"]
 
@@ -50,6 +56,15 @@ class ValidationReport:
 def file_kind(tensors: Mapping[str, TensorInfo]) -> FileKind:
     is_mtp = any(name.startswith("mtp.") for name in tensors) and "token_embd.weight" not in tensors
     return "mtp" if is_mtp else "model"
+
+
+def mtp_as_model_error(path: str) -> str:
+    """The refusal of an MTP-only file where the main model is expected (`-m`): its
+    metadata has no tokenizer and no trunk, so any later error would be misleading."""
+    return (
+        f"{path} is an MTP draft file (mtp.* tensors only), not a main model: pass it "
+        f"as --mtp {path} next to the main model's -m"
+    )
 
 
 def check_tensors(specs: list[TensorSpec], tensors: Mapping[str, TensorInfo]) -> list[Problem]:

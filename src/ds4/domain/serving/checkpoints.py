@@ -152,6 +152,13 @@ class KvCheckpoints:
         marked saved beforehand, so it is written once, as `cold` (frontiers before it then go
         unsaved, as docs/reference/server.md §4.4's mark implies); the mark is undone when the cold
         save fails."""
+        if len(prompt) < self.opts.min_tokens:
+            # Once per request: the reason a short prompt never reaches the disk, which
+            # is otherwise invisible until a restart shows cached_tokens=0.
+            self._log(
+                f"kv cache not saved: prompt has {len(prompt)} tokens, under "
+                f"min_tokens={self.opts.min_tokens} (--kv-cache-min-tokens)"
+            )
         cut = self.cold_length(prompt) if cold else 0
         if cut and session.common_prefix(prompt) >= cut:
             cut = 0  # the live state already holds the cut: nothing cold about it
