@@ -166,3 +166,9 @@ def test_check_passes_exactly_when_both_tokenizers_build(
     tokens, merges, types = drawn
     passes = not check_tokenizer_tables(tables(tokens, merges, types))
     assert passes == builds_both_tokenizers(tokens, merges, types)
+
+
+def test_metadata_names_llama_cpps_pre_tokenizer() -> None:
+    """Without it llama.cpp splits text its default way and gets other ids (issue 33)."""
+    assert BASE["tokenizer.ggml.pre"] == MetaValue(ValueType.STRING, "deepseek-v3")
+    assert BASE["tokenizer.ggml.model"] == MetaValue(ValueType.STRING, "gpt2")

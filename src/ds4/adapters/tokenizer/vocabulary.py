@@ -173,6 +173,9 @@ BOS = "<｜begin▁of▁sentence｜>"
 EOS = "<｜end▁of▁sentence｜>"
 
 
+PRE_TOKENIZER = "deepseek-v3"
+
+
 def tokenizer_metadata(vocab: Vocabulary) -> dict[str, MetaValue]:
     """Tokens by id, merges as "left right", token types (control = matched first)."""
     types = [TOKEN_TYPE_NORMAL] * len(vocab.tokens)
@@ -180,6 +183,8 @@ def tokenizer_metadata(vocab: Vocabulary) -> dict[str, MetaValue]:
         types[added.id] = TOKEN_TYPE_CONTROL if added.early else TOKEN_TYPE_USER_DEFINED
     out = {
         "tokenizer.ggml.model": meta_str("gpt2"),
+        # llama.cpp's name for DeepSeek V3/V4's pre-tokenizer split (its default differs).
+        "tokenizer.ggml.pre": meta_str(PRE_TOKENIZER),
         "tokenizer.ggml.tokens": MetaValue(ValueType.ARRAY, list(vocab.tokens), ValueType.STRING),
         "tokenizer.ggml.merges": MetaValue(
             ValueType.ARRAY, [f"{a} {b}" for a, b in vocab.merges], ValueType.STRING

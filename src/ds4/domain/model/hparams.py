@@ -6,6 +6,10 @@ Reading never stops at the first bad key: every problem is collected, so a user
 sees everything wrong with a file at once. Integer keys are type-exact (a u32 key
 stored as i32 counts as wrong), as in the reference engine. Every value is range-
 checked as it is read (the ranges section below), so no later step sees an absurd size.
+
+The same key table drives the writers: `hparams_metadata` is the one builder every GGUF
+we make goes through, so a file carries both what this reader needs and what
+llama.cpp's `deepseek4` loader needs (the interoperability keys below).
 """
 
 from __future__ import annotations
@@ -233,13 +237,48 @@ _FLOAT_KEYS: dict[str, str] = {
     "hyper_connection.epsilon": "hc_eps",
 }
 
-# The keys a writer must emit, with the storage type the reader insists on.
+# --- interoperability keys (docs/reference/formats.md §2.2).
+#
+# llama.cpp's `deepseek4` loader (src/llama-model.cpp load_hparams, src/models/deepseek4.cpp
+# at llama.cpp 0c1e570) also requires `context_length` and `expert_gating_func`, reads
+# `rope.scaling.original_context_length` as u32, and falls back to linear rope scaling
+# without `rope.scaling.type`. Our forward pass needs none of them, so the reader
+# accepts files without them (every file written before they were added), but a present
+# one must say what this engine computes: a file that claims another gating or scaling
+# would be run wrongly, so it is refused.
+#
+# llama.cpp's `llama_expert_gating_func_type` (src/llama-hparams.h): 0 none, 1 softmax,
+# 2 sigmoid, 3 softmax over the router weights, 4 sqrt(softplus) -- DeepSeek V4's.
+EXPERT_GATING_NAMES = {
+    0: "none", 1: "softmax", 2: "sigmoid", 3: "softmax-weight", 4: "sqrt-softplus",
+}  # fmt: skip
+EXPERT_GATING_SQRT_SOFTPLUS = 4
+ROPE_SCALING_TYPE = "yarn"
+CONTEXT_LENGTH_BOUNDS = Bounds(1, (1 << 32) - 1)  # a u32; llama.cpp's n_ctx_train
+CONTEXT_LENGTH_KEY = f"{ARCH}.context_length"
+GATING_KEY = f"{ARCH}.expert_gating_func"
+ROPE_SCALING_TYPE_KEY = f"{ARCH}.rope.scaling.type"
+# llama.cpp's converter writes no vocab_size (its loader counts the token list).
+TOKENS_KEY = "tokenizer.ggml.tokens"
+
+
+def context_length(hp: DeepSeekV4HParams) -> int:
+    """The trained context: YaRN stretches the original context by the scaling factor
+    (Flash: 65536 * 16 = 1048576, its config's max_position_embeddings), capped to u32."""
+    return min(int(hp.rope_orig_ctx * hp.rope_scaling_factor), int(CONTEXT_LENGTH_BOUNDS.high))
+
+
+# The keys a writer emits, with their storage types: those of the reader (which insists
+# on them for the u32, float and bool keys) and those llama.cpp's loader reads.
 KEY_TYPES: dict[str, ValueType] = {
     **{f"{ARCH}.{k}": ValueType.UINT32 for k in _U32_KEYS},
     **{f"{ARCH}.{k}": ValueType.UINT32 for k in _OPTIONAL_U32_KEYS},
     **{f"{ARCH}.{k}": ValueType.FLOAT32 for k in _FLOAT_KEYS},
-    f"{ARCH}.rope.scaling.original_context_length": ValueType.UINT64,
+    f"{ARCH}.rope.scaling.original_context_length": ValueType.UINT32,
     f"{ARCH}.expert_weights_norm": ValueType.BOOL,
+    CONTEXT_LENGTH_KEY: ValueType.UINT32,
+    GATING_KEY: ValueType.UINT32,
+    ROPE_SCALING_TYPE_KEY: ValueType.STRING,
 }
 FIELD_TO_KEY: dict[str, str] = {
     **{f: f"{ARCH}.{k}" for k, f in {**_U32_KEYS, **_OPTIONAL_U32_KEYS, **_FLOAT_KEYS}.items()},
@@ -328,6 +367,9 @@ def read_hparams(
     u32 = frozenset({ValueType.UINT32})
     for suffix, name in _U32_KEYS.items():
         key = f"{ARCH}.{suffix}"
+        if name == "n_vocab" and key not in metadata:
+            r.values[name] = r.bounded(key, _vocab_from_tokens(r, key), INT_BOUNDS[name])
+            continue
         r.values[name] = r.bounded(key, r.get(key, u32), INT_BOUNDS.get(name))
     for suffix, name in _OPTIONAL_U32_KEYS.items():
         value = r.get(f"{ARCH}.{suffix}", u32, optional=True)
@@ -343,6 +385,7 @@ def read_hparams(
     r.values["expert_weights_norm"] = r.get(
         f"{ARCH}.expert_weights_norm", frozenset({ValueType.BOOL})
     )
+    _check_interop_keys(r)
     n_layer = r.values["n_layer"]
     count = n_layer if isinstance(n_layer, int) else None
     ratios_key, clamps_key = f"{ARCH}.attention.compress_ratios", f"{ARCH}.swiglu_clamp_exp"
@@ -362,6 +405,33 @@ def read_hparams(
         return None, r.problems
     hparams = DeepSeekV4HParams(**r.values)  # type: ignore[arg-type]
     return hparams, r.problems + check_architecture(hparams)
+
+
+def _vocab_from_tokens(r: _Reader, key: str) -> object:
+    """No vocab_size (llama.cpp's converter writes none): the token list's length."""
+    tokens = r.metadata.get(TOKENS_KEY)
+    if tokens is None:
+        r.fail(key, f"missing, and no {TOKENS_KEY} to count it from")
+        return None
+    if tokens.items() is None or tokens.item_type is not ValueType.STRING:
+        r.fail(TOKENS_KEY, f"stored as {tokens.describe_type()}, expected array[string]")
+        return None
+    return len(tokens.items() or ())
+
+
+def _check_interop_keys(r: _Reader) -> None:
+    """The llama.cpp keys (see above): optional, but typed, in range and ours when present."""
+    value = r.get(CONTEXT_LENGTH_KEY, frozenset({ValueType.UINT32, ValueType.UINT64}), True)
+    if value is not None:
+        r.bounded(CONTEXT_LENGTH_KEY, value, CONTEXT_LENGTH_BOUNDS)
+    gating = r.get(GATING_KEY, frozenset({ValueType.UINT32}), optional=True)
+    if isinstance(gating, int) and gating != EXPERT_GATING_SQRT_SOFTPLUS:
+        name = EXPERT_GATING_NAMES.get(gating, "unknown")
+        r.fail(GATING_KEY, f"is {gating} ({name}); DeepSeek V4 routes with "
+               f"{EXPERT_GATING_SQRT_SOFTPLUS} (sqrt-softplus)")  # fmt: skip
+    scaling = r.get(ROPE_SCALING_TYPE_KEY, frozenset({ValueType.STRING}), optional=True)
+    if scaling is not None and scaling != ROPE_SCALING_TYPE:
+        r.fail(ROPE_SCALING_TYPE_KEY, f"is {scaling!r}; DeepSeek V4 uses {ROPE_SCALING_TYPE!r}")
 
 
 def check_architecture(hp: DeepSeekV4HParams) -> list[Problem]:
@@ -390,7 +460,8 @@ def check_architecture(hp: DeepSeekV4HParams) -> list[Problem]:
 
 
 def hparams_metadata(hp: DeepSeekV4HParams) -> dict[str, MetaValue]:
-    """The `deepseek4.*` records that describe hp, in the storage types the reader wants."""
+    """The `deepseek4.*` records that describe hp, in KEY_TYPES' storage types: every key
+    this reader and llama.cpp's loader read (the one list every writer of ours uses)."""
     out: dict[str, MetaValue] = {"general.architecture": MetaValue(ValueType.STRING, ARCH)}
     for f in fields(hp):
         key = FIELD_TO_KEY[f.name]
@@ -401,4 +472,7 @@ def hparams_metadata(hp: DeepSeekV4HParams) -> dict[str, MetaValue]:
             out[key] = MetaValue(ValueType.ARRAY, list(value), ValueType.FLOAT32)
         else:
             out[key] = MetaValue(KEY_TYPES[key], value)
+    out[CONTEXT_LENGTH_KEY] = MetaValue(KEY_TYPES[CONTEXT_LENGTH_KEY], context_length(hp))
+    out[GATING_KEY] = MetaValue(KEY_TYPES[GATING_KEY], EXPERT_GATING_SQRT_SOFTPLUS)
+    out[ROPE_SCALING_TYPE_KEY] = MetaValue(KEY_TYPES[ROPE_SCALING_TYPE_KEY], ROPE_SCALING_TYPE)
     return out
