@@ -13,6 +13,7 @@ from ds4.apps import (
     bench_command,
     cli_command,
     gguf_command,
+    pull_command,
     server_command,
     steer_command,
     vectors_command,
@@ -66,6 +67,7 @@ Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], No
 
 REGISTRARS: list[Registrar] = [
     server_command.register,
+    pull_command.register,
     cli_command.register,
     agent_command.register,
     bench_command.register,
