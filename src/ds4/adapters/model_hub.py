@@ -1,19 +1,27 @@
 """The ModelHub port over the Hugging Face Hub (huggingface_hub): the file listing with
-sizes and LFS sha256 (`model_info(files_metadata=True)`) and one file downloaded into a
-directory with `hf_hub_download(local_dir=...)`, which resumes its `.incomplete` file
-under DIR/.cache/huggingface/download/ with a ranged GET.
+sizes and LFS sha256 (`HfApi.model_info(files_metadata=True)`), a file's location and
+size (`get_hf_file_metadata`: the HEAD on /resolve/, following the hub's redirects),
+then the bytes by ranged GET into DIR/FILE.part, renamed to DIR/FILE when whole.
+
+The ranged GET is ours because hf_hub_download (2.x) downloads into a temporary file
+unique to the process and deletes it when the download fails: a second `ds4 pull` could
+not resume. A dropped connection is retried here at once from where it stopped, and a
+failed pull leaves the .part file for the next one. Files the hub serves through Xet
+(when hf_xet is installed and HF_HUB_DISABLE_XET is unset) go through hf_hub_download,
+whose Xet chunk cache makes a rerun fetch only what it lacks.
 
 The token is --token, else huggingface_hub's own choice (HF_TOKEN, then the token cache
-`hf auth login` writes); the endpoint is HF_ENDPOINT when set (a mirror). Errors become
-one-line Ds4Error messages that name the repository and the file, never the token."""
+`hf auth login` writes); it is sent to the hub's origin only, never to the CDN a file
+redirects to. The endpoint is HF_ENDPOINT when set (a mirror). Errors become one-line
+Ds4Error messages naming the repository and file, never the token."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
-import httpx2
-from huggingface_hub import HfApi, hf_hub_download
-from huggingface_hub._local_folder import get_local_download_paths
+import httpx
+from huggingface_hub import HfApi, constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
 from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
@@ -21,7 +29,14 @@ from huggingface_hub.errors import (
     LocalEntryNotFoundError,
     RepositoryNotFoundError,
 )
-from huggingface_hub.utils import disable_progress_bars, enable_progress_bars
+from huggingface_hub.utils import (
+    build_hf_headers,
+    disable_progress_bars,
+    enable_progress_bars,
+    logging,
+)
+from huggingface_hub.utils._runtime import is_xet_available
+from tqdm import tqdm
 
 from ds4.domain.errors import Ds4Error
 from ds4.ports.model_hub import HubFile
@@ -34,6 +49,9 @@ class HuggingFaceHub:
         self._token = token
         self._endpoint = endpoint or None
         self._api = HfApi(endpoint=self._endpoint, token=token)
+        # The client's own warnings (a retried chunk, a signed URL) are not ds4's lines:
+        # a failure reaches the user as one Ds4Error line; a retry that works is silent.
+        logging.set_verbosity_error()
 
     def list_files(self, repo_id: str) -> list[HubFile]:
         try:
@@ -50,35 +68,100 @@ class HuggingFaceHub:
         return files
 
     def resumable_bytes(self, directory: str, path: str) -> int:
-        paths = get_local_download_paths(Path(directory), path)
-        pattern = paths.incomplete_path("*").name
-        found = [p.stat().st_size for p in paths.metadata_path.parent.glob(pattern)]
-        return max(found, default=0)
+        part = _part_path(Path(directory), path)
+        return part.stat().st_size if part.is_file() else 0
 
     def download(
         self, repo_id: str, path: str, directory: str, *, force: bool, progress: bool
     ) -> str:
-        if progress:
-            enable_progress_bars()
-        else:
-            disable_progress_bars()
+        target = Path(directory) / path
         try:
-            return hf_hub_download(
-                repo_id,
-                path,
-                local_dir=directory,
-                token=self._token,
-                endpoint=self._endpoint,
-                force_download=force,
-            )
+            url = hf_hub_url(repo_id, path, endpoint=self._endpoint)
+            meta = get_hf_file_metadata(url, token=self._token, endpoint=self._endpoint)
+            if meta.size is None:
+                raise Ds4Error(f"{repo_id}/{path}: the hub did not say the file's size")
+            if meta.xet_file_data is not None and is_xet_available() and not _xet_disabled():
+                (enable_progress_bars if progress else disable_progress_bars)()
+                return hf_hub_download(
+                    repo_id, path, local_dir=directory, token=self._token,
+                    endpoint=self._endpoint, force_download=force,
+                )  # fmt: skip
+            part = _part_path(Path(directory), path)
+            if force:
+                part.unlink(missing_ok=True)
+            headers = {"user-agent": "ds4"}
+            if _origin(meta.location) == _origin(url):
+                headers = build_hf_headers(token=self._token)
+            _ranged_get(meta.location, part, meta.size, headers, progress=progress, name=path)
+            part.replace(target)
+        except Ds4Error:
+            raise
         except Exception as exc:
             raise _one_line(exc, repo_id, path) from None
+        return str(target)
+
+
+def _part_path(directory: Path, path: str) -> Path:
+    return directory / f"{path}.part"
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.netloc
+
+
+def _xet_disabled() -> bool:
+    return bool(constants.HF_HUB_DISABLE_XET)
+
+
+_RETRIES = 5  # reconnects in a row that bring no new byte before the pull gives up
+
+
+def _ranged_get(
+    url: str, part: Path, size: int, headers: dict[str, str], *, progress: bool, name: str
+) -> None:
+    """Append the rest of the file to `part` (Range: bytes=N- from its size N), until
+    it holds `size` bytes; a dropped connection reconnects from where it stopped."""
+    part.parent.mkdir(parents=True, exist_ok=True)
+    tries = _RETRIES
+    bar = tqdm(total=size, initial=0, unit="B", unit_scale=True, desc=name[-40:],
+               disable=not progress)  # fmt: skip
+    with bar, httpx.Client(follow_redirects=True, timeout=httpx.Timeout(60.0)) as client:
+        while True:
+            held = part.stat().st_size if part.exists() else 0
+            bar.n = held
+            bar.refresh()
+            if held >= size:
+                return
+            ask = dict(headers, **{"Accept-Encoding": "identity"})
+            if held:
+                ask["Range"] = f"bytes={held}-"
+            try:
+                with client.stream("GET", url, headers=ask) as reply:
+                    if reply.status_code not in (200, 206):
+                        reply.read()
+                        reply.raise_for_status()
+                    mode = "ab" if reply.status_code == 206 else "wb"  # 200: the whole file
+                    with part.open(mode) as out:
+                        # raw, as it arrives: a chunker would lose what it holds when the
+                        # connection drops
+                        for chunk in reply.iter_raw():
+                            out.write(chunk)
+                            bar.update(len(chunk))
+                            tries = _RETRIES
+                    if part.stat().st_size < size:
+                        raise httpx.RemoteProtocolError("the body ended early")
+            except (httpx.TransportError, httpx.RemoteProtocolError):
+                tries -= 1
+                if tries <= 0:
+                    raise
 
 
 def _one_line(exc: Exception, repo_id: str, path: str | None) -> Ds4Error:
     what = f"{repo_id}/{path}" if path else repo_id
     if isinstance(exc, GatedRepoError):
-        return Ds4Error(f"{what}: the repository is gated and refused this request; {_TOKEN_HINT}")
+        status = exc.response.status_code
+        return Ds4Error(f"{what}: the repository is gated (HTTP {status}); {_TOKEN_HINT}")
     if isinstance(exc, HfHubHTTPError):
         status = exc.response.status_code
         if status in (401, 403):
@@ -88,7 +171,10 @@ def _one_line(exc: Exception, repo_id: str, path: str | None) -> Ds4Error:
         return Ds4Error(f"{what}: the hub answered HTTP {status}; run the pull again to resume")
     if isinstance(exc, EntryNotFoundError) and not isinstance(exc, LocalEntryNotFoundError):
         return Ds4Error(f"{what}: no such file in the repository")
-    if isinstance(exc, (httpx2.HTTPError, LocalEntryNotFoundError, OSError)):
+    if isinstance(exc, httpx.HTTPStatusError):
+        status = exc.response.status_code
+        return Ds4Error(f"{what}: the download answered HTTP {status}; run the pull again to resume")
+    if isinstance(exc, (httpx.HTTPError, LocalEntryNotFoundError, OSError)):
         kind = type(exc).__name__
         return Ds4Error(f"{what}: the download failed ({kind}); run the pull again to resume")
     return Ds4Error(f"{what}: the download failed ({type(exc).__name__}: {_first_line(exc)})")
