@@ -17,6 +17,7 @@ Ds4Error messages naming the repository and file, never the token."""
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -29,18 +30,16 @@ from huggingface_hub.errors import (
     LocalEntryNotFoundError,
     RepositoryNotFoundError,
 )
-from huggingface_hub.utils import (
-    build_hf_headers,
-    disable_progress_bars,
-    enable_progress_bars,
-    logging,
-)
+from huggingface_hub.utils import logging
+from huggingface_hub.utils._headers import build_hf_headers
 from huggingface_hub.utils._runtime import is_xet_available
+from huggingface_hub.utils.tqdm import disable_progress_bars
 from tqdm import tqdm
 
 from ds4.domain.errors import Ds4Error
 from ds4.ports.model_hub import HubFile
 
+_RESUME_HINT = "run the pull again to resume"
 _TOKEN_HINT = "pass --token, set HF_TOKEN or run `hf auth login`"
 
 
@@ -51,7 +50,7 @@ class HuggingFaceHub:
         self._api = HfApi(endpoint=self._endpoint, token=token)
         # The client's own warnings (a retried chunk, a signed URL) are not ds4's lines:
         # a failure reaches the user as one Ds4Error line; a retry that works is silent.
-        logging.set_verbosity_error()
+        logging.set_verbosity(40)  # logging.ERROR
 
     def list_files(self, repo_id: str) -> list[HubFile]:
         try:
@@ -81,11 +80,14 @@ class HuggingFaceHub:
             if meta.size is None:
                 raise Ds4Error(f"{repo_id}/{path}: the hub did not say the file's size")
             if meta.xet_file_data is not None and is_xet_available() and not _xet_disabled():
-                (enable_progress_bars if progress else disable_progress_bars)()
-                return hf_hub_download(
-                    repo_id, path, local_dir=directory, token=self._token,
-                    endpoint=self._endpoint, force_download=force,
-                )  # fmt: skip
+                quiet: AbstractContextManager[object] = (
+                    nullcontext() if progress else disable_progress_bars()
+                )
+                with quiet:
+                    return hf_hub_download(
+                        repo_id, path, local_dir=directory, token=self._token,
+                        endpoint=self._endpoint, force_download=force,
+                    )  # fmt: skip
             part = _part_path(Path(directory), path)
             if force:
                 part.unlink(missing_ok=True)
@@ -173,10 +175,10 @@ def _one_line(exc: Exception, repo_id: str, path: str | None) -> Ds4Error:
         return Ds4Error(f"{what}: no such file in the repository")
     if isinstance(exc, httpx.HTTPStatusError):
         status = exc.response.status_code
-        return Ds4Error(f"{what}: the download answered HTTP {status}; run the pull again to resume")
+        return Ds4Error(f"{what}: the download answered HTTP {status}; {_RESUME_HINT}")
     if isinstance(exc, (httpx.HTTPError, LocalEntryNotFoundError, OSError)):
         kind = type(exc).__name__
-        return Ds4Error(f"{what}: the download failed ({kind}); run the pull again to resume")
+        return Ds4Error(f"{what}: the download failed ({kind}); {_RESUME_HINT}")
     return Ds4Error(f"{what}: the download failed ({type(exc).__name__}: {_first_line(exc)})")
 
 

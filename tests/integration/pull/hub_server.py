@@ -67,12 +67,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self.role == "cdn":
             self._cdn(path, body=body)
             return
-        if self.state.gated_token is not None:
-            if self.headers.get("Authorization") != f"Bearer {self.state.gated_token}":
-                self._send(401, b'{"error":"Access to this model is restricted."}',
-                           {"X-Error-Code": "GatedRepo", "Content-Type": "application/json"},
-                           body=body)  # fmt: skip
-                return
+        token = self.state.gated_token
+        if token is not None and self.headers.get("Authorization") != f"Bearer {token}":
+            self._send(401, b'{"error":"Access to this model is restricted."}',
+                       {"X-Error-Code": "GatedRepo", "Content-Type": "application/json"},
+                       body=body)  # fmt: skip
+            return
         repo = self.state.repo
         if path == f"/api/models/{repo}" or path.startswith(f"/api/models/{repo}/revision/"):
             self._listing(blobs="blobs=true" in url.query.lower())
@@ -104,7 +104,8 @@ class _Handler(BaseHTTPRequestHandler):
             if blobs:
                 entry["size"] = 134
                 entry["blobId"] = hashlib.sha1(name.encode()).hexdigest()
-                entry["lfs"] = {"size": len(data), "sha256": self.state.sha(name), "pointerSize": 134}
+                sha = self.state.sha(name)
+                entry["lfs"] = {"size": len(data), "sha256": sha, "pointerSize": 134}
             siblings.append(entry)
         info = {"id": self.state.repo, "modelId": self.state.repo, "sha": COMMIT,
                 "private": False, "gated": self.state.gated_token is not None and "manual",
@@ -124,7 +125,7 @@ class _Handler(BaseHTTPRequestHandler):
         if asked and asked.startswith("bytes=") and asked.endswith("-"):
             start = int(asked.removeprefix("bytes=").removesuffix("-"))
         part = data[start:]
-        headers = {"Content-Type": "application/octet-stream", "ETag": '"cdn"', "Accept-Ranges": "bytes"}
+        headers = {"Content-Type": "application/octet-stream", "Accept-Ranges": "bytes"}
         if start:
             headers["Content-Range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
         status = 206 if start else 200

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.integration.pull.hub_server import HubState, LoopbackHub
 
 from ds4.domain.model_catalog import HUB_REPO, LINK_NAME, catalog_entry
-from tests.integration.pull.hub_server import HubState, LoopbackHub
 
 REPO = Path(__file__).resolve().parents[3]
 Q2 = catalog_entry("q2-imatrix").files[0]
@@ -72,7 +72,7 @@ def test_a_main_model_is_fetched_verified_and_linked(hub: LoopbackHub, tmp_path:
     target = tmp_path / "gguf" / Q2
     assert target.read_bytes() == hub.state.files[Q2]
     link = tmp_path / LINK_NAME
-    assert link.is_symlink() and os.readlink(link) == f"gguf/{Q2}"
+    assert link.is_symlink() and link.readlink() == Path("gguf") / Q2
     assert link.resolve() == target.resolve()
     assert not list(tmp_path.glob(f".{LINK_NAME}.*"))
     assert hub.cdn_gets() == [None]
@@ -90,7 +90,7 @@ def test_parts_leave_the_link_alone(hub: LoopbackHub, tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
     for file in (MTP, LOW, HIGH):
         assert (tmp_path / "models" / file).read_bytes() == hub.state.files[file]
-    assert os.readlink(tmp_path / LINK_NAME) == "elsewhere.gguf"
+    assert (tmp_path / LINK_NAME).readlink() == Path("elsewhere.gguf")
 
 
 def test_a_gated_repository_wants_a_token_and_never_prints_it(
