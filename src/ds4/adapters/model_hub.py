@@ -17,6 +17,7 @@ Ds4Error messages naming the repository and file, never the token."""
 
 from __future__ import annotations
 
+import logging
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -30,7 +31,7 @@ from huggingface_hub.errors import (
     LocalEntryNotFoundError,
     RepositoryNotFoundError,
 )
-from huggingface_hub.utils import logging
+from huggingface_hub.utils import logging as hf_logging
 from huggingface_hub.utils._headers import build_hf_headers
 from huggingface_hub.utils._runtime import is_xet_available
 from huggingface_hub.utils.tqdm import disable_progress_bars
@@ -50,7 +51,7 @@ class HuggingFaceHub:
         self._api = HfApi(endpoint=self._endpoint, token=token)
         # The client's own warnings (a retried chunk, a signed URL) are not ds4's lines:
         # a failure reaches the user as one Ds4Error line; a retry that works is silent.
-        logging.set_verbosity(40)  # logging.ERROR
+        hf_logging.set_verbosity(logging.ERROR)
 
     def list_files(self, repo_id: str) -> list[HubFile]:
         try:
