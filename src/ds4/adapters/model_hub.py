@@ -5,10 +5,10 @@ then the bytes by ranged GET into DIR/FILE.part, renamed to DIR/FILE when whole.
 
 The ranged GET is ours because hf_hub_download (2.x) downloads into a temporary file
 unique to the process and deletes it when the download fails: a second `ds4 pull` could
-not resume. A dropped connection is retried here at once from where it stopped, and a
-failed pull leaves the .part file for the next one. Files the hub serves through Xet
-(when hf_xet is installed and HF_HUB_DISABLE_XET is unset) go through hf_hub_download,
-whose Xet chunk cache makes a rerun fetch only what it lacks.
+not resume. A dropped connection is retried here at once from where it stopped (the
+location asked again, since the storage URL is signed and expires), and a failed pull
+leaves the .part file for the next one. Files stored with Xet are fetched the same way:
+the hub's /resolve/ URL serves their bytes over plain HTTP.
 
 The token is --token, else huggingface_hub's own choice (HF_TOKEN, then the token cache
 `hf auth login` writes); it is sent to the hub's origin only, never to the CDN a file
@@ -18,12 +18,12 @@ Ds4Error messages naming the repository and file, never the token."""
 from __future__ import annotations
 
 import logging
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
-from huggingface_hub import HfApi, constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
+from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url
 from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
@@ -33,8 +33,6 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import logging as hf_logging
 from huggingface_hub.utils._headers import build_hf_headers
-from huggingface_hub.utils._runtime import is_xet_available
-from huggingface_hub.utils.tqdm import disable_progress_bars
 from tqdm import tqdm
 
 from ds4.domain.errors import Ds4Error
@@ -80,22 +78,20 @@ class HuggingFaceHub:
             meta = get_hf_file_metadata(url, token=self._token, endpoint=self._endpoint)
             if meta.size is None:
                 raise Ds4Error(f"{repo_id}/{path}: the hub did not say the file's size")
-            if meta.xet_file_data is not None and is_xet_available() and not _xet_disabled():
-                quiet: AbstractContextManager[object] = (
-                    nullcontext() if progress else disable_progress_bars()
-                )
-                with quiet:
-                    return hf_hub_download(
-                        repo_id, path, local_dir=directory, token=self._token,
-                        endpoint=self._endpoint, force_download=force,
-                    )  # fmt: skip
             part = _part_path(Path(directory), path)
             if force:
                 part.unlink(missing_ok=True)
-            headers = {"user-agent": "ds4"}
-            if _origin(meta.location) == _origin(url):
-                headers = build_hf_headers(token=self._token)
-            _ranged_get(meta.location, part, meta.size, headers, progress=progress, name=path)
+            size = meta.size
+
+            def locate() -> tuple[str, dict[str, str]]:
+                # Asked again at each (re)connect: the storage URL the hub redirects to
+                # is signed and expires, which a long download outlives.
+                where = get_hf_file_metadata(url, token=self._token, endpoint=self._endpoint)
+                if _origin(where.location) == _origin(url):
+                    return where.location, build_hf_headers(token=self._token)
+                return where.location, {"user-agent": "ds4"}
+
+            _ranged_get(locate, part, size, progress=progress, name=path)
             part.replace(target)
         except Ds4Error:
             raise
@@ -113,15 +109,16 @@ def _origin(url: str) -> tuple[str, str]:
     return parts.scheme, parts.netloc
 
 
-def _xet_disabled() -> bool:
-    return bool(constants.HF_HUB_DISABLE_XET)
-
-
 _RETRIES = 5  # reconnects in a row that bring no new byte before the pull gives up
 
 
 def _ranged_get(
-    url: str, part: Path, size: int, headers: dict[str, str], *, progress: bool, name: str
+    locate: Callable[[], tuple[str, dict[str, str]]],
+    part: Path,
+    size: int,
+    *,
+    progress: bool,
+    name: str,
 ) -> None:
     """Append the rest of the file to `part` (Range: bytes=N- from its size N), until
     it holds `size` bytes; a dropped connection reconnects from where it stopped."""
@@ -136,6 +133,7 @@ def _ranged_get(
             bar.refresh()
             if held >= size:
                 return
+            url, headers = locate()
             ask = dict(headers, **{"Accept-Encoding": "identity"})
             if held:
                 ask["Range"] = f"bytes={held}-"
