@@ -67,6 +67,7 @@ def registrars() -> list[Registrar]:
         bench_command,
         cli_command,
         gguf_command,
+        pull_command,
         server_command,
         steer_command,
         vectors_command,
@@ -76,6 +77,7 @@ def registrars() -> list[Registrar]:
 
     return [
         server_command.register,
+        pull_command.register,
         cli_command.register,
         agent_command.register,
         bench_command.register,

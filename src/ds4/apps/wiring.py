@@ -26,6 +26,7 @@ from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.agent import Browser, SessionIndex, Shell, Workspace
 from ds4.ports.kv_store import KVStore
 from ds4.ports.model_file import Checkpoint, Dequantizer, ModelFile, Quantizer
+from ds4.ports.model_hub import ModelHub
 from ds4.ports.system import Clock, Pacer, RandomSource, Timer
 from ds4.ports.tokenizer import Tokenizer
 
@@ -303,3 +304,14 @@ def agent_session_index(directory: str) -> SessionIndex:
     from ds4.adapters.agent.session_index import JsonSessionIndex
 
     return JsonSessionIndex(directory)
+
+
+# ---- the model hub ---------------------------------------------------------------
+
+
+def model_hub(token: str | None) -> ModelHub:
+    """`ds4 pull`'s hub: huggingface_hub against HF_ENDPOINT (a mirror) when set, else
+    huggingface.co; `token` None leaves it to HF_TOKEN and the token cache."""
+    from ds4.adapters.model_hub import HuggingFaceHub
+
+    return HuggingFaceHub(token=token, endpoint=os.environ.get("HF_ENDPOINT"))
