@@ -42,9 +42,8 @@ from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.speculative import MtpDrafter
 from ds4.domain.steering.directions import Steering, directions_from_bytes, steering_scales
 from ds4.ports.agent import AgentIO, Browser, Shell
-from ds4.ports.compute import ComputeSession, ModelRunner
+from ds4.ports.compute import ComputeSession, ModelRunner, Steerable
 from ds4.ports.drafter import Drafter, DraftModel
-from ds4.ports.steering import Steerable
 from ds4.ports.tokenizer import Tokenizer
 
 if TYPE_CHECKING:

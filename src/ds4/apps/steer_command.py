@@ -29,7 +29,7 @@ from ds4.domain.steering.directions import (
     Steering,
     directions_from_bytes,
 )
-from ds4.ports.steering import Component, Steerable
+from ds4.ports.compute import Component, Steerable
 
 DEFAULT_SCALES = "-2,-1,-0.5,0,0.5,1,2"
 

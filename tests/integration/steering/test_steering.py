@@ -15,7 +15,7 @@ import pytest
 from ds4.apps.bootstrap import load_engine
 from ds4.apps.options import EngineOptions
 from ds4.domain.steering.directions import Steering
-from ds4.ports.steering import Steerable
+from ds4.ports.compute import Steerable
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "models" / "demo.gguf"

@@ -13,8 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.domain.errors import Ds4Error
-from ds4.ports.compute import ModelRunner
-from ds4.ports.steering import Component, Steerable
+from ds4.ports.compute import Component, ModelRunner, Steerable
 from ds4.ports.tokenizer import Tokenizer
 
 # --- build ---

@@ -29,9 +29,8 @@ from ds4.domain.errors import Ds4Error
 from ds4.domain.expert_cache import ExpertCacheStats, StreamingOptions
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.steering.directions import Steering
-from ds4.ports.compute import SequenceState
+from ds4.ports.compute import Component, SequenceState
 from ds4.ports.model_file import ModelFile
-from ds4.ports.steering import Component
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]

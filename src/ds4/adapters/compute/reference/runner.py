@@ -16,9 +16,8 @@ from ds4.domain.engine_math.lowprec import Numerics, check_numerics_fit, numeric
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.steering.directions import Steering
-from ds4.ports.compute import ModelRunner, SequenceState
+from ds4.ports.compute import Component, ModelRunner, SequenceState
 from ds4.ports.model_file import Dequantizer, ModelFile
-from ds4.ports.steering import Component
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
