@@ -18,7 +18,16 @@ from ds4.apps import wiring
 from ds4.apps.options import EngineOptions
 from ds4.domain.engine_math.lowprec import numerics_named
 from ds4.domain.errors import Ds4Error
-from ds4.domain.expert_cache import ExpertCacheStats
+from ds4.domain.expert_cache import ExpertCacheStats, cache_slots
+from ds4.domain.gguf.ggml_types import GGMLType
+from ds4.domain.memory import (
+    MemoryPlan,
+    PlanInputs,
+    expert_slot_bytes,
+    kv_bytes,
+    memory_plan,
+    routed_expert_bytes,
+)
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.compute import ModelRunner
 from ds4.ports.drafter import DraftModel
@@ -81,6 +90,64 @@ def _cpu_runner(
         threads=options.threads,
         streaming=options.streaming,
         repack_experts=options.repack_experts,
+    )
+
+
+def cpu_memory_plan(
+    model: wiring.OpenedModel, options: EngineOptions, *, ctx: int, sessions: int
+) -> MemoryPlan:
+    """The cpu backend's memory plan (domain/memory.py) for this model, its
+    --ssd-streaming budget and --repack-experts, against the room the system allows."""
+    from ds4.adapters.compute import cpu_kernels
+    from ds4.adapters.compute.cpu.expert_repack import repack_skip_reason
+    from ds4.adapters.compute.cpu.expert_streaming import KV_AND_SCRATCH_RESERVE
+
+    hp, infos = model.hparams, model.file.tensors
+    sizes = {name: info.nbytes for name, info in infos.items()}
+    room, source = wiring.memory_room().limits().room()
+    routed = routed_expert_bytes(sizes, hp.n_layer)
+    budget = None
+    if options.streaming is not None:
+        slot = expert_slot_bytes(sizes, hp.n_layer, hp.n_expert)
+        slots = cache_slots(
+            options.streaming.cache,
+            expert_bytes=slot,
+            total_experts=hp.n_layer * hp.n_expert,
+            available=room - options.streaming.simulate_used_bytes,
+            resident=sum(sizes.values()) - routed,
+            kv_and_scratch=KV_AND_SCRATCH_RESERVE,
+        ).slots
+        budget = slots * slot
+    repack: list[int] = []
+    skip = repack_skip_reason(
+        options.repack_experts,
+        numerics=options.numerics,
+        impl="auto",
+        streaming=options.streaming is not None,
+    )
+    if skip is None:  # the rule of expert_repack.repackable, on the tensor directory
+        q8k = {int(t) for t in cpu_kernels.Q8K_TYPES}
+        for il in range(hp.n_layer):
+            down = infos.get(f"blk.{il}.ffn_down_exps.weight")
+            gate = infos.get(f"blk.{il}.ffn_gate_exps.weight")
+            up = infos.get(f"blk.{il}.ffn_up_exps.weight")
+            if down is None or gate is None or up is None:
+                continue
+            if down.ggml_type == GGMLType.Q2_K and {int(gate.ggml_type), int(up.ggml_type)} <= q8k:
+                repack.append(down.nbytes)
+    return memory_plan(
+        PlanInputs(
+            weights=sum(sizes.values()),
+            routed=routed,
+            expert_budget=budget,
+            kv_per_session=kv_bytes(hp, ctx) if ctx > 0 else 0,
+            ctx=max(ctx, 0),
+            sessions=sessions,
+            repack=sum(repack),
+            repack_largest=max(repack, default=0),
+            room=room,
+            room_source=source,
+        )
     )
 
 

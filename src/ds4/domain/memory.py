@@ -167,13 +167,27 @@ def routed_expert_bytes(tensors: Mapping[str, int], n_layer: int) -> int:
     return sum(tensors.get(f"blk.{il}.{p}", 0) for il in range(n_layer) for p in EXPERT_PARTS)
 
 
+def expert_slot_bytes(tensors: Mapping[str, int], n_layer: int, n_expert: int) -> int:
+    """One expert cache slot: the largest layer's three expert slices, each 64-aligned
+    (PART_ALIGN of native/cpu/expert_cache.c)."""
+    if n_expert <= 0:
+        return 0
+    return max(
+        (
+            sum(-(-(tensors.get(f"blk.{il}.{p}", 0) // n_expert) // 64) * 64 for p in EXPERT_PARTS)
+            for il in range(n_layer)
+        ),
+        default=0,
+    )
+
+
 @dataclass(frozen=True)
 class PlanInputs:
     weights: int  # bytes of every mapped tensor
     routed: int  # of which routed experts
     expert_budget: int | None  # --ssd-streaming: the expert cache's bytes (None: no streaming)
     kv_per_session: int
-    ctx: int
+    ctx: int  # 0: not chosen at load (the command sizes it later): no KV counted
     sessions: int
     repack: int  # the expert repack's anonymous bytes (0: it does not apply)
     repack_largest: int  # its largest tensor: the load's peak is one copy over the mapping
@@ -203,9 +217,13 @@ def memory_plan(p: PlanInputs) -> MemoryPlan:
     line = (
         f"memory plan: weights {_gib(weights)}"
         + (" (non-routed + expert cache)" if streaming else "")
-        + f" + KV {_gib(kv)} (ctx {p.ctx} x {p.sessions} session"
-        + ("s" if p.sessions != 1 else "")
-        + f") + scratch {_gib(p.scratch)} = {_gib(total)} of {_gib(p.room)} available "
+        + f" + KV {_gib(kv)} "
+        + (
+            f"(ctx {p.ctx} x {p.sessions} session{'s' if p.sessions != 1 else ''})"
+            if p.ctx
+            else "(ctx chosen later, not counted)"
+        )
+        + f" + scratch {_gib(p.scratch)} = {_gib(total)} of {_gib(p.room)} available "
         f"({p.room_source})"
     )
     if total > p.room:
