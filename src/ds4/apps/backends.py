@@ -25,9 +25,9 @@ from ds4.domain.memory import (
     PlanInputs,
     expert_slot_bytes,
     kv_bytes,
-    memory_plan,
     routed_expert_bytes,
 )
+from ds4.domain.memory import memory_plan as plan_memory
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.compute import ModelRunner
 from ds4.ports.drafter import DraftModel
@@ -40,6 +40,8 @@ RunnerFactory = Callable[
 DrafterFactory = Callable[[str, ModelRunner, DeepSeekV4HParams], DraftModel]
 ExpertCacheReader = Callable[[ModelRunner], Callable[[], ExpertCacheStats] | None]
 StepReporter = Callable[[ModelRunner], str | None]
+# the memory plan at start (domain/memory.py) over a model, its options, ctx and sessions
+MemoryPlanner = Callable[[wiring.OpenedModel, EngineOptions, int, int], MemoryPlan]
 
 ALL_NUMERICS = ("ds4", "exact", "fp32")
 
@@ -64,6 +66,7 @@ class BackendSpec:
     drafter: DrafterFactory | None  # the MTP draft model over its runner (None: no --mtp)
     expert_cache: ExpertCacheReader  # the SSD-streaming cache's counters, or None
     step_report: StepReporter  # what the last device step cost, or None
+    memory_plan: MemoryPlanner | None  # the plan said at start (None: none counted)
 
 
 # ---- cpu: the native kernels on the mapped weights -----------------------------------
@@ -93,8 +96,8 @@ def _cpu_runner(
     )
 
 
-def cpu_memory_plan(
-    model: wiring.OpenedModel, options: EngineOptions, *, ctx: int, sessions: int
+def _cpu_memory_plan(
+    model: wiring.OpenedModel, options: EngineOptions, ctx: int, sessions: int
 ) -> MemoryPlan:
     """The cpu backend's memory plan (domain/memory.py) for this model, its
     --ssd-streaming budget and --repack-experts, against the room the system allows."""
@@ -135,7 +138,7 @@ def cpu_memory_plan(
                 continue
             if down.ggml_type == GGMLType.Q2_K and {int(gate.ggml_type), int(up.ggml_type)} <= q8k:
                 repack.append(down.nbytes)
-    return memory_plan(
+    return plan_memory(
         PlanInputs(
             weights=sum(sizes.values()),
             routed=routed,
@@ -305,6 +308,7 @@ BACKENDS: dict[str, BackendSpec] = {
             drafter=_cpu_drafter,
             expert_cache=_cpu_expert_cache,
             step_report=_no_step_report,
+            memory_plan=_cpu_memory_plan,
         ),
         BackendSpec(
             name="reference",
@@ -320,6 +324,7 @@ BACKENDS: dict[str, BackendSpec] = {
             drafter=_reference_drafter,
             expert_cache=_no_expert_cache,
             step_report=_no_step_report,
+            memory_plan=None,
         ),
         BackendSpec(
             name="vulkan",
@@ -335,6 +340,7 @@ BACKENDS: dict[str, BackendSpec] = {
             drafter=_reference_drafter,
             expert_cache=_no_expert_cache,
             step_report=_vulkan_step_report,
+            memory_plan=None,
         ),
         BackendSpec(
             name="scripted",
@@ -350,6 +356,7 @@ BACKENDS: dict[str, BackendSpec] = {
             drafter=None,
             expert_cache=_no_expert_cache,
             step_report=_no_step_report,
+            memory_plan=None,
         ),
     )
 }
@@ -436,6 +443,17 @@ def model_runner(
             raise Ds4Error(f"--distributed needs the {needs} backend and a model (-m)")
         return spec.distributed(model, options, tokenizer, log)
     return spec.runner(model, options, tokenizer, log)
+
+
+def memory_plan(
+    model: wiring.OpenedModel, options: EngineOptions, *, ctx: int, sessions: int
+) -> MemoryPlan | None:
+    """The backend's memory plan for `model` (None: the backend counts none, or the
+    layers run elsewhere with --distributed)."""
+    planner = BACKENDS[options.backend].memory_plan
+    if planner is None or options.distributed is not None:
+        return None
+    return planner(model, options, ctx, sessions)
 
 
 def backend_of(runner: ModelRunner) -> BackendSpec | None:

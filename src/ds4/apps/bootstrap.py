@@ -184,7 +184,7 @@ def load_engine(
         tokenizer = wiring.tokenizer_from_model(model.file)
     else:
         tokenizer = wiring.tokenizer(None)
-    if model is not None and options.backend == "cpu" and options.distributed is None:
+    if model is not None:
         options = _planned(model, options, ctx)
     runner = backends.model_runner(model, options, tokenizer=tokenizer, log=log)
     if options.steering is not None and model is not None:
@@ -205,7 +205,9 @@ def _planned(model: wiring.OpenedModel, options: EngineOptions, ctx: int | None)
     not (the options returned then have --repack-experts off)."""
     counted = ctx if ctx is not None else getattr(options, "ctx", None)
     sessions = int(getattr(options, "sessions", 1))
-    plan = backends.cpu_memory_plan(model, options, ctx=counted or 0, sessions=sessions)
+    plan = backends.memory_plan(model, options, ctx=counted or 0, sessions=sessions)
+    if plan is None:
+        return options
     print(f"ds4: {plan.line}", file=sys.stderr)
     if plan.refusal is not None:
         raise Ds4Error(plan.refusal)
