@@ -18,7 +18,16 @@ from ds4.apps import wiring
 from ds4.apps.options import EngineOptions
 from ds4.domain.engine_math.lowprec import numerics_named
 from ds4.domain.errors import Ds4Error
-from ds4.domain.expert_cache import ExpertCacheStats
+from ds4.domain.expert_cache import ExpertCacheStats, cache_slots
+from ds4.domain.gguf.ggml_types import GGMLType
+from ds4.domain.memory import (
+    MemoryPlan,
+    PlanInputs,
+    expert_slot_bytes,
+    kv_bytes,
+    routed_expert_bytes,
+)
+from ds4.domain.memory import memory_plan as plan_memory
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.compute import ModelRunner
 from ds4.ports.drafter import DraftModel
@@ -31,6 +40,8 @@ RunnerFactory = Callable[
 DrafterFactory = Callable[[str, ModelRunner, DeepSeekV4HParams], DraftModel]
 ExpertCacheReader = Callable[[ModelRunner], Callable[[], ExpertCacheStats] | None]
 StepReporter = Callable[[ModelRunner], str | None]
+# the memory plan at start (domain/memory.py) over a model, its options, ctx and sessions
+MemoryPlanner = Callable[[wiring.OpenedModel, EngineOptions, int, int], MemoryPlan]
 
 ALL_NUMERICS = ("ds4", "exact", "fp32")
 
@@ -55,6 +66,7 @@ class BackendSpec:
     drafter: DrafterFactory | None  # the MTP draft model over its runner (None: no --mtp)
     expert_cache: ExpertCacheReader  # the SSD-streaming cache's counters, or None
     step_report: StepReporter  # what the last device step cost, or None
+    memory_plan: MemoryPlanner | None  # the plan said at start (None: none counted)
 
 
 # ---- cpu: the native kernels on the mapped weights -----------------------------------
@@ -81,6 +93,64 @@ def _cpu_runner(
         threads=options.threads,
         streaming=options.streaming,
         repack_experts=options.repack_experts,
+    )
+
+
+def _cpu_memory_plan(
+    model: wiring.OpenedModel, options: EngineOptions, ctx: int, sessions: int
+) -> MemoryPlan:
+    """The cpu backend's memory plan (domain/memory.py) for this model, its
+    --ssd-streaming budget and --repack-experts, against the room the system allows."""
+    from ds4.adapters.compute import cpu_kernels
+    from ds4.adapters.compute.cpu.expert_repack import repack_skip_reason
+    from ds4.adapters.compute.cpu.expert_streaming import KV_AND_SCRATCH_RESERVE
+
+    hp, infos = model.hparams, model.file.tensors
+    sizes = {name: info.nbytes for name, info in infos.items()}
+    room, source = wiring.memory_room().limits().room()
+    routed = routed_expert_bytes(sizes, hp.n_layer)
+    budget = None
+    if options.streaming is not None:
+        slot = expert_slot_bytes(sizes, hp.n_layer, hp.n_expert)
+        slots = cache_slots(
+            options.streaming.cache,
+            expert_bytes=slot,
+            total_experts=hp.n_layer * hp.n_expert,
+            available=room - options.streaming.simulate_used_bytes,
+            resident=sum(sizes.values()) - routed,
+            kv_and_scratch=KV_AND_SCRATCH_RESERVE,
+        ).slots
+        budget = slots * slot
+    repack: list[int] = []
+    skip = repack_skip_reason(
+        options.repack_experts,
+        numerics=options.numerics,
+        impl="auto",
+        streaming=options.streaming is not None,
+    )
+    if skip is None:  # the rule of expert_repack.repackable, on the tensor directory
+        q8k = {int(t) for t in cpu_kernels.Q8K_TYPES}
+        for il in range(hp.n_layer):
+            down = infos.get(f"blk.{il}.ffn_down_exps.weight")
+            gate = infos.get(f"blk.{il}.ffn_gate_exps.weight")
+            up = infos.get(f"blk.{il}.ffn_up_exps.weight")
+            if down is None or gate is None or up is None:
+                continue
+            if down.ggml_type == GGMLType.Q2_K and {int(gate.ggml_type), int(up.ggml_type)} <= q8k:
+                repack.append(down.nbytes)
+    return plan_memory(
+        PlanInputs(
+            weights=sum(sizes.values()),
+            routed=routed,
+            expert_budget=budget,
+            kv_per_session=kv_bytes(hp, ctx) if ctx > 0 else 0,
+            ctx=max(ctx, 0),
+            sessions=sessions,
+            repack=sum(repack),
+            repack_largest=max(repack, default=0),
+            room=room,
+            room_source=source,
+        )
     )
 
 
@@ -238,6 +308,7 @@ BACKENDS: dict[str, BackendSpec] = {
             drafter=_cpu_drafter,
             expert_cache=_cpu_expert_cache,
             step_report=_no_step_report,
+            memory_plan=_cpu_memory_plan,
         ),
         BackendSpec(
             name="reference",
@@ -253,6 +324,7 @@ BACKENDS: dict[str, BackendSpec] = {
             drafter=_reference_drafter,
             expert_cache=_no_expert_cache,
             step_report=_no_step_report,
+            memory_plan=None,
         ),
         BackendSpec(
             name="vulkan",
@@ -268,6 +340,7 @@ BACKENDS: dict[str, BackendSpec] = {
             drafter=_reference_drafter,
             expert_cache=_no_expert_cache,
             step_report=_vulkan_step_report,
+            memory_plan=None,
         ),
         BackendSpec(
             name="scripted",
@@ -283,6 +356,7 @@ BACKENDS: dict[str, BackendSpec] = {
             drafter=None,
             expert_cache=_no_expert_cache,
             step_report=_no_step_report,
+            memory_plan=None,
         ),
     )
 }
@@ -369,6 +443,17 @@ def model_runner(
             raise Ds4Error(f"--distributed needs the {needs} backend and a model (-m)")
         return spec.distributed(model, options, tokenizer, log)
     return spec.runner(model, options, tokenizer, log)
+
+
+def memory_plan(
+    model: wiring.OpenedModel, options: EngineOptions, *, ctx: int, sessions: int
+) -> MemoryPlan | None:
+    """The backend's memory plan for `model` (None: the backend counts none, or the
+    layers run elsewhere with --distributed)."""
+    planner = BACKENDS[options.backend].memory_plan
+    if planner is None or options.distributed is not None:
+        return None
+    return planner(model, options, ctx, sessions)
 
 
 def backend_of(runner: ModelRunner) -> BackendSpec | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -166,13 +166,17 @@ def model_path(backend: str, explicit: str | None) -> str | None:
     return default_model_path(explicit) if backends.needs_model(backend) else explicit
 
 
-def load_engine(options: EngineOptions, *, log: Log | None = None) -> Engine:
+def load_engine(
+    options: EngineOptions, *, log: Log | None = None, ctx: int | None = None
+) -> Engine:
     """Check the backend choice, open the model (if any) once, build tokenizer and
     runner over it. Without a model the tokenizer is the official tokenizer.json
     (the scripted backend's case). options.mtp: the MTP GGUF for speculative decoding;
     options.power: the duty cycle in percent (None: no pacing at all, as `ds4 bench`);
     options.steering: the --dir-steering-* flags; options.distributed: the layers on
-    Ray workers (docs/distributed.md), where `log` gets where each range runs."""
+    Ray workers (docs/distributed.md), where `log` gets where each range runs.
+    ctx: the context the memory plan counts KV for (None: the options' own --ctx and
+    --sessions where the command has them; docs/ssd-streaming.md#the-memory-plan)."""
     duty = DutyCycle(wiring.pacer(), options.power) if options.power is not None else None
     backends.check_backend(options.backend, options.numerics)
     model = wiring.open_model(options.model) if options.model is not None else None
@@ -180,6 +184,8 @@ def load_engine(options: EngineOptions, *, log: Log | None = None) -> Engine:
         tokenizer = wiring.tokenizer_from_model(model.file)
     else:
         tokenizer = wiring.tokenizer(None)
+    if model is not None:
+        options = _planned(model, options, ctx)
     runner = backends.model_runner(model, options, tokenizer=tokenizer, log=log)
     if options.steering is not None and model is not None:
         apply_steering(runner, options.steering, model.hparams)
@@ -192,6 +198,23 @@ def load_engine(options: EngineOptions, *, log: Log | None = None) -> Engine:
         draft = backends.draft_model(options.mtp, runner, model.hparams)
         speculation = Speculation(draft, options.mtp_draft)
     return Engine(tokenizer, runner, model, speculation, duty)
+
+
+def _planned(model: wiring.OpenedModel, options: EngineOptions, ctx: int | None) -> EngineOptions:
+    """Say the memory plan; refuse a model that does not fit, skip a repack that would
+    not (the options returned then have --repack-experts off)."""
+    counted = ctx if ctx is not None else getattr(options, "ctx", None)
+    sessions = int(getattr(options, "sessions", 1))
+    plan = backends.memory_plan(model, options, ctx=counted or 0, sessions=sessions)
+    if plan is None:
+        return options
+    print(f"ds4: {plan.line}", file=sys.stderr)
+    if plan.refusal is not None:
+        raise Ds4Error(plan.refusal)
+    if plan.skip_repack is not None:
+        print(f"ds4: {plan.skip_repack}", file=sys.stderr)
+        return replace(options, repack_experts="off")
+    return options
 
 
 def apply_steering(runner: ModelRunner, request: SteeringRequest, hp: DeepSeekV4HParams) -> None:

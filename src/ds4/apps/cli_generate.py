@@ -78,6 +78,7 @@ def open_session(args: argparse.Namespace) -> tuple[EngineSession, Tokenizer, Du
     engine = load_engine(
         engine_options(args, model_path(args)),
         log=lambda line: print(f"ds4: distributed {line}", file=sys.stderr),
+        ctx=args.ctx,
     )
     return engine.new_session(args.ctx, chunk=args.chunk), engine.tokenizer, engine.duty
 

@@ -27,7 +27,7 @@ from ds4.ports.agent import Browser, SessionIndex, Shell, Workspace
 from ds4.ports.kv_store import KVStore
 from ds4.ports.model_file import Checkpoint, Dequantizer, ModelFile, Quantizer
 from ds4.ports.model_hub import ModelHub
-from ds4.ports.system import Clock, Pacer, RandomSource, Timer
+from ds4.ports.system import Clock, MemoryRoom, Pacer, RandomSource, Timer
 from ds4.ports.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
@@ -195,6 +195,13 @@ def random_source() -> RandomSource:
     from ds4.adapters.system import SystemRandom
 
     return SystemRandom()
+
+
+def memory_room() -> MemoryRoom:
+    """The memory this process may use: MemAvailable, its cgroup's and RLIMIT_AS's room."""
+    from ds4.adapters.system import SystemMemory
+
+    return SystemMemory()
 
 
 def pacer() -> Pacer:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ds4.domain.memory import MemoryLimits
+
 
 class Clock(Protocol):
     def now(self) -> int:
@@ -36,4 +38,10 @@ class Pacer(Protocol):
 class RandomSource(Protocol):
     def token_bytes(self, n: int) -> bytes:
         """`n` unpredictable bytes."""
+        ...
+
+
+class MemoryRoom(Protocol):
+    def limits(self) -> MemoryLimits:
+        """What each source (MemAvailable, the memory cgroup, RLIMIT_AS) allows now."""
         ...

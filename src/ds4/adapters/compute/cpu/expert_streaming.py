@@ -14,6 +14,7 @@ import numpy as np
 
 from ds4 import _native_cpu  # type: ignore[attr-defined]
 from ds4.adapters.compute.cpu.native_layout import NativeLayout
+from ds4.adapters.system import SystemMemory
 from ds4.domain.errors import Ds4Error
 from ds4.domain.expert_cache import (
     GIB,
@@ -43,14 +44,10 @@ PAGE = 4096
 
 
 def available_memory() -> int:
-    """MemAvailable of /proc/meminfo (bytes), else physical memory."""
-    try:
-        for line in Path("/proc/meminfo").read_text(encoding="ascii").splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    """The memory this process can really have (bytes): the smallest of MemAvailable,
+    the memory cgroup's room and RLIMIT_AS's (domain/memory.py), else physical memory.
+    Inside a 5 GiB cgroup that is the cgroup's room, not the host's MemAvailable."""
+    return SystemMemory().limits().room()[0]
 
 
 def _round(n: int) -> int:
