@@ -166,8 +166,16 @@ def model_path(backend: str, explicit: str | None) -> str | None:
     return default_model_path(explicit) if backends.needs_model(backend) else explicit
 
 
+def _stderr_line(line: str) -> None:
+    print(f"ds4: {line}", file=sys.stderr)
+
+
 def load_engine(
-    options: EngineOptions, *, log: Log | None = None, ctx: int | None = None
+    options: EngineOptions,
+    *,
+    log: Log | None = None,
+    ctx: int | None = None,
+    plan_log: Log | None = _stderr_line,
 ) -> Engine:
     """Check the backend choice, open the model (if any) once, build tokenizer and
     runner over it. Without a model the tokenizer is the official tokenizer.json
@@ -176,7 +184,9 @@ def load_engine(
     options.steering: the --dir-steering-* flags; options.distributed: the layers on
     Ray workers (docs/distributed.md), where `log` gets where each range runs.
     ctx: the context the memory plan counts KV for (None: the options' own --ctx and
-    --sessions where the command has them; docs/ssd-streaming.md#the-memory-plan)."""
+    --sessions where the command has them; docs/ssd-streaming.md#the-memory-plan);
+    plan_log: where the plan's line goes (None: unsaid, for a command whose stderr is
+    its own report; a model that does not fit is refused all the same)."""
     duty = DutyCycle(wiring.pacer(), options.power) if options.power is not None else None
     backends.check_backend(options.backend, options.numerics)
     model = wiring.open_model(options.model) if options.model is not None else None
@@ -185,7 +195,7 @@ def load_engine(
     else:
         tokenizer = wiring.tokenizer(None)
     if model is not None:
-        options = _planned(model, options, ctx)
+        options = _planned(model, options, ctx, plan_log)
     runner = backends.model_runner(model, options, tokenizer=tokenizer, log=log)
     if options.steering is not None and model is not None:
         apply_steering(runner, options.steering, model.hparams)
@@ -200,7 +210,9 @@ def load_engine(
     return Engine(tokenizer, runner, model, speculation, duty)
 
 
-def _planned(model: wiring.OpenedModel, options: EngineOptions, ctx: int | None) -> EngineOptions:
+def _planned(
+    model: wiring.OpenedModel, options: EngineOptions, ctx: int | None, say: Log | None
+) -> EngineOptions:
     """Say the memory plan; refuse a model that does not fit, skip a repack that would
     not (the options returned then have --repack-experts off)."""
     counted = ctx if ctx is not None else getattr(options, "ctx", None)
@@ -208,7 +220,8 @@ def _planned(model: wiring.OpenedModel, options: EngineOptions, ctx: int | None)
     plan = backends.memory_plan(model, options, ctx=counted or 0, sessions=sessions)
     if plan is None:
         return options
-    print(f"ds4: {plan.line}", file=sys.stderr)
+    if say is not None:
+        say(plan.line)
     if plan.refusal is not None:
         raise Ds4Error(plan.refusal)
     if plan.skip_repack is not None:

@@ -121,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
     if args.text is not None and (args.only or args.skip):
         raise Ds4Error("--only and --skip apply to --vectors")
     model = default_model_path(args.model)
-    engine = load_engine(engine_options(args, model))
+    # stderr is the score's summary here: the plan is not said (a refusal still is)
+    engine = load_engine(engine_options(args, model), plan_log=None)
     info = {"model": model, "backend": args.backend, "numerics": args.numerics}
     if args.vectors is not None:
         rows = _score_vectors(args, engine)

@@ -12,7 +12,9 @@ import pytest
 
 # A long `ds4 cli` run on the shipped demo model: every delay below falls in its
 # start-up (imports, model load) or its generation.
-COMMAND = [sys.executable, "-m", "ds4", "cli", "-p", "Ciao", "-n", "400"]
+# No -p and a stdin pipe that stays open: ds4 cli waits for its prompt on stdin, so the
+# command is still running at every delay below, however fast the machine.
+COMMAND = [sys.executable, "-m", "ds4", "cli", "-n", "400"]
 
 # Sends SIGINT to the process itself while ds4's commands are being imported (the
 # moment of the reported traceback), then runs the console entry point.
@@ -42,7 +44,9 @@ def test_sigint_while_the_commands_import_exits_130_without_a_traceback() -> Non
 
 @pytest.mark.parametrize("delay", [0.1, 0.25, 0.5, 0.8, 1.2])
 def test_sigint_right_after_start_is_clean(delay: float) -> None:
-    proc = subprocess.Popen(COMMAND, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
