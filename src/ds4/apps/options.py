@@ -87,6 +87,7 @@ class ServerOptions(EngineOptions):
     kv_disk_dir: str | None = None  # the disk KV cache directory (None: disabled)
     kv_cache: KvCacheOptions = field(default_factory=KvCacheOptions)
     kv_mem_bytes: int = DEFAULT_KV_MEM_MIB << 20  # in-memory checkpoints (0: none)
+    strict_tools: bool = False  # every tool strict (docs/structured-outputs.md)
 
 
 # ---- ds4 agent -----------------------------------------------------------------------

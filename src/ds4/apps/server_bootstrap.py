@@ -129,6 +129,8 @@ def bootstrap_server(
         metrics=metrics,
         longest_token=longest_token_bytes(engine.tokenizer),
         prefix=prefix,
+        constraints=wiring.constraint_compiler(engine.tokenizer),
+        strict_tools=options.strict_tools,
     )
     return BuiltServer(build_app(state), state, tuple(workers), gate)
 

@@ -133,6 +133,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="render tool-call history canonically instead of replaying sampled DSML",
     )
+    p.add_argument(
+        "--strict-tools",
+        action="store_true",
+        help="constrain every tool call's arguments to its JSON schema, as `strict: true` "
+        "on a tool does (docs/structured-outputs.md)",
+    )
     add_mtp_flags(p)
     add_power_flag(p)
     add_steering_flags(p)
@@ -342,6 +348,7 @@ def server_options(args: argparse.Namespace, host: str) -> ServerOptions:
         check_host=is_loopback_host(host),
         tool_memory_max_ids=args.tool_memory_max_ids,
         exact_tool_replay=not args.disable_exact_dsml_tool_replay,
+        strict_tools=args.strict_tools,
         prefill_chunk=args.prefill_chunk,
         sessions=args.sessions,
         prefix_file=args.prefix_file,

@@ -24,6 +24,7 @@ from ds4.domain.eval.case_schema import CaseSet
 from ds4.domain.gguf.records import MetaValue
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.ports.agent import Browser, SessionIndex, Shell, Workspace
+from ds4.ports.constraint import ConstraintCompiler
 from ds4.ports.kv_store import KVStore
 from ds4.ports.model_file import Checkpoint, Dequantizer, ModelFile, Quantizer
 from ds4.ports.model_hub import ModelHub
@@ -100,6 +101,14 @@ def _build_tokenizer(vocab: Vocabulary, backend: TokenizerBackend) -> Tokenizer:
     from ds4.adapters.tokenizer.vocabulary import build_tokenizer
 
     return build_tokenizer(vocab, backend)
+
+
+def constraint_compiler(tokenizer: Tokenizer) -> ConstraintCompiler:
+    """Reply grammars over `tokenizer`'s vocabulary (llguidance; its view of the
+    vocabulary is built once per tokenizer, at the first grammar)."""
+    from ds4.adapters.constraint.llguidance import LlguidanceCompiler
+
+    return LlguidanceCompiler(tokenizer)
 
 
 def tokenizer_records(tokenizer_json: str | None = None) -> dict[str, MetaValue]:

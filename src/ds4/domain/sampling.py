@@ -160,6 +160,30 @@ def sample(logits: npt.NDArray[np.float32], params: SamplingParams, rng: XorShif
     return int(ids[hit[0]] if hit.size else ids[-1])
 
 
+# ---- the token mask of a grammar (docs/structured-outputs.md) ----------------------
+# A separate step before the filters: tokens a constraint refuses get -inf, so the
+# filters and the draw (or the arg-max) see only allowed ones. The mask is packed
+# 32 ids per int32 word, bit i % 32 of word i // 32 (llguidance's layout); ids past
+# the mask's end are refused.
+
+
+def allowed_ids(bitmask: npt.NDArray[np.int32], vocab: int) -> npt.NDArray[np.bool_]:
+    """The packed mask unpacked to one bool per id (length `vocab`)."""
+    bits = np.unpackbits(np.ascontiguousarray(bitmask).view(np.uint8), bitorder="little")
+    allowed = np.zeros(vocab, dtype=np.bool_)
+    n = min(vocab, bits.size)
+    allowed[:n] = bits[:n].astype(np.bool_)
+    return allowed
+
+
+def masked_logits(
+    logits: npt.NDArray[np.float32], bitmask: npt.NDArray[np.int32]
+) -> npt.NDArray[np.float32]:
+    """A copy of `logits` with every id the mask refuses at -inf."""
+    values = np.asarray(logits, dtype=_F32)
+    return np.where(allowed_ids(bitmask, values.size), values, _F32(-np.inf)).astype(_F32)
+
+
 # ---- whether the main model keeps a drafted token ------------------------------------
 # (docs/adr/0054-mtp-speculative-decoding.md)
 # Greedy: the draft is kept when it is the arg-max; otherwise the arg-max follows.

@@ -51,6 +51,7 @@ from ds4.domain.serving.prepare import refuse_certain_overflow
 from ds4.ports.system import RandomSource
 from ds4.ports.tokenizer import Tokenizer
 from ds4.wire.chat import content_text
+from ds4.wire.constraints import anthropic_tool_choice
 from ds4.wire.replies import (
     ReplyContext,
     anthropic_usage,
@@ -248,6 +249,7 @@ def read_messages(body: bytes) -> GenerationRequest:
         sampling=sampling(wire.temperature, wire.top_p, wire.top_k),
         stops=stop_list(wire.stop_sequences),
         stream=bool(wire.stream),
+        tool_choice=anthropic_tool_choice(wire.tool_choice),
     )
 
 

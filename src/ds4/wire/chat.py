@@ -45,6 +45,7 @@ from ds4.domain.serving.exchange import (
     ToolCallOpened,
 )
 from ds4.ports.system import RandomSource
+from ds4.wire.constraints import grammar_field, one_format, openai_tool_choice, response_format
 from ds4.wire.replies import (
     DONE,
     ReplyContext,
@@ -102,11 +103,14 @@ class OpenAIBody(msgspec.Struct):
     n: object = None
     logprobs: object = None
     top_logprobs: object = None
+    response_format: object = msgspec.UNSET
+    grammar: object = msgspec.UNSET
 
 
 class ChatBody(OpenAIBody):
     messages: list[WireMessage] | msgspec.UnsetType = msgspec.UNSET
     tool_choice: object = None
+    parallel_tool_calls: object = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,9 @@ def openai_request(body: OpenAIBody, api: Api, think_mode: ThinkMode) -> Generat
         ),
         stops=stop_list(body.stop),
         stream=bool(body.stream),
+        output_format=one_format(
+            response_format(body.response_format), grammar_field(body.grammar)
+        ),
     )
 
 
@@ -175,7 +182,8 @@ def parse_chat_completion(body: bytes) -> ParsedRequest:
     check_chat_content([message.content for message in chat.messages])
     prompt = _chat_prompt(chat, chat.messages)
     base = openai_request(chat, Api.CHAT, prompt.think_mode)
-    request = replace(base, messages=prompt.messages, schemas=prompt.schemas)
+    choice = openai_tool_choice(chat.tool_choice, chat.parallel_tool_calls)
+    request = replace(base, messages=prompt.messages, schemas=prompt.schemas, tool_choice=choice)
     return ParsedRequest(request, openai_reply_options(chat))
 
 

@@ -28,6 +28,7 @@ from ds4.domain.chat import (
 from ds4.domain.dsml.syntax import ToolCall, object_members, parse_json
 from ds4.domain.errors import Ds4Error, RequestError
 from ds4.domain.serving.exchange import Api, GenerationRequest
+from ds4.wire.constraints import grammar_field, one_format, openai_tool_choice, text_format
 from ds4.wire.requests import (
     DEFAULT_MODEL,
     InvalidJsonError,
@@ -101,6 +102,9 @@ class ResponsesBody(msgspec.Struct):
     tools: list[dict[str, object]] | None = None
     input: object = msgspec.UNSET
     tool_choice: object = None
+    parallel_tool_calls: object = None
+    text: object = msgspec.UNSET
+    grammar: object = msgspec.UNSET
     previous_response_id: object = None
     conversation: object = None
 
@@ -282,16 +286,6 @@ class _Items:
         )
 
 
-def _tool_choice_enabled(value: object) -> bool:
-    if isinstance(value, str):
-        if value not in ("none", "auto"):
-            raise RequestError(f"tool_choice={value} not supported")
-        return value == "auto"
-    if isinstance(value, dict):
-        raise RequestError("forced tool_choice not supported")
-    return True
-
-
 def parse_responses(body: bytes) -> ParsedRequest:
     wire = decode_body(body, ResponsesBody)
     if not present(wire.input):
@@ -301,7 +295,9 @@ def parse_responses(body: bytes) -> ParsedRequest:
         if value is not None:
             raise RequestError(f"{key} is not supported; replay full input instead")
     check_tool_count(len(wire.tools or ()))
-    tools_enabled = _tool_choice_enabled(wire.tool_choice)
+    choice = openai_tool_choice(wire.tool_choice, wire.parallel_tool_calls)
+    output_format = one_format(text_format(wire.text), grammar_field(wire.grammar))
+    tools_enabled = choice.mode != "none"
     reasoning = wire.reasoning or _Reasoning()
     model = wire.model or DEFAULT_MODEL
     think_mode = responses_think_mode(model, reasoning.effort)
@@ -340,6 +336,8 @@ def parse_responses(body: bytes) -> ParsedRequest:
         sampling=sampling(wire.temperature, wire.top_p),
         stream=bool(wire.stream),
         reasoning_summary=reasoning.summary in _SUMMARIES,
+        output_format=output_format,
+        tool_choice=choice,
     )
     return ParsedRequest(request, ReplyOptions(wire_tools=tools.wire))
 

@@ -247,6 +247,8 @@ def _prepare(state: ServerState, request: GenerationRequest) -> PreparedJob:
             state.config.ctx,
             state.bindings,
             longest_token=state.longest_token,
+            compiler=state.constraints,
+            strict_tools=state.strict_tools,
         )
 
 

@@ -13,6 +13,7 @@ from ds4.adapters.system import SystemClock
 from ds4.domain.chat import PrefixTurn
 from ds4.domain.serving.live import KnownIds
 from ds4.domain.tools import ToolReplayMemory
+from ds4.ports.constraint import ConstraintCompiler
 from ds4.ports.system import Clock, RandomSource
 from ds4.ports.tokenizer import Tokenizer
 from ds4.wire.requests import DEFAULT_MODEL
@@ -60,6 +61,9 @@ class ServerState:
     metrics: ServerMetrics  # this server's own registry (docs/adr/0046-observability.md)
     longest_token: int | None = None  # bytes; prompt_bound refuses hopeless prompts early
     prefix: tuple[PrefixTurn, ...] = ()  # --prefix-file turns before every conversation
+    # the reply grammars of docs/structured-outputs.md (None: such requests are refused)
+    constraints: ConstraintCompiler | None = None
+    strict_tools: bool = False  # --strict-tools: every tool's arguments follow its schema
     clock: Clock = field(default_factory=SystemClock)  # the replies' `created` stamps
     sequence: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     large_bodies: LargeBodies = field(default_factory=LargeBodies)

@@ -43,7 +43,15 @@ from ds4.domain.generation.events import (
     Usage,
 )
 from ds4.domain.generation.lexer import TurnLexer
-from ds4.domain.sampling import GREEDY, SamplingParams, XorShiftStar, accept_draft, sample
+from ds4.domain.sampling import (
+    GREEDY,
+    SamplingParams,
+    XorShiftStar,
+    accept_draft,
+    masked_logits,
+    sample,
+)
+from ds4.ports.constraint import TokenConstraint
 from ds4.ports.tokenizer import Tokenizer
 
 FORCED_THINK_CLOSE = THINK_CLOSE + "\n\n"
@@ -74,6 +82,9 @@ class TurnSettings:
     tools_active: bool = False
     thinking: bool = False
     speculative: bool = True  # use the session's drafter, if it has one
+    # the grammar the visible reply must match (docs/structured-outputs.md): it starts
+    # after reasoning, and a constrained turn is decoded without drafts
+    constraint: TokenConstraint | None = None
 
 
 def prefill(
@@ -119,6 +130,26 @@ def _parse_finish(finish: FinishReason) -> TurnFinish:
     if finish == "error":
         return "error"
     return "stop"
+
+
+class _Guide:
+    """A turn's constraint: off while the turn is reasoning (it starts after
+    `</think>`), then the mask of every sampled token and the record of every token
+    taken; `broken` once the grammar refused a token that was forced on it."""
+
+    def __init__(self, constraint: TokenConstraint | None) -> None:
+        self.constraint = constraint
+        self.broken = False
+
+    def view(self, logits: npt.NDArray[np.float32], reasoning: bool) -> npt.NDArray[np.float32]:
+        if self.constraint is None or reasoning:
+            return logits
+        return masked_logits(logits, self.constraint.allowed())
+
+    def took(self, token: int, reasoning: bool) -> None:
+        """`token` was pushed; `reasoning`: the turn was reasoning before it."""
+        if self.constraint is not None and not reasoning and not self.broken:
+            self.broken = not self.constraint.advance(token)
 
 
 class _Turn:
@@ -238,6 +269,7 @@ def decode_turn(
     finish: FinishReason = "length"
     error: str | None = None
     pending: int | None = None  # the token a rejected draft's position gets
+    guide = _Guide(settings.constraint)
     try:
         logits = session.logits()
         while len(turn.tokens) < budget:
@@ -250,13 +282,18 @@ def decode_turn(
                 for token in forced:
                     logits = session.eval(token)
                     on_token(token)
+                    reasoning = turn.lexer.in_reasoning
                     yield from turn.push(token)
+                    guide.took(token, reasoning)
                 continue
             steered = None
             if steer is not None:
                 steered = steer(logits, len(turn.tokens), turn.lexer.in_reasoning)
+            reasoning = turn.lexer.in_reasoning
             if steered is None:
-                token = pending if pending is not None else sample(logits, turn.params(), rng)
+                if pending is None:
+                    pending = sample(guide.view(logits, reasoning), turn.params(), rng)
+                token = pending
                 if token == eos:
                     finish = "stop"
                     break
@@ -264,7 +301,7 @@ def decode_turn(
                 token = steered
             pending = None
             room = budget - len(turn.tokens) - 1
-            speculate = settings.speculative and steer is None
+            speculate = settings.speculative and steer is None and settings.constraint is None
             drafts = drafts_for(session, token, room, eos) if speculate else []
             if drafts:
                 block = _verify_block(session, turn, token, drafts, rng, on_token)
@@ -273,7 +310,11 @@ def decode_turn(
                 logits = session.eval(token)
                 on_token(token)
                 yield from turn.push(token)
+                guide.took(token, reasoning)
                 ended = turn.ended
+                if guide.broken:
+                    finish, error = "error", f"the output grammar refused token {token}"
+                    break
             if ended is not None:
                 finish = ended
                 break

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ds4.domain.chat import Message, ThinkMode, ToolSchema
+from ds4.domain.constraints.request import AUTO, OutputFormat, ToolChoice
 from ds4.domain.errors import ErrorKind
 from ds4.domain.generation.events import (
     Finished,
@@ -126,6 +127,10 @@ class GenerationRequest:
     # the live binding keeps includes it (serving.live).
     reasoning_summary: bool = False
     speculative: bool = True  # False: no MTP drafts for this request (X-DS4-MTP: off)
+    # the shape of the reply (docs/structured-outputs.md): response_format, text.format
+    # or grammar, and tool_choice / parallel_tool_calls
+    output_format: OutputFormat | None = None
+    tool_choice: ToolChoice = AUTO
 
     @property
     def tools_active(self) -> bool:

@@ -108,6 +108,7 @@ class Worker:
             tools_active=request.tools_active,
             thinking=job.think_mode.thinking,
             speculative=request.speculative,
+            constraint=job.constraint,
         )
 
     def run(

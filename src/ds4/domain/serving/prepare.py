@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ds4.domain.chat import ThinkMode, effective_think_mode, render_chat
+from ds4.domain.constraints.turn import turn_grammar
 from ds4.domain.engine.session import common_prefix
 from ds4.domain.errors import ContextLengthError, ErrorKind, RequestError
 from ds4.domain.serving.exchange import GenerationRequest, LiveTools
@@ -32,6 +33,7 @@ from ds4.domain.serving.live import (
     validate_tool_results,
 )
 from ds4.domain.tools import ReplayStats, ToolReplayMemory
+from ds4.ports.constraint import ConstraintCompiler, TokenConstraint
 from ds4.ports.tokenizer import Tokenizer
 
 
@@ -43,6 +45,24 @@ class PreparedJob:
     prompt_tokens: tuple[int, ...]
     replay: ReplayStats
     live: LivePlan = NO_PLAN
+    constraint: TokenConstraint | None = None  # the reply's grammar, at its start
+
+
+def compile_constraint(
+    request: GenerationRequest, compiler: ConstraintCompiler | None, *, strict_tools: bool
+) -> TokenConstraint | None:
+    """The turn's grammar compiled (docs/structured-outputs.md); RequestError (a 400
+    naming the field) when it cannot be, or when there is no compiler to build it."""
+    grammar = turn_grammar(
+        request.output_format, request.tool_choice, request.schemas, strict_all=strict_tools
+    )
+    if grammar is None:
+        return None
+    if compiler is None:
+        raise RequestError(
+            f"{grammar.param}: constrained decoding is not available here", param=grammar.param
+        )
+    return compiler.compile(grammar)
 
 
 def live_plan(request: GenerationRequest, mode: ThinkMode, bindings: KnownIds | None) -> LivePlan:
@@ -68,13 +88,18 @@ def prepare_job(
     bindings: KnownIds | None = None,
     *,
     longest_token: int | None = None,
+    compiler: ConstraintCompiler | None = None,
+    strict_tools: bool = False,
 ) -> PreparedJob:
     """Render and tokenize; ContextLengthError when len >= ctx, RequestError when a
     tool result names a call neither replayed nor live. With `longest_token`
     (prompt_bound.longest_token_bytes), a prompt that certainly cannot fit is refused
     before it is tokenized.
 
-    The caller serializes access to `memory` (attach reorders its LRU)."""
+    The caller serializes access to `memory` (attach reorders its LRU). The reply's
+    grammar is compiled with `compiler` (GrammarError, a 400, when it cannot be);
+    `strict_tools` makes every tool strict (`--strict-tools`)."""
+    constraint = compile_constraint(request, compiler, strict_tools=strict_tools)
     mode = effective_think_mode(request.think_mode, ctx)
     plan = live_plan(request, mode, bindings)
     messages, stats = memory.attach(request.messages)
@@ -84,7 +109,7 @@ def prepare_job(
     tokens = tuple(tokenizer.encode(text))
     if len(tokens) >= ctx:
         raise ContextLengthError(len(tokens), ctx)
-    return PreparedJob(request, mode, text, tokens, stats, plan)
+    return PreparedJob(request, mode, text, tokens, stats, plan, constraint)
 
 
 # ---- prompt bound ----------------------------------------------------------

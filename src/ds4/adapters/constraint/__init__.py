@@ -1,0 +1,1 @@
+"""Token constraints (ports/constraint.py) on llguidance."""
