@@ -191,10 +191,12 @@ def test_responses_codex_request() -> None:
 
 
 def test_responses_policies() -> None:
-    with pytest.raises(RequestError, match="tool_choice=required not supported"):
-        parse_responses(body(input="x", tool_choice="required"))
-    with pytest.raises(RequestError, match="forced tool_choice"):
-        parse_responses(body(input="x", tool_choice={"type": "function", "name": "f"}))
+    required = parse_responses(body(input="x", tool_choice="required")).generation
+    assert required.tool_choice.mode == "required"
+    named = parse_responses(body(input="x", tool_choice={"type": "function", "name": "f"}))
+    assert named.generation.tool_choice.name == "f"
+    with pytest.raises(RequestError, match="'allowed_tools' is not supported"):
+        parse_responses(body(input="x", tool_choice={"type": "allowed_tools"}))
     with pytest.raises(RequestError, match="input_image content is not supported"):
         parse_responses(body(input=[{"role": "user", "content": [{"type": "input_image"}]}]))
     with pytest.raises(RequestError, match="unsupported content part"):
