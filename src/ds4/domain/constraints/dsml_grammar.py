@@ -26,6 +26,15 @@ from ds4.domain.errors import RequestError
 COMPACT = {"whitespace_flexible": False}
 _PLAIN_STRING_KEYS = frozenset({"type", "description", "title", "examples", "default"})
 _ENUM_KEYS = frozenset({"enum", "type", "description", "title"})
+# What a strict tool's top-level parameters schema may say: each property is a DSML
+# parameter with its own inlined schema, and the object around them is the invoke, so
+# object-level keywords beyond these have nothing to act on and are refused.
+_OBJECT_KEYS = frozenset(
+    {
+        "type", "properties", "required", "additionalProperties", "$defs", "definitions",
+        "description", "title", "$schema", "$id", "x-guidance",
+    }
+)  # fmt: skip
 
 
 def lark_literal(text: str) -> str:
@@ -125,6 +134,13 @@ def _strict_params(rules: _Rules, tool: CallableTool) -> str:
     if schema.get("type", "object") != "object" or not isinstance(properties, Mapping):
         raise RequestError(
             f"{tool.param}: a strict tool's parameters must be an object schema with 'properties'",
+            param="tools",
+        )
+    extra = sorted(set(schema) - _OBJECT_KEYS)
+    if extra:
+        raise RequestError(
+            f"{tool.param}: keyword {extra[0]!r} of a strict tool's parameters is not "
+            "supported (each property is constrained on its own)",
             param="tools",
         )
     required = schema.get("required")
