@@ -65,7 +65,7 @@ class Digit(Strict):
 
 
 class Score(Strict):
-    score: float = Field(ge=0, le=1)
+    score: float = Field(ge=0, le=1, multiple_of=0.25)  # bounded digits too
 
 
 class Paint(Strict):
@@ -131,7 +131,7 @@ class Deep(Strict):
 
 class Answer(Strict):
     answer: Literal["yes", "no"]
-    confidence: float = Field(ge=0, le=1)
+    confidence: float = Field(ge=0, le=1, multiple_of=0.125)
 
 
 class Code(Strict):
