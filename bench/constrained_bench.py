@@ -123,8 +123,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokens", type=int, default=64, help="tokens per run (1..2048)")
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--flash", type=int, default=0, metavar="LAYERS",
-                        help="also a Flash-shaped file of LAYERS layers (1..43; 0: skip)")  # fmt: skip
+    parser.add_argument(
+        "--flash", type=int, default=0, metavar="LAYERS",
+        help="also a Flash-shaped file of LAYERS layers (1..43; 0: skip)",
+    )  # fmt: skip
     parser.add_argument("--dir", default="/tmp/ds4-constrained-bench", help="where it goes")
     args = parser.parse_args()
     if not 1 <= args.tokens <= 2048:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
 import anthropic
 import httpx
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import openai
 import pydantic
 import pytest
@@ -51,7 +51,7 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Color(str, Enum):
+class Color(StrEnum):
     RED = "red"
     GREEN = "green"
 
@@ -103,7 +103,7 @@ class Nested(Strict):
 
 
 class Maybe(Strict):
-    note: None | Literal["yes", "no"]
+    note: Literal["yes", "no"] | None
 
 
 class Temperature(Strict):
@@ -281,20 +281,50 @@ BAD_SCHEMA = {
     [
         (
             "/chat/completions",
-            {"messages": MESSAGES, "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": BAD_SCHEMA}}},
+            {
+                "messages": MESSAGES,
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "x", "schema": BAD_SCHEMA},
+                },
+            },
             "response_format",
             False,
         ),
-        ("/completions", {"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": BAD_SCHEMA}}}, "response_format", False),
-        ("/responses", {"input": "x", "text": {"format": {"type": "json_schema", "name": "x", "schema": BAD_SCHEMA}}}, "text.format", False),
+        (
+            "/completions",
+            {
+                "prompt": "x",
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "x", "schema": BAD_SCHEMA},
+                },
+            },
+            "response_format",
+            False,
+        ),
+        (
+            "/responses",
+            {
+                "input": "x",
+                "text": {"format": {"type": "json_schema", "name": "x", "schema": BAD_SCHEMA}},
+            },
+            "text.format",
+            False,
+        ),
         (
             "/messages",
-            {"max_tokens": 9, "messages": MESSAGES, "tools": [{"name": "t", "input_schema": BAD_SCHEMA}], "tool_choice": {"type": "any"}},
+            {
+                "max_tokens": 9,
+                "messages": MESSAGES,
+                "tools": [{"name": "t", "input_schema": BAD_SCHEMA}],
+                "tool_choice": {"type": "any"},
+            },
             None,
             True,
         ),
     ],
-)  # fmt: skip
+)
 def test_an_unsupported_schema_keyword_is_a_400_naming_it(
     server: LiveServer, path: str, body: dict[str, Any], param: str | None, anthropic_shape: bool
 ) -> None:
@@ -335,13 +365,13 @@ OTHER = {"name": "noop", "input_schema": {"type": "object", "properties": {}}}
 def test_anthropic_tool_choice_forces_a_call(
     server: LiveServer, choice: dict[str, str], name: str | None
 ) -> None:
-    claude = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0)
+    claude: Any = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0)
     reply = claude.messages.create(
         model="deepseek-chat",
         max_tokens=120,
         messages=[{"role": "user", "content": "Che tempo fa?"}],
-        tools=[{**WEATHER, "strict": True}, OTHER],  # type: ignore[list-item]
-        tool_choice=choice,  # type: ignore[arg-type]
+        tools=[{**WEATHER, "strict": True}, OTHER],
+        tool_choice=choice,
         extra_body={"temperature": 0},
     )
     assert reply.stop_reason == "tool_use"
@@ -378,13 +408,22 @@ def test_responses_named_tool_choice_forces_that_tool(oai: Any) -> None:
         input="Che tempo fa?",
         reasoning={"effort": "none"},
         tools=[
-            {"type": "function", "name": "get_weather", "parameters": WEATHER["input_schema"], "strict": True},
-            {"type": "function", "name": "noop", "parameters": {"type": "object", "properties": {}}},
+            {
+                "type": "function",
+                "name": "get_weather",
+                "parameters": WEATHER["input_schema"],
+                "strict": True,
+            },
+            {
+                "type": "function",
+                "name": "noop",
+                "parameters": {"type": "object", "properties": {}},
+            },
         ],
         tool_choice={"type": "function", "name": "get_weather"},
         max_output_tokens=120,
         temperature=0,
-    )  # fmt: skip
+    )
     calls = [item for item in reply.output if item.type == "function_call"]
     assert calls and all(call.name == "get_weather" for call in calls)
 

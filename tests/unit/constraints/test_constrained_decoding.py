@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -97,11 +97,30 @@ def test_what_llguidance_cannot_compile_is_a_grammar_error_naming_it(
 
 
 SCHEMAS = [
-    {"type": "object", "properties": {"n": {"type": "integer", "minimum": -5, "maximum": 5}}, "required": ["n"], "additionalProperties": False},
-    {"type": "object", "properties": {"c": {"enum": ["red", "green", "blue"]}, "ok": {"type": "boolean"}}, "required": ["c", "ok"], "additionalProperties": False},
-    {"type": "array", "items": {"type": "array", "items": {"enum": [1, 2, 3]}, "maxItems": 2}, "maxItems": 2},
-    {"type": "object", "properties": {"x": {"type": "number", "minimum": 0, "maximum": 1}}, "required": ["x"], "additionalProperties": False},
-]  # fmt: skip
+    {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": -5, "maximum": 5}},
+        "required": ["n"],
+        "additionalProperties": False,
+    },
+    {
+        "type": "object",
+        "properties": {"c": {"enum": ["red", "green", "blue"]}, "ok": {"type": "boolean"}},
+        "required": ["c", "ok"],
+        "additionalProperties": False,
+    },
+    {
+        "type": "array",
+        "items": {"type": "array", "items": {"enum": [1, 2, 3]}, "maxItems": 2},
+        "maxItems": 2,
+    },
+    {
+        "type": "object",
+        "properties": {"x": {"type": "number", "minimum": 0, "maximum": 1}},
+        "required": ["x"],
+        "additionalProperties": False,
+    },
+]
 
 
 @pytest.mark.parametrize("schema", SCHEMAS)
