@@ -20,10 +20,12 @@ from ds4.domain.generation.events import (
     PrefillProgress,
     ReasoningDelta,
     TextDelta,
+    TokenScored,
     ToolCallArguments,
     ToolCallFinished,
     Usage,
 )
+from ds4.domain.sampling import TokenLogprob
 from ds4.domain.tools import ToolApi
 
 
@@ -112,6 +114,18 @@ class Sampling:
 
 
 @dataclass(frozen=True)
+class LogprobRequest:
+    """What log-probabilities a request asks for (docs/reference/server.md
+    "Log-probabilities"): `top` alternatives per token (each API bounds it), and with
+    `prompt` (completions' echo) the prompt's tokens too, which evaluates the whole
+    prompt afresh (no cached prefix holds its logits)."""
+
+    top: int = 0
+    prompt: bool = False
+    completion: bool = True  # False: the prompt only (completions' echo without logprobs)
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
     api: Api
     model: str
@@ -126,6 +140,10 @@ class GenerationRequest:
     # the live binding keeps includes it (serving.live).
     reasoning_summary: bool = False
     speculative: bool = True  # False: no MTP drafts for this request (X-DS4-MTP: off)
+    logprobs: LogprobRequest | None = None  # None: no log-probabilities
+    # completions with a token-id prompt: these ids are the prompt, as they are (no
+    # template, no thinking); `messages` is then empty
+    prompt_ids: tuple[int, ...] | None = None
 
     @property
     def tools_active(self) -> bool:
@@ -149,6 +167,8 @@ class PromptReady:
     prompt_tokens: int
     cached_tokens: int
     source: str = "none"
+    # with an echoed prompt (LogprobRequest.prompt): one entry per prompt token
+    prompt_logprobs: tuple[TokenLogprob, ...] | None = None
 
     def usage(self) -> Usage:
         return Usage(self.prompt_tokens, self.cached_tokens, 0)
@@ -166,6 +186,7 @@ class ToolCallOpened:
 ServedEvent = (
     PrefillProgress
     | PromptReady
+    | TokenScored
     | TextDelta
     | ReasoningDelta
     | ToolCallOpened

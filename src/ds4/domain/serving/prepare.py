@@ -75,6 +75,8 @@ def prepare_job(
     before it is tokenized.
 
     The caller serializes access to `memory` (attach reorders its LRU)."""
+    if request.prompt_ids is not None:
+        return _token_prompt(request, request.prompt_ids, tokenizer, ctx)
     mode = effective_think_mode(request.think_mode, ctx)
     plan = live_plan(request, mode, bindings)
     messages, stats = memory.attach(request.messages)
@@ -85,6 +87,24 @@ def prepare_job(
     if len(tokens) >= ctx:
         raise ContextLengthError(len(tokens), ctx)
     return PreparedJob(request, mode, text, tokens, stats, plan)
+
+
+def _token_prompt(
+    request: GenerationRequest, ids: tuple[int, ...], tokenizer: Tokenizer, ctx: int
+) -> PreparedJob:
+    """A token-id prompt (completions): the ids as they are, no template, no thinking;
+    an id outside the vocabulary is a 400 naming `prompt`."""
+    if not ids:
+        raise RequestError("prompt: an empty token list", param="prompt")
+    bad = next((i for i in ids if not 0 <= i < tokenizer.vocab_size), None)
+    if bad is not None:
+        raise RequestError(
+            f"prompt: token id {bad} is not in the vocabulary (0..{tokenizer.vocab_size - 1})",
+            param="prompt",
+        )
+    if len(ids) >= ctx:
+        raise ContextLengthError(len(ids), ctx)
+    return PreparedJob(request, ThinkMode.NONE, tokenizer.decode(ids), ids, ReplayStats())
 
 
 # ---- prompt bound ----------------------------------------------------------
