@@ -56,7 +56,7 @@ def test_chat_top_logprobs_stream_equals_reply(client: openai.OpenAI) -> None:
     choice = reply.choices[0]
     assert choice.logprobs is not None and choice.logprobs.content is not None
     entries = _entries(choice.logprobs.content)
-    assert len(entries) == reply.usage.completion_tokens  # type: ignore[union-attr]
+    assert reply.usage is not None and len(entries) == reply.usage.completion_tokens
     for token, logprob, raw, top in entries:
         assert len(top) == 5 and logprob <= 0
         assert token == top[0][0] and logprob == top[0][1]  # greedy: the best one
@@ -83,17 +83,16 @@ def test_completions_echo_scores_the_prompt_first_token_null(
     )
     choice = reply.choices[0]
     assert choice.text.startswith(PROMPT)
-    lp = choice.logprobs
-    assert lp is not None and lp.token_logprobs is not None and lp.top_logprobs is not None
-    assert len(lp.token_logprobs) == len(ids) + 1  # the prompt, then the generated token
-    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
-    assert all(v is not None and v <= 0 for v in lp.token_logprobs[1:])
-    assert "".join(lp.tokens or []) == choice.text
-    assert lp.text_offset == [len(choice.text[:o]) for o in lp.text_offset or []]
-    assert lp.text_offset is not None and lp.text_offset[:2] == [0, len(lp.tokens[0])]  # type: ignore[index]
+    assert choice.logprobs is not None
+    lp: dict[str, Any] = choice.logprobs.model_dump()
+    assert len(lp["token_logprobs"]) == len(ids) + 1  # the prompt, then the generated token
+    assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None
+    assert all(v is not None and v <= 0 for v in lp["token_logprobs"][1:])
+    assert "".join(lp["tokens"]) == choice.text
+    starts = [sum(len(t) for t in lp["tokens"][:i]) for i in range(len(lp["tokens"]))]
+    assert lp["text_offset"] == starts
     # the generated token is the best one after the prompt
-    last = lp.top_logprobs[-1]
-    assert last is not None and lp.token_logprobs[-1] == max(last.values())
+    assert lp["token_logprobs"][-1] == max(lp["top_logprobs"][-1].values())
 
 
 def test_responses_include_output_text_logprobs(server: LiveServer) -> None:
@@ -136,16 +135,14 @@ def test_values_equal_the_cli_dump_logprobs(
     reply = client.completions.create(
         model="deepseek-v4-flash", prompt=ids, max_tokens=len(steps), temperature=0, logprobs=5
     )
-    lp = reply.choices[0].logprobs
-    assert lp is not None and lp.token_logprobs is not None and lp.top_logprobs is not None
-    assert len(lp.token_logprobs) == len(steps)
+    assert reply.choices[0].logprobs is not None
+    lp: dict[str, Any] = reply.choices[0].logprobs.model_dump()
+    assert len(lp["token_logprobs"]) == len(steps)
     for step, chosen, logprob, top in zip(
-        steps, lp.tokens or [], lp.token_logprobs, lp.top_logprobs, strict=True
+        steps, lp["tokens"], lp["token_logprobs"], lp["top_logprobs"], strict=True
     ):
         cli_top = [(bytes(t["token"]["bytes"]), t["logprob"]) for t in step["top_logprobs"]]
         assert chosen.encode() == bytes(step["selected"]["bytes"])
         assert logprob == pytest.approx(cli_top[0][1], rel=1e-7, abs=1e-7)
-        assert top is not None
-        assert [(k.encode(), v) for k, v in top.items()] == [
-            (raw, pytest.approx(v, rel=1e-7, abs=1e-7)) for raw, v in cli_top
-        ]
+        assert [k.encode() for k in top] == [raw for raw, _ in cli_top]
+        assert list(top.values()) == pytest.approx([v for _, v in cli_top], rel=1e-7, abs=1e-7)

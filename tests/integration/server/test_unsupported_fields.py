@@ -1,6 +1,7 @@
 """Issue 14 item 9 (API side): fields the server cannot honour (n > 1, images and
 other non-text content) and out-of-range log-probability fields are each API's 400
-naming the field, not silence; fields that ask for nothing pass. Anthropic message ids look like the real API's, msg_…"""
+naming the field, not silence; fields that ask for nothing pass. Anthropic message ids
+look like the real API's, msg_…"""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def post(server: LiveServer, path: str, body: dict[str, Any]) -> httpx.Response:
 def test_openai_fields_that_cannot_be_honoured_are_400s(
     server: LiveServer, path: str, fields: dict[str, Any], param: str
 ) -> None:
-    bases = {"chat": {"messages": [USER]}, "responses": {"input": "hi"}}
+    bases: dict[str, dict[str, Any]] = {"chat": {"messages": [USER]}, "responses": {"input": "hi"}}
     base = next((v for k, v in bases.items() if k in path), {"prompt": "hi"})
     response = post(server, path, {**base, **fields})
     assert response.status_code == 400
