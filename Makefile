@@ -9,6 +9,7 @@ SERVE_BUILT := $(VENV)/.ds4-runtime-built
 DEPS   := $(VENV)/.deps-installed
 ORACLE := $(VENV)/.oracle-installed
 RAY    := $(VENV)/.ray-installed
+LMEVAL := $(VENV)/.lmeval-installed
 BUILT  := $(VENV)/.ds4-built
 NATIVE := $(wildcard native/*/*.c native/*/*.h native/build/*.py native/vulkan/*.comp native/vulkan/*.glsl)
 
@@ -51,8 +52,15 @@ $(RAY): requirements-ray.lock $(DEPS)
 	$(BIN)/pip install --quiet --require-hashes --no-deps -r requirements-ray.lock
 	touch $@
 
+# lm-evaluation-harness for its acceptance test (tests/integration/lmeval, docs/lm-eval.md);
+# on top of the oracle's torch and transformers, never in requirements.lock.
+$(LMEVAL): requirements-lmeval.lock $(ORACLE)
+	@echo "==> ds4: installing lm-evaluation-harness (requirements-lmeval.lock)"
+	$(BIN)/pip install --quiet --require-hashes --no-deps -r requirements-lmeval.lock
+	touch $@
+
 # The package build compiles the cffi extensions (no lazy compilation at import).
-$(BUILT): $(DEPS) $(ORACLE) $(RAY) pyproject.toml $(NATIVE)
+$(BUILT): $(DEPS) $(ORACLE) $(RAY) $(LMEVAL) pyproject.toml $(NATIVE)
 	@echo "==> ds4: building the native code (cffi extensions)"
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation --editable .
 	touch $@

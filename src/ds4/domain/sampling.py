@@ -13,6 +13,7 @@ sequential float32 subtraction (ufunc.accumulate) keeps the token choice exact.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -261,8 +262,17 @@ class StepLogprobs:
         return int(self._values.size)
 
     def top(self, k: int) -> list[Ranked]:
-        """The k best tokens, best first (ties by id)."""
-        order = np.lexsort((np.arange(self._values.size), -self._sortable))[:k]
+        """The k best tokens, best first (ties by id). Only the tokens at or above the
+        k-th best value are sorted (all of its ties kept), which orders them exactly as
+        sorting the whole vocabulary would, at a fraction of the cost per step."""
+        k = max(0, min(k, self.vocab))
+        if k == 0:
+            return []
+        ids = np.arange(self.vocab)
+        if k < self.vocab:
+            kth = np.partition(self._sortable, self.vocab - k)[self.vocab - k]
+            ids = np.flatnonzero(self._sortable >= kth)
+        order = ids[np.lexsort((ids, -self._sortable[ids]))][:k]
         return [self._ranked(int(i), rank) for rank, i in enumerate(order, start=1)]
 
     def token(self, token_id: int) -> Ranked:
@@ -279,3 +289,34 @@ class StepLogprobs:
 
     def _ranked(self, token_id: int, rank: int) -> Ranked:
         return Ranked(token_id, float(self._values[token_id]), self.logprob(token_id), rank)
+
+
+# ---- what the server reports per token (docs/reference/server.md "Log-probabilities") ----
+# The log-probability of a chosen token and its `top` best alternatives, from the same
+# StepLogprobs as `--dump-logprobs`: the raw logits' log-softmax, before temperature,
+# top-k/top-p/min-p and any other sampler transform.
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One token of a reply (or of an echoed prompt): its id, bytes and log-probability,
+    and its `top` alternatives, best first (their own `top` is empty).
+
+    `logprob` is None only for the first token of an echoed prompt, which no
+    distribution predicts (OpenAI reports null there)."""
+
+    id: int
+    raw: bytes
+    logprob: float | None
+    top: tuple[TokenLogprob, ...] = ()
+
+
+def token_logprob(
+    logits: npt.NDArray[np.float32], token: int, top: int, token_bytes: Callable[[int], bytes]
+) -> TokenLogprob:
+    """`token`'s log-probability under `logits` and the `top` best alternatives."""
+    step = StepLogprobs(logits)
+    best = tuple(
+        TokenLogprob(entry.id, token_bytes(entry.id), entry.logprob) for entry in step.top(top)
+    )
+    return TokenLogprob(token, token_bytes(token), step.logprob(token), best)

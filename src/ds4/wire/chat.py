@@ -35,8 +35,10 @@ from ds4.domain.generation.events import (
     Finished,
     ReasoningDelta,
     TextDelta,
+    TokenScored,
     ToolCallArguments,
 )
+from ds4.domain.sampling import TokenLogprob
 from ds4.domain.serving.exchange import (
     Api,
     GenerationRequest,
@@ -46,6 +48,7 @@ from ds4.domain.serving.exchange import (
 )
 from ds4.ports.system import RandomSource
 from ds4.wire.constraints import grammar_field, one_format, openai_tool_choice, response_format
+from ds4.wire.logprobs import chat_logprobs, chat_logprobs_object
 from ds4.wire.replies import (
     DONE,
     ReplyContext,
@@ -62,7 +65,6 @@ from ds4.wire.requests import (
     ReplyOptions,
     check_chat_content,
     check_choices,
-    check_logprobs,
     check_tool_count,
     clamp_int,
     decode_body,
@@ -178,12 +180,18 @@ def parse_chat_completion(body: bytes) -> ParsedRequest:
     if isinstance(chat.messages, msgspec.UnsetType):
         raise RequestError("missing messages")
     check_choices({"n": chat.n})
-    check_logprobs(chat.logprobs, chat.top_logprobs)
+    logprobs = chat_logprobs(chat.logprobs, chat.top_logprobs)
     check_chat_content([message.content for message in chat.messages])
     prompt = _chat_prompt(chat, chat.messages)
     base = openai_request(chat, Api.CHAT, prompt.think_mode)
     choice = openai_tool_choice(chat.tool_choice, chat.parallel_tool_calls)
-    request = replace(base, messages=prompt.messages, schemas=prompt.schemas, tool_choice=choice)
+    request = replace(
+        base,
+        messages=prompt.messages,
+        schemas=prompt.schemas,
+        tool_choice=choice,
+        logprobs=logprobs,
+    )
     return ParsedRequest(request, openai_reply_options(chat))
 
 
@@ -332,7 +340,16 @@ def chat_completion_body(ctx: ReplyContext, finished: Finished) -> bytes:
             "object": "chat.completion",
             "created": ctx.created,
             "model": ctx.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": wire_finish(finished)}],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": wire_finish(finished),
+                    "logprobs": None
+                    if finished.logprobs is None
+                    else chat_logprobs_object(finished.logprobs),
+                }
+            ],
             "usage": openai_usage(finished.usage),
         }
     )
@@ -344,15 +361,22 @@ class ChatCompletionStream:
         self.shown_calls = 0
         self.text_sent = ""
         self.reasoning_sent = ""
+        self.scored: list[TokenLogprob] = []  # entries no chunk has carried yet
 
     def _chunk(self, delta: dict[str, object], finish: str | None = None) -> bytes:
+        """A chunk; it carries the log-probabilities of the tokens scored since the
+        last one (their text may come later: the lexer holds some back)."""
+        choice: dict[str, object] = {"index": 0, "delta": delta, "finish_reason": finish}
+        if self.scored:
+            choice["logprobs"] = chat_logprobs_object(self.scored)
+            self.scored = []
         return data_frame(
             {
                 "id": self.ctx.reply_id,
                 "object": "chat.completion.chunk",
                 "created": self.ctx.created,
                 "model": self.ctx.model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                "choices": [choice],
             }
         )
 
@@ -360,6 +384,9 @@ class ChatCompletionStream:
         return [self._chunk({"role": "assistant"})]
 
     def feed(self, event: ServedEvent) -> list[bytes]:
+        if isinstance(event, TokenScored):
+            self.scored.append(event.entry)
+            return []
         if isinstance(event, ReasoningDelta) and event.text:
             self.reasoning_sent += event.text
             return [self._chunk({"reasoning_content": event.text})]

@@ -5,7 +5,9 @@ A completion becomes a two-message chat whose rendering is byte-identical to the
 reference's fixed completion template; the members it shares with chat completions
 are read as chat reads them (chat.OpenAIBody). The legacy endpoint returns the raw
 generated text: with thinking on (the default) that is the reasoning, `</think>`,
-then the answer, as the reference does.
+then the answer, as the reference does. A prompt of token ids (`[1, 2, 3]` or
+`[[1, 2, 3]]`) is evaluated as it is: no template, no thinking (what
+lm-evaluation-harness sends). `logprobs` and `echo`: wire/logprobs.py.
 """
 
 from __future__ import annotations
@@ -17,15 +19,16 @@ import msgspec
 from ds4.domain.chat import SystemMessage, UserMessage
 from ds4.domain.dsml.syntax import THINK_CLOSE
 from ds4.domain.errors import RequestError
-from ds4.domain.generation.events import Finished, ReasoningDelta, TextDelta
+from ds4.domain.generation.events import Finished, ReasoningDelta, TextDelta, TokenScored
+from ds4.domain.sampling import TokenLogprob
 from ds4.domain.serving.exchange import Api, PromptReady, ServedEvent
 from ds4.ports.system import RandomSource
 from ds4.wire.chat import OpenAIBody, openai_reply_options, openai_request, openai_think_mode_of
+from ds4.wire.logprobs import completion_logprobs, echoed_text, legacy_logprobs
 from ds4.wire.replies import DONE, ReplyContext, data_frame, json_body, openai_usage, wire_finish
 from ds4.wire.requests import (
     ParsedRequest,
     check_choices,
-    check_logprobs,
     check_tool_count,
     decode_body,
     present,
@@ -37,6 +40,7 @@ COMPLETION_SYSTEM = "You are a helpful assistant"
 class CompletionBody(OpenAIBody):
     prompt: object = msgspec.UNSET
     best_of: object = None
+    echo: object = None
 
 
 def _prompt_text(value: object) -> str:
@@ -45,18 +49,47 @@ def _prompt_text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _is_ids(value: object) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(i, int) and not isinstance(i, bool) for i in value
+    )
+
+
+def _prompt_ids(value: object) -> tuple[int, ...] | None:
+    """A token-id prompt: a non-empty list of integers, or a list holding one such
+    list (one prompt per request, as for strings); None for a text prompt."""
+    if isinstance(value, list) and len(value) == 1 and _is_ids(value[0]):
+        value = value[0]
+    if isinstance(value, list) and value and _is_ids(value):
+        return tuple(value)
+    if isinstance(value, list) and value and isinstance(value[0], list):
+        raise RequestError("prompt: one token list per request", param="prompt")
+    return None
+
+
 def parse_completion(body: bytes) -> ParsedRequest:
     completion = decode_body(body, CompletionBody)
     check_tool_count(len(completion.tools or ()))
     if not present(completion.prompt):
         raise RequestError("missing prompt")
     check_choices({"n": completion.n, "best_of": completion.best_of})
-    check_logprobs(completion.logprobs, completion.top_logprobs, completions=True)
+    if completion.top_logprobs is not None:
+        raise RequestError(
+            "top_logprobs is a chat completions member; completions take logprobs: N",
+            param="top_logprobs",
+        )
+    logprobs = completion_logprobs(completion.logprobs, completion.echo)
     mode = openai_think_mode_of(completion)
+    base = replace(openai_request(completion, Api.COMPLETIONS, mode), logprobs=logprobs)
+    options = replace(
+        openai_reply_options(completion), logprobs=logprobs is not None and logprobs.completion
+    )
+    ids = _prompt_ids(completion.prompt)
+    if ids is not None:
+        return ParsedRequest(replace(base, prompt_ids=ids), options)
     prompt = _prompt_text(completion.prompt)
-    base = openai_request(completion, Api.COMPLETIONS, mode)
     messages = (SystemMessage(COMPLETION_SYSTEM), UserMessage(prompt))
-    return ParsedRequest(replace(base, messages=messages), openai_reply_options(completion))
+    return ParsedRequest(replace(base, messages=messages), options)
 
 
 def raw_text(finished: Finished) -> str:
@@ -67,16 +100,30 @@ def raw_text(finished: Finished) -> str:
     return finished.content
 
 
+def _echo(prompt: tuple[TokenLogprob, ...] | None) -> str:
+    return "" if prompt is None else echoed_text(prompt)
+
+
 def completion_body(ctx: ReplyContext, finished: Finished) -> bytes:
+    """With echo the text starts with the prompt as the model read it, and the
+    log-probabilities list its tokens first."""
+    prompt = finished.prompt_logprobs
+    logprobs = None
+    if ctx.logprobs:
+        logprobs = legacy_logprobs([*(prompt or ()), *(finished.logprobs or ())])[0]
+    choice = {
+        "text": _echo(prompt) + raw_text(finished),
+        "index": 0,
+        "logprobs": logprobs,
+        "finish_reason": wire_finish(finished),
+    }
     return json_body(
         {
             "id": ctx.reply_id,
             "object": "text_completion",
             "created": ctx.created,
             "model": ctx.model,
-            "choices": [
-                {"text": raw_text(finished), "index": 0, "finish_reason": wire_finish(finished)}
-            ],
+            "choices": [choice],
             "usage": openai_usage(finished.usage),
         }
     )
@@ -87,26 +134,42 @@ class CompletionStream:
         self.ctx = ctx
         self.sent = ""
         self.in_reasoning = False
+        self.scored: list[TokenLogprob] = []  # entries no chunk has carried yet
+        self.offset = 0  # text_offset of the next entry
 
     def _chunk(self, text: str, finish: str | None = None) -> bytes:
+        choice: dict[str, object] = {"text": text, "index": 0, "finish_reason": finish}
+        if self.ctx.logprobs:
+            choice["logprobs"] = None
+            if self.scored:
+                choice["logprobs"], self.offset = legacy_logprobs(self.scored, self.offset)
+                self.scored = []
         return data_frame(
             {
                 "id": self.ctx.reply_id,
                 "object": "text_completion",
                 "created": self.ctx.created,
                 "model": self.ctx.model,
-                "choices": [{"text": text, "index": 0, "finish_reason": finish}],
+                "choices": [choice],
             }
         )
 
     def open(self, ready: PromptReady | None = None) -> list[bytes]:
-        return []
+        """With echo, the first chunk is the prompt (and its tokens' logprobs)."""
+        if ready is None or ready.prompt_logprobs is None:
+            return []
+        if self.ctx.logprobs:
+            self.scored = list(ready.prompt_logprobs)
+        return [self._chunk(_echo(ready.prompt_logprobs))]
 
     def _send(self, text: str) -> list[bytes]:
         self.sent += text
-        return [self._chunk(text)] if text else []
+        return [self._chunk(text)] if text or self.scored else []
 
     def feed(self, event: ServedEvent) -> list[bytes]:
+        if isinstance(event, TokenScored):
+            self.scored.append(event.entry)
+            return []
         if isinstance(event, ReasoningDelta):
             self.in_reasoning = True
             return self._send(event.text)
@@ -145,4 +208,5 @@ def completion_context(
         created=created,
         model=parsed.generation.model,
         include_usage=parsed.reply.include_usage,
+        logprobs=parsed.reply.logprobs,
     )

@@ -153,6 +153,7 @@ class ReplyContext:
     item_ids: dict[str, str] = field(default_factory=dict)
     reasoning_summary: bool = False
     wire_tools: dict[str, WireTool] = field(default_factory=dict)
+    logprobs: bool = False  # completions: log-probabilities asked for (wire/logprobs.py)
 
 
 def arguments_object(arguments: str) -> msgspec.Raw:

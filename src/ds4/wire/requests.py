@@ -197,12 +197,11 @@ def check_tool_count(count: int) -> None:
 # item 9; docs/adr/0044-server-exposure-and-limits.md).
 #
 # - `n` (and completions' `best_of`) above 1: one model, one live state, one answer.
-# - `logprobs` / `top_logprobs`: no endpoint returns log probabilities.
 # - non-text content (images, audio, files, documents): the model reads text only.
 #
 # Each refusal is a 400 naming the field. Fields that ask for nothing (`n: 1`,
-# `logprobs: false`, `top_logprobs: 0`, nulls) pass. The checks read the values the
-# parser decoded (decode_body), so nothing is decoded twice.
+# nulls) pass. (Log-probabilities are served: wire/logprobs.py reads their fields.)
+# The checks read the values the parser decoded (decode_body), so nothing is decoded twice.
 
 CHAT_NON_TEXT_PARTS = frozenset({"image_url", "input_audio", "file"})
 ANTHROPIC_NON_TEXT_BLOCKS = frozenset({"image", "document"})
@@ -218,15 +217,6 @@ def check_choices(fields: Mapping[str, object]) -> None:
     for member, value in fields.items():
         if value is not None and value != 1:
             raise _refuse(member, f"{member}={value!r} is not supported: one choice per request")
-
-
-def check_logprobs(logprobs: object, top_logprobs: object, *, completions: bool = False) -> None:
-    """Chat: `logprobs: true` or `top_logprobs` > 0; completions: any `logprobs`."""
-    asked = logprobs is not None if completions else logprobs not in (None, False)
-    if asked:
-        raise _refuse("logprobs", "logprobs are not supported by this server")
-    if top_logprobs not in (None, 0):
-        raise _refuse("top_logprobs", "top_logprobs are not supported by this server")
 
 
 def _parts(content: object) -> list[object]:
@@ -393,6 +383,7 @@ class WireTool:
 class ReplyOptions:
     include_usage: bool = False  # chat, completions: stream_options.include_usage
     wire_tools: dict[str, WireTool] = field(default_factory=dict)  # Responses
+    logprobs: bool = False  # completions: the reply carries log-probabilities
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,14 @@ docs/adr/0047-responses-reasons-and-reasoning-only.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ds4.domain.dsml.syntax import ToolCall
-from ds4.domain.generation.events import Finished, ReasoningDelta, TextDelta
+from ds4.domain.generation.events import Finished, ReasoningDelta, TextDelta, TokenScored
+from ds4.domain.sampling import TokenLogprob
 from ds4.domain.serving.exchange import PromptReady, ServedEvent, cut_reason, cut_short
 from ds4.ports.system import RandomSource
+from ds4.wire.logprobs import openai_entry
 from ds4.wire.replies import (
     ReplyContext,
     arguments_object,
@@ -53,8 +55,19 @@ def reasoning_item(item_id: str, text: str, status: str, *, summary: bool) -> di
     return {"id": item_id, "type": "reasoning", "status": status, "summary": parts}
 
 
-def message_item(item_id: str, text: str, status: str) -> dict[str, object]:
-    content = [{"type": "output_text", "text": text, "annotations": []}] if text else []
+def text_part(text: str, logprobs: Sequence[TokenLogprob] | None) -> dict[str, object]:
+    """An output_text part; with log-probabilities asked for (wire/logprobs.py), the
+    entries of every token of the turn."""
+    part: dict[str, object] = {"type": "output_text", "text": text, "annotations": []}
+    if logprobs is not None:
+        part["logprobs"] = [openai_entry(e) for e in logprobs]
+    return part
+
+
+def message_item(
+    item_id: str, text: str, status: str, logprobs: Sequence[TokenLogprob] | None = None
+) -> dict[str, object]:
+    content = [text_part(text, logprobs)] if text else []
     return {
         "id": item_id,
         "type": "message",
@@ -128,7 +141,8 @@ def final_output(ctx: ReplyContext, finished: Finished) -> list[dict[str, object
             reasoning_item(rs_id, finished.reasoning, status, summary=ctx.reasoning_summary)
         )
     if finished.content:
-        output.append(message_item(ctx.item_ids["msg"], finished.content, status))
+        msg_id = ctx.item_ids["msg"]
+        output.append(message_item(msg_id, finished.content, status, finished.logprobs))
     for index, call in enumerate(finished.tool_calls):
         item_id = ctx.item_ids.get(f"fc{index}", f"fc_{index}")
         output.append(call_item(item_id, call, status, ctx.wire_tools))
@@ -148,6 +162,8 @@ class ResponseStream:
         self.reasoning = ""
         self.message_index: int | None = None
         self.text = ""
+        self.scored: list[TokenLogprob] = []  # every entry of the turn so far
+        self.carried = 0  # how many of them a text delta has carried
 
     def _event(self, kind: str, payload: Mapping[str, object]) -> bytes:
         frame = data_frame({"type": kind, "sequence_number": self.sequence, **payload})
@@ -218,14 +234,17 @@ class ResponseStream:
                 )
             )
         self.text += text
-        frames.append(
-            self._event(
-                "response.output_text.delta", {**self._msg(), "content_index": 0, "delta": text}
-            )
-        )
+        delta: dict[str, object] = {**self._msg(), "content_index": 0, "delta": text}
+        if len(self.scored) > self.carried:
+            delta["logprobs"] = [openai_entry(e) for e in self.scored[self.carried :]]
+            self.carried = len(self.scored)
+        frames.append(self._event("response.output_text.delta", delta))
         return frames
 
     def feed(self, event: ServedEvent) -> list[bytes]:
+        if isinstance(event, TokenScored):
+            self.scored.append(event.entry)
+            return []
         if isinstance(event, ReasoningDelta) and event.text:
             return self._reasoning_delta(event.text)
         if isinstance(event, TextDelta) and event.text:
@@ -274,13 +293,14 @@ class ResponseStream:
                     "response.output_text.done", {**self._msg(), "content_index": 0, "text": full}
                 )
             )
-            part = {"type": "output_text", "text": full, "annotations": []}
+            logprobs = None if finished.logprobs is None else self.scored
             frames.append(
                 self._event(
-                    "response.content_part.done", {**self._msg(), "content_index": 0, "part": part}
+                    "response.content_part.done",
+                    {**self._msg(), "content_index": 0, "part": text_part(full, logprobs)},
                 )
             )
-            item = message_item(self.ctx.item_ids["msg"], full, status)
+            item = message_item(self.ctx.item_ids["msg"], full, status, logprobs)
             frames.append(
                 self._event(
                     "response.output_item.done", {"output_index": self.message_index, "item": item}

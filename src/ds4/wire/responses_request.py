@@ -2,7 +2,8 @@
 tools (ADR 0043); the reply side is responses_reply.py.
 
 Input items are strict (an unexpected item or content part is a 400) while unknown
-top-level fields are ignored, so Codex's `include`, `prompt_cache_key`,
+top-level fields are ignored, so Codex's `include` (but its logprobs value,
+wire/logprobs.py), `prompt_cache_key`,
 `client_metadata`, `store`, `text`, and hosted tools such as `web_search` pass.
 Freeform custom tools become one-string-parameter functions (custom tools, below).
 Reasoning items collect into a buffer that the next assistant-side item takes.
@@ -29,6 +30,7 @@ from ds4.domain.dsml.syntax import ToolCall, object_members, parse_json
 from ds4.domain.errors import Ds4Error, RequestError
 from ds4.domain.serving.exchange import Api, GenerationRequest
 from ds4.wire.constraints import grammar_field, one_format, openai_tool_choice, text_format
+from ds4.wire.logprobs import responses_logprobs
 from ds4.wire.requests import (
     DEFAULT_MODEL,
     InvalidJsonError,
@@ -107,6 +109,8 @@ class ResponsesBody(msgspec.Struct):
     grammar: object = msgspec.UNSET
     previous_response_id: object = None
     conversation: object = None
+    include: object = None  # read for its logprobs value only (wire/logprobs.py)
+    top_logprobs: object = None
 
 
 def _text(value: object) -> str:
@@ -338,6 +342,7 @@ def parse_responses(body: bytes) -> ParsedRequest:
         reasoning_summary=reasoning.summary in _SUMMARIES,
         output_format=output_format,
         tool_choice=choice,
+        logprobs=responses_logprobs(wire.include, wire.top_logprobs),
     )
     return ParsedRequest(request, ReplyOptions(wire_tools=tools.wire))
 

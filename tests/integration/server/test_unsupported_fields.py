@@ -1,6 +1,7 @@
-"""Issue 14 item 9 (API side): fields the server cannot honour (n > 1, logprobs, images
-and other non-text content) are each API's 400 naming the field, not silence; fields
-that ask for nothing pass. Anthropic message ids look like the real API's, msg_…"""
+"""Issue 14 item 9 (API side): fields the server cannot honour (n > 1, images and
+other non-text content) and out-of-range log-probability fields are each API's 400
+naming the field, not silence; fields that ask for nothing pass. Anthropic message ids
+look like the real API's, msg_…"""
 
 from __future__ import annotations
 
@@ -35,17 +36,27 @@ def post(server: LiveServer, path: str, body: dict[str, Any]) -> httpx.Response:
     ("path", "fields", "param"),
     [
         ("/v1/chat/completions", {"n": 2}, "n"),
-        ("/v1/chat/completions", {"logprobs": True}, "logprobs"),
+        ("/v1/chat/completions", {"logprobs": "yes"}, "logprobs"),
         ("/v1/chat/completions", {"top_logprobs": 5}, "top_logprobs"),
+        ("/v1/chat/completions", {"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+        ("/v1/chat/completions", {"logprobs": True, "top_logprobs": -1}, "top_logprobs"),
         ("/v1/completions", {"n": 3}, "n"),
         ("/v1/completions", {"best_of": 2}, "best_of"),
-        ("/v1/completions", {"logprobs": 0}, "logprobs"),
+        ("/v1/completions", {"logprobs": 6}, "logprobs"),
+        ("/v1/completions", {"logprobs": True}, "logprobs"),
+        ("/v1/completions", {"top_logprobs": 2}, "top_logprobs"),
+        ("/v1/completions", {"echo": 1}, "echo"),
+        ("/v1/completions", {"prompt": [[1, 2], [3]]}, "prompt"),
+        ("/v1/completions", {"prompt": [1, 10**9]}, "prompt"),
+        ("/v1/responses", {"top_logprobs": 21}, "top_logprobs"),
+        ("/v1/responses", {"include": "message.output_text.logprobs"}, "include"),
     ],
 )
 def test_openai_fields_that_cannot_be_honoured_are_400s(
     server: LiveServer, path: str, fields: dict[str, Any], param: str
 ) -> None:
-    base = {"messages": [USER]} if "chat" in path else {"prompt": "hi"}
+    bases: dict[str, dict[str, Any]] = {"chat": {"messages": [USER]}, "responses": {"input": "hi"}}
+    base = next((v for k, v in bases.items() if k in path), {"prompt": "hi"})
     response = post(server, path, {**base, **fields})
     assert response.status_code == 400
     error = response.json()["error"]

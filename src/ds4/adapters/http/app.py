@@ -48,6 +48,14 @@ from ds4.wire.replies import (
     model_object,
 )
 from ds4.wire.requests import ParsedRequest
+from ds4.wire.tokenize import (
+    DETOKENIZE_PATH,
+    TOKENIZE_PATH,
+    TOKENIZER_INFO_PATH,
+    detokenize_body,
+    tokenize_body,
+    tokenizer_info_body,
+)
 
 # Each API's POST routes, from the APIS table (ds4.wire.apis).
 POST_ROUTES: dict[str, ApiSpec] = {path: spec for spec in APIS.values() for path in spec.paths}
@@ -56,6 +64,9 @@ COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 ROUTE_LABELS = {
     **{path: spec.api.value for path, spec in POST_ROUTES.items()},
     COUNT_TOKENS_PATH: "count_tokens",
+    TOKENIZER_INFO_PATH: "tokenizer",
+    TOKENIZE_PATH: "tokenizer",
+    DETOKENIZE_PATH: "tokenizer",
     "/v1/models": "models",
     "/v1/models/": "models",
     "/health": "health",
@@ -92,6 +103,33 @@ def _count_tokens_handler(state: ServerState) -> object:
         await handle_count_tokens(state, scope, receive, send)
 
     return _post_only(COUNT_TOKENS_PATH, handle)
+
+
+def _tokenizer_handler(state: ServerState, path: str) -> object:
+    """POST /tokenize and /detokenize (wire/tokenize.py), off the event loop."""
+
+    def answer(body: bytes) -> bytes:
+        if path == TOKENIZE_PATH:
+            return tokenize_body(body, state.tokenizer, state.config.ctx, state.longest_token)
+        return detokenize_body(body, state.tokenizer)
+
+    async def handle(scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            large = is_large(header(scope, b"content-length"))
+            async with state.large_bodies.turn(large):
+                body = await _read_body(scope, receive, state.config)
+                reply = await state.large_bodies.run(large, answer, body)
+        except _ClientGoneError:
+            return
+        except _BodyRefusedError as refused:
+            await send_error(send, scope, refused.error, close=True)
+            return
+        except RequestError as error:
+            await send_error(send, scope, error)
+            return
+        await send_json(send, 200, reply)
+
+    return _post_only(path, handle)
 
 
 def _framework_error(exc: Exception) -> RequestError:
@@ -133,9 +171,14 @@ def build_app(state: ServerState) -> ASGIApp:
         status = "stopping" if state.inference.stopping else "ok"
         return _json(b'{"status":"' + status.encode() + b'"}\n', 200 if status == "ok" else 503)
 
-    handlers: list[object] = [models, model, health, metrics_route(state.metrics)]
+    @get(TOKENIZER_INFO_PATH, sync_to_thread=False)
+    def tokenizer_info() -> Response[bytes]:
+        return _json(tokenizer_info_body(state.tokenizer, config.ctx))
+
+    handlers: list[object] = [models, model, health, tokenizer_info, metrics_route(state.metrics)]
     handlers += [_post_handler(state, path, spec) for path, spec in POST_ROUTES.items()]
     handlers.append(_count_tokens_handler(state))
+    handlers += [_tokenizer_handler(state, path) for path in (TOKENIZE_PATH, DETOKENIZE_PATH)]
     app = Litestar(
         route_handlers=handlers,  # type: ignore[arg-type]
         exception_handlers={Exception: _error_handler},

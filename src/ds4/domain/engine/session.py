@@ -318,6 +318,25 @@ class EngineSession:
             done += len(piece)
             yield done, total
 
+    def extend_scored(
+        self, tokens: Sequence[int], *, cancel: CancelCheck = never_cancel
+    ) -> Iterator[tuple[int, int, F32]]:
+        """`extend`, keeping every position's logits: yields (done, total, rows) after
+        each chunk, rows[i] the logits after that chunk's i-th token [n, V]. One
+        chunk's rows are held at a time (an echoed prompt's log-probabilities)."""
+        total = len(tokens)
+        if self.pos + total > self.ctx:
+            raise Ds4Error(f"{self.pos + total} tokens do not fit the context of {self.ctx}")
+        step = self._chunk if self._chunk > 0 else max(total, 1)
+        done = 0
+        while done < total:
+            if cancel():
+                raise CancelledError
+            piece = list(tokens[done : done + step])
+            rows = _through(self._policies, Step("pass", self._compute, piece), self._block)
+            done += len(piece)
+            yield done, total, rows
+
     # ---- evaluation --------------------------------------------------------
 
     def eval(self, token: int) -> F32:

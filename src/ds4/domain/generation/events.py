@@ -11,9 +11,12 @@ generation.lexer), and exactly one Finished last. Every delta is already safe to
 - ReasoningDelta is the thinking text (between the prompt's `<think>` and the first
   `</think>`), without the tags, holding back a tail that might become `</think>`;
   stop strings never match inside it (docs/reference/server.md §3.4).
-Tool calls stream per call index: ToolCallStarted once the invoke header is complete,
-ToolCallArguments fragments whose concatenation is the call's arguments JSON (one
-fragment per finished parameter or loose nested object, plus "{" and "}"),
+With log-probabilities asked for (TurnSettings.logprobs), each token chosen is
+first a TokenScored, then the deltas it releases (a delta may come tokens later,
+when the lexer held its text back). Tool calls stream per call index:
+ToolCallStarted once the invoke header is complete, ToolCallArguments fragments
+whose concatenation is the call's arguments JSON (one fragment per finished
+parameter or loose nested object, plus "{" and "}"),
 ToolCallFinished with the call as parsed. Finished carries the authoritative parse
 (dsml.parser.finish_turn); what was streamed is a prefix of it (the streamed text of
 its content, the streamed calls of its calls) unless the parse had to recover a
@@ -29,6 +32,7 @@ from typing import Literal
 
 from ds4.domain.dsml.parser import Recovery
 from ds4.domain.dsml.syntax import ToolCall
+from ds4.domain.sampling import TokenLogprob
 
 # stop: EOS (not evaluated into the state) or a stop string; length: max tokens or
 # the context is full; tool_calls: a tool block closed and parsed into >= 1 call;
@@ -71,6 +75,13 @@ class ToolCallArguments:
 class ToolCallFinished:
     index: int
     call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class TokenScored:
+    """A token the turn chose (sampled, forced or EOS), with its log-probability."""
+
+    entry: TokenLogprob
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +129,13 @@ class Finished:
     recovery: Recovery = Recovery.NONE
     stop: str | None = None
     error: str | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None
+    prompt_logprobs: tuple[TokenLogprob, ...] | None = None
 
 
 GenerationEvent = (
     PrefillProgress
+    | TokenScored
     | TextDelta
     | ReasoningDelta
     | ToolCallStarted

@@ -13,6 +13,11 @@ the events of generation.events. One turn:
    domain/eval/prompts.py);
 3. finish: flush held text, parse the turn (dsml.parser.finish_turn), report usage.
 
+With `TurnSettings.logprobs` set, each chosen token (sampled, drafted, forced, or the
+EOS that ends the turn) is scored on the logits it was chosen from, before the
+sampler's transforms (sampling.token_logprob, the computation `--dump-logprobs`
+uses), and reported as a TokenScored event and in Finished.logprobs.
+
 With a drafter on the session (docs/mtp.md) a decode step may take several tokens: the
 sampled token and the drafts that follow it are evaluated together, each draft is kept
 or not as the sampler would have chosen it (domain/sampling.py), and
@@ -40,16 +45,19 @@ from ds4.domain.generation.events import (
     FinishReason,
     GenerationEvent,
     PrefillProgress,
+    TokenScored,
     Usage,
 )
 from ds4.domain.generation.lexer import TurnLexer
 from ds4.domain.sampling import (
     GREEDY,
     SamplingParams,
+    TokenLogprob,
     XorShiftStar,
     accept_draft,
     masked_logits,
     sample,
+    token_logprob,
 )
 from ds4.ports.constraint import TokenConstraint
 from ds4.ports.tokenizer import Tokenizer
@@ -85,6 +93,7 @@ class TurnSettings:
     # the grammar the visible reply must match (docs/structured-outputs.md): it starts
     # after reasoning, and a constrained turn is decoded without drafts
     constraint: TokenConstraint | None = None
+    logprobs: int | None = None  # score each chosen token, with this many alternatives
 
 
 def prefill(
@@ -165,6 +174,7 @@ class _Turn:
         self.pieces: list[str] = []  # the decoded text, joined once at the end
         self.tokens: list[int] = []
         self.reasoning_tokens = 0
+        self.scores: list[TokenLogprob] | None = None if settings.logprobs is None else []
 
     def params(self) -> SamplingParams:
         return GREEDY if self.lexer.greedy else self.settings.sampling
@@ -178,12 +188,26 @@ class _Turn:
             return "tool_calls"
         return None
 
-    def push(self, token: int) -> list[GenerationEvent]:
-        """Account for one token now in the state; return the events it releases."""
+    def score(self, logits: npt.NDArray[np.float32], token: int) -> TokenLogprob | None:
+        """`token`'s entry when log-probabilities were asked for; call it before the
+        state moves on (a backend may reuse the buffer `logits` views)."""
+        if self.settings.logprobs is None:
+            return None
+        return token_logprob(logits, token, self.settings.logprobs, self.tokenizer.token_bytes)
+
+    def scored(self, entry: TokenLogprob | None) -> list[GenerationEvent]:
+        if entry is None or self.scores is None:
+            return []
+        self.scores.append(entry)
+        return [TokenScored(entry)]
+
+    def push(self, token: int, entry: TokenLogprob | None = None) -> list[GenerationEvent]:
+        """Account for one token now in the state (scored as `entry`, if it was);
+        return the events it releases."""
         if self.lexer.in_reasoning:
             self.reasoning_tokens += 1
         self.tokens.append(token)
-        return self._feed(self.decoder.feed(token))
+        return self.scored(entry) + self._feed(self.decoder.feed(token))
 
     def _feed(self, delta: str) -> list[GenerationEvent]:
         self.pieces.append(delta)
@@ -221,6 +245,7 @@ class _Turn:
                 recovery=turn.recovery,
                 stop=None if stop is None else stop.string,
                 error=error,
+                logprobs=None if self.scores is None else tuple(self.scores),
             )
         )
         return events
@@ -280,10 +305,11 @@ def decode_turn(
                 if session.pos + len(forced) > session.ctx:
                     break
                 for token in forced:
+                    entry = turn.score(logits, token)
                     logits = session.eval(token)
                     on_token(token)
                     reasoning = turn.lexer.in_reasoning
-                    yield from turn.push(token)
+                    yield from turn.push(token, entry)
                     guide.took(token, reasoning)
                 continue
             steered = None
@@ -295,6 +321,7 @@ def decode_turn(
                     pending = sample(guide.view(logits, reasoning), turn.params(), rng)
                 token = pending
                 if token == eos:
+                    yield from turn.scored(turn.score(logits, token))
                     finish = "stop"
                     break
             else:
@@ -303,13 +330,14 @@ def decode_turn(
             room = budget - len(turn.tokens) - 1
             speculate = settings.speculative and steer is None and settings.constraint is None
             drafts = drafts_for(session, token, room, eos) if speculate else []
+            entry = turn.score(logits, token)
             if drafts:
-                block = _verify_block(session, turn, token, drafts, rng, on_token)
+                block = _verify_block(session, turn, (token, entry), drafts, rng, on_token)
                 logits, pending, ended = yield from block
             else:
                 logits = session.eval(token)
                 on_token(token)
-                yield from turn.push(token)
+                yield from turn.push(token, entry)
                 guide.took(token, reasoning)
                 ended = turn.ended
                 if guide.broken:
@@ -332,7 +360,7 @@ def cut_by_context(finished: Finished, max_tokens: int) -> bool:
 def _verify_block(
     session: EngineSession,
     turn: _Turn,
-    token: int,
+    chosen: tuple[int, TokenLogprob | None],
     drafts: list[int],
     rng: XorShiftStar,
     on_token: OnToken,
@@ -341,9 +369,10 @@ def _verify_block(
     (in order, stopping where the turn must), rewind the rest. Returns the logits
     after the last kept token, the token chosen where a draft was rejected, and why
     the turn ends, if it does."""
+    token, entry = chosen
     start = session.pos
     rows = session.verify([token, *drafts])
-    kept = [(token, turn.push(token))]
+    kept = [(token, turn.push(token, entry))]
     pending: int | None = None
     for i, draft in enumerate(drafts):  # drafts_for left room for all of them in the budget
         if turn.ended is not None or turn.lexer.force_think_close:
@@ -352,7 +381,7 @@ def _verify_block(
         if not ok:
             pending = choice
             break
-        kept.append((draft, turn.push(draft)))
+        kept.append((draft, turn.push(draft, turn.score(rows[i], draft))))
     session.keep(start + len(kept))
     if session.drafter is not None:
         session.drafter.settle(len(drafts), len(kept) - 1)

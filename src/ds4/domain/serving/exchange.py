@@ -21,10 +21,12 @@ from ds4.domain.generation.events import (
     PrefillProgress,
     ReasoningDelta,
     TextDelta,
+    TokenScored,
     ToolCallArguments,
     ToolCallFinished,
     Usage,
 )
+from ds4.domain.sampling import TokenLogprob
 from ds4.domain.tools import ToolApi
 
 
@@ -113,6 +115,18 @@ class Sampling:
 
 
 @dataclass(frozen=True)
+class LogprobRequest:
+    """What log-probabilities a request asks for (docs/reference/server.md
+    "Log-probabilities"): `top` alternatives per token (each API bounds it), and with
+    `prompt` (completions' echo) the prompt's tokens too, which evaluates the whole
+    prompt afresh (no cached prefix holds its logits)."""
+
+    top: int = 0
+    prompt: bool = False
+    completion: bool = True  # False: the prompt only (completions' echo without logprobs)
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
     api: Api
     model: str
@@ -131,6 +145,10 @@ class GenerationRequest:
     # or grammar, and tool_choice / parallel_tool_calls
     output_format: OutputFormat | None = None
     tool_choice: ToolChoice = AUTO
+    logprobs: LogprobRequest | None = None  # None: no log-probabilities
+    # completions with a token-id prompt: these ids are the prompt, as they are (no
+    # template, no thinking); `messages` is then empty
+    prompt_ids: tuple[int, ...] | None = None
 
     @property
     def tools_active(self) -> bool:
@@ -154,6 +172,8 @@ class PromptReady:
     prompt_tokens: int
     cached_tokens: int
     source: str = "none"
+    # with an echoed prompt (LogprobRequest.prompt): one entry per prompt token
+    prompt_logprobs: tuple[TokenLogprob, ...] | None = None
 
     def usage(self) -> Usage:
         return Usage(self.prompt_tokens, self.cached_tokens, 0)
@@ -171,6 +191,7 @@ class ToolCallOpened:
 ServedEvent = (
     PrefillProgress
     | PromptReady
+    | TokenScored
     | TextDelta
     | ReasoningDelta
     | ToolCallOpened

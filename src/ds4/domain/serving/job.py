@@ -44,14 +44,14 @@ from ds4.domain.generation.loop import (
     prefill,
 )
 from ds4.domain.kvcache.kv_file import KvcFlags, SaveReason
-from ds4.domain.sampling import SamplingParams, seed_from_bytes
+from ds4.domain.sampling import SamplingParams, TokenLogprob, seed_from_bytes, token_logprob
 from ds4.domain.serving.checkpoints import (
     MEMORY_CHECKPOINT,
     DiskHit,
     KvCheckpoints,
     MemoryCheckpoints,
 )
-from ds4.domain.serving.exchange import PromptReady, ServedEvent, ToolCallOpened
+from ds4.domain.serving.exchange import LogprobRequest, PromptReady, ServedEvent, ToolCallOpened
 from ds4.domain.serving.live import (
     RESPONSES_TOOL_OUTPUT,
     RESPONSES_VISIBLE,
@@ -72,6 +72,11 @@ Trace = Callable[[str], None]
 
 def _no_trace(_line: str) -> None:
     return None
+
+
+def _reply_top(asked: LogprobRequest | None) -> int | None:
+    """The alternatives each reply token is scored with; None: not scored."""
+    return asked.top if asked is not None and asked.completion else None
 
 
 @dataclass
@@ -109,6 +114,7 @@ class Worker:
             thinking=job.think_mode.thinking,
             speculative=request.speculative,
             constraint=job.constraint,
+            logprobs=_reply_top(request.logprobs),
         )
 
     def run(
@@ -132,6 +138,9 @@ class Worker:
             f"think={job.think_mode.value} prompt_tokens={len(job.prompt_tokens)} ====="
         )
         self.trace(f"--- rendered prompt ---\n{job.prompt_text}")
+        if job.request.logprobs is not None and job.request.logprobs.prompt:
+            yield from self._run_scored(job, cancel, on_token)
+            return
         live = self.session.pos
         try:
             decision = cache_decision(self.session.tokens, job, self.tokenizer, self.live)
@@ -168,6 +177,44 @@ class Worker:
             yield from self._decode(job, prompt, cached, cancel, on_token)
         finally:
             self._keep_prompt_end(prompt_end)
+
+    def _run_scored(
+        self, job: PreparedJob, cancel: CancelCheck, on_token: OnToken
+    ) -> Iterator[ServedEvent]:
+        """A job that wants its prompt's log-probabilities (completions' echo): the
+        outgoing state is kept as on a miss, then the whole prompt is evaluated afresh
+        with every position's logits (no cached prefix holds them) and scored chunk
+        by chunk; the decode continues as usual. No disk checkpoints are cut while it
+        prefills."""
+        prompt = job.prompt_tokens
+        logprobs = job.request.logprobs
+        top = 0 if logprobs is None else logprobs.top
+        if self.mem is not None and self.session.pos > 0:
+            self.mem.keep_live(self.session, "evict")
+        if self.kv is not None:
+            self.kv.save_evicted(self.session, self.live.disk_key(self.session.pos))
+        self.trace(f"--- scored prefill --- prompt={len(prompt)} (echo: no reuse)")
+        token_bytes = self.tokenizer.token_bytes
+        scores = [TokenLogprob(prompt[0], token_bytes(prompt[0]), None)]
+        try:
+            self.session.invalidate()
+            for done, total, rows in self.session.extend_scored(prompt, cancel=cancel):
+                first = done - len(rows)  # rows[i] follows prompt[first + i]
+                for i in range(len(rows)):
+                    if first + i + 1 < len(prompt):
+                        target = prompt[first + i + 1]
+                        scores.append(token_logprob(rows[i], target, top, token_bytes))
+                yield PrefillProgress(done, total)
+        except CancelledError:
+            yield Finished("cancelled", "", None, (), Usage(len(prompt), 0, 0))
+            return
+        self.live.keep_only("none")
+        yield PromptReady(len(prompt), 0, "none", prompt_logprobs=tuple(scores))
+        for event in self._decode(job, prompt, 0, cancel, on_token):
+            if isinstance(event, Finished):
+                yield replace(event, prompt_logprobs=tuple(scores))
+            else:
+                yield event
 
     def reusable(self, job: PreparedJob) -> int:
         """Live tokens this job would keep if it ran here (the slot choice of ADR 0045);

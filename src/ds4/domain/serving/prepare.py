@@ -100,6 +100,8 @@ def prepare_job(
     grammar is compiled with `compiler` (GrammarError, a 400, when it cannot be);
     `strict_tools` makes every tool strict (`--strict-tools`)."""
     constraint = compile_constraint(request, compiler, strict_tools=strict_tools)
+    if request.prompt_ids is not None:
+        return _token_prompt(request, request.prompt_ids, tokenizer, ctx, constraint)
     mode = effective_think_mode(request.think_mode, ctx)
     plan = live_plan(request, mode, bindings)
     messages, stats = memory.attach(request.messages)
@@ -110,6 +112,29 @@ def prepare_job(
     if len(tokens) >= ctx:
         raise ContextLengthError(len(tokens), ctx)
     return PreparedJob(request, mode, text, tokens, stats, plan, constraint)
+
+
+def _token_prompt(
+    request: GenerationRequest,
+    ids: tuple[int, ...],
+    tokenizer: Tokenizer,
+    ctx: int,
+    constraint: TokenConstraint | None,
+) -> PreparedJob:
+    """A token-id prompt (completions): the ids as they are, no template, no thinking;
+    an id outside the vocabulary is a 400 naming `prompt`."""
+    if not ids:
+        raise RequestError("prompt: an empty token list", param="prompt")
+    bad = next((i for i in ids if not 0 <= i < tokenizer.vocab_size), None)
+    if bad is not None:
+        raise RequestError(
+            f"prompt: token id {bad} is not in the vocabulary (0..{tokenizer.vocab_size - 1})",
+            param="prompt",
+        )
+    if len(ids) >= ctx:
+        raise ContextLengthError(len(ids), ctx)
+    text = tokenizer.decode(ids)
+    return PreparedJob(request, ThinkMode.NONE, text, ids, ReplayStats(), constraint=constraint)
 
 
 # ---- prompt bound ----------------------------------------------------------
