@@ -186,6 +186,8 @@ QUANT_FORMATS: tuple[QuantFormat, ...] = (
     ),
     QuantFormat(
         GGMLType.MXFP4, FormatKind.WEIGHT, frozenset({_R.EXPERT}), activation="q8_0",
+        cpu=_cpu("mxfp4", avx512=("ds4_dot_avx512_mxfp4",)),
+        vulkan_shaders=("matvec_mxfp4", "matvec_mxfp4_q8"),
     ),
     QuantFormat(GGMLType.I32, FormatKind.INDEX, frozenset({_R.INDEX})),
 )  # fmt: skip
