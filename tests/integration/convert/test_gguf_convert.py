@@ -187,3 +187,28 @@ def test_incomplete_or_foreign_checkpoints_are_named(oracle_mixed: Path, tmp_pat
     result = ds4(*args)
     assert "unrecognized checkpoint tensors: layers.0.attn.mystery.weight" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_mxfp4_keeps_the_release_fp4_experts_exactly(oracle_mixed: Path, tmp_path: Path) -> None:
+    """--quant mxfp4: an FP4 expert is repacked (its bytes are fp4_as_mxfp4's, its values
+    the FP4 source's exactly); float experts are quantized as gguf-py would."""
+    from ds4.domain.convert.checkpoint_sources import decode_fp4_groups, fp4_as_mxfp4
+
+    tensors = _official_copy(oracle_mixed / "official", tmp_path / "rel")
+    rng = np.random.default_rng(1)
+    packed = rng.integers(0, 256, (64, 16), dtype=np.uint8)  # w2 (64, 32): one group a row
+    scale = rng.choice(np.array([0, 1, 100, 120, 127, 130], np.uint8), (64, 1))
+    tensors["layers.3.ffn.experts.1.w2.weight"] = ("I8", packed.view(np.int8))
+    tensors["layers.3.ffn.experts.1.w2.scale"] = ("F8_E8M0", scale)
+    write_safetensors(tmp_path / "rel" / "model.safetensors", tensors)
+    out = convert(tmp_path / "rel", tmp_path / "m.gguf", "--quant", "mxfp4")
+    with GGUFFile(out) as f:
+        info = f.tensors["blk.3.ffn_down_exps.weight"]
+        assert info.ggml_type is GGMLType.MXFP4
+        raw = f.raw("blk.3.ffn_down_exps.weight").reshape(info.numpy_shape[0], 64, -1)
+        assert np.array_equal(raw[1], fp4_as_mxfp4(packed, scale, "w2"))
+        got = values(f, "blk.3.ffn_down_exps.weight")[1]
+        np.testing.assert_array_equal(got, decode_fp4_groups(packed, scale, "w2"))
+        assert f.tensors["blk.3.ffn_gate_shexp.weight"].ggml_type is GGMLType.Q8_0
+    report = json.loads(ds4("gguf", "inspect", str(out), "--json").stdout)
+    assert report["valid"], report["problems"]

@@ -55,3 +55,33 @@ def test_fp4_low_nibble_first_with_group_scales() -> None:
     assert out.shape == (1, 64)
     assert list(out[0, :4]) == [0.5, 1.0, 6.0, -6.0]  # 0x21 -> 1, 2; 0xF7 -> 7, 15
     assert list(out[0, 32:36]) == [1.0, 2.0, 12.0, -12.0]
+
+
+def test_fp4_groups_repack_into_mxfp4_without_rounding() -> None:
+    """Every code under every usable scale byte (0 and 1 subnormal, 254 the largest):
+    the MXFP4 blocks decode (numpy and gguf-py) to exactly the FP4 source values."""
+    import gguf.quants
+    from gguf import GGMLQuantizationType
+
+    from ds4.adapters.quant.numpy_codec import NumpyDequantizer
+    from ds4.domain.convert.checkpoint_sources import fp4_as_mxfp4
+    from ds4.domain.gguf.ggml_types import GGMLType
+
+    rng = np.random.default_rng(5)
+    rows, cols = 255, 96  # one row per scale byte 0..254, three groups a row
+    packed = rng.integers(0, 256, (rows, cols // 2), dtype=np.uint8)
+    packed[0, :8] = np.arange(0, 256, 17, dtype=np.uint8)[:8]  # code pairs (k, k)
+    scale = np.repeat(np.arange(255, dtype=np.uint8)[:, None], cols // 32, axis=1)
+    want = decode_fp4_groups(packed, scale, "w")
+    blocks = fp4_as_mxfp4(packed, scale, "w")
+    assert blocks.shape == (rows, cols // 32 * 17)
+    with np.errstate(over="ignore"):
+        ours = NumpyDequantizer().dequantize(blocks, GGMLType.MXFP4)
+        theirs = gguf.quants.dequantize(blocks, GGMLQuantizationType.MXFP4)
+    np.testing.assert_array_equal(ours, want)  # -0 == +0; inf where 6 * 2^127 overflows
+    np.testing.assert_array_equal(theirs, want)
+    assert np.array_equal(blocks.reshape(-1, 17)[:, 0], scale.reshape(-1))
+    with pytest.raises(Ds4Error, match="255"):
+        fp4_as_mxfp4(packed[:1], np.full((1, 3), 255, np.uint8), "w")
+    with pytest.raises(Ds4Error, match="FP4 scale has shape"):
+        fp4_as_mxfp4(packed, scale[:, :2], "w")

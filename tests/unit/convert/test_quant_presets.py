@@ -61,3 +61,12 @@ def test_bad_preset_and_rows_that_do_not_fit() -> None:
     plan = quant_plan("q2", narrow)
     with pytest.raises(Ds4Error, match="not a multiple of the IQ2_XXS block"):
         check_plan_fits(plan, model_tensors(narrow), narrow)
+
+
+def test_mxfp4_keeps_every_routed_expert_mxfp4_and_the_rest_as_published() -> None:
+    t, q2 = types_for("mxfp4"), types_for("q2")
+    experts = {k for k in t if "_exps." in k}
+    assert experts and {t[k] for k in experts} == {T.MXFP4}
+    assert {k: v for k, v in t.items() if k not in experts} == {
+        k: v for k, v in q2.items() if k not in experts
+    }

@@ -200,6 +200,11 @@ def encode_chunk(plan: PlannedTensor, chunk: Chunk, quantizer: Quantizer) -> byt
         if not np.issubdtype(values.dtype, np.integer):
             raise Ds4Error(f"{plan.name}: I32 tensor needs integer values, got {values.dtype}")
         return values.astype("<i4").tobytes()
+    if chunk.encoded is not None:
+        want = tensor_nbytes(plan.ggml_type, values.size)
+        if chunk.encoded.nbytes != want:
+            raise Ds4Error(f"{plan.name}: {chunk.encoded.nbytes} encoded bytes, expected {want}")
+        return chunk.encoded.tobytes()
     floats = np.ascontiguousarray(values, dtype=np.float32)
     if not np.isfinite(floats).all():
         raise Ds4Error(f"{plan.name}: contains NaN or infinite values")

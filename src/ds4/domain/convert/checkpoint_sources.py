@@ -14,6 +14,8 @@ import numpy.typing as npt
 
 from ds4.domain.convert.plan import Chunk, PlannedTensor
 from ds4.domain.errors import Ds4Error
+from ds4.domain.gguf import mxfp4
+from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.ports.model_file import Checkpoint, CheckpointTensor
 
 # --- fp formats ---
@@ -76,6 +78,28 @@ def decode_fp4_groups(packed: U8, scale: U8, name: str) -> F32:
     values = E2M1_VALUES[codes].reshape(rows, cols // FP4_GROUP, FP4_GROUP)
     out: F32 = (values * e8m0_scales(scale)[:, :, None]).reshape(rows, cols)
     return out
+
+
+def fp4_as_mxfp4(packed: U8, scale: U8, name: str) -> U8:
+    """The same FP4 groups as MXFP4 blocks, bit for bit (docs/reference/formats.md §4.8):
+    each group of 32 keeps its E8M0 byte (MXFP4's doubled codes under a halved scale
+    give the same values) and its codes, reordered from the release's pairs (value 2i in
+    the low nibble of byte i) to MXFP4's halves (value j low, j + 16 high). Values equal
+    decode_fp4_groups' exactly; a -0 code decodes to +0."""
+    rows, half = packed.shape
+    cols = 2 * half
+    if cols % FP4_GROUP or scale.shape != (rows, cols // FP4_GROUP):
+        raise Ds4Error(
+            f"{name}: FP4 scale has shape {scale.shape}, expected {(rows, cols // FP4_GROUP)}"
+        )
+    if np.any(scale == 255):
+        raise Ds4Error(f"{name}: E8M0 scale byte 255 (NaN) in a block scale")
+    codes = np.empty((rows, cols), dtype=np.uint8)
+    codes[:, 0::2] = packed & 15
+    codes[:, 1::2] = packed >> 4
+    qs = mxfp4.pack_codes(codes.reshape(-1, FP4_GROUP))
+    blocks = np.concatenate([scale.reshape(-1, 1), qs], axis=1)
+    return blocks.reshape(rows, cols // FP4_GROUP * mxfp4.BLOCK_BYTES)
 
 
 # --- source decode ---
@@ -345,6 +369,15 @@ def _read(
     return decode_rows(stored, ckpt.raw(stored), info.dtype, scale, rows)
 
 
+def _as_mxfp4(ckpt: Checkpoint, stored: str) -> npt.NDArray[np.uint8] | None:
+    """An FP4 expert's MXFP4 blocks, repacked without rounding; None for other dtypes
+    (which the quantizer encodes from their values)."""
+    if ckpt.tensors[stored].dtype != "I8":
+        return None
+    codes = np.ascontiguousarray(ckpt.raw(stored)).view(np.uint8)
+    return fp4_as_mxfp4(codes, np.asarray(ckpt.raw(scale_name(stored))).view(np.uint8), stored)
+
+
 def _value_shape(ckpt: Checkpoint, stored: str) -> tuple[int, ...]:
     info = ckpt.tensors[stored]
     return logical_shape(info.shape, info.dtype)
@@ -364,7 +397,9 @@ def chunks(
                     f"{stored}: shape {_value_shape(ckpt, stored)}, expected {shape[1:]}"
                 )
             values = _read(ckpt, stored, slice(None))[None]
-            yield Chunk(values, importance(plan.name, stored, expert, shape[0], shape[-1]))
+            encoded = _as_mxfp4(ckpt, stored) if plan.ggml_type is GGMLType.MXFP4 else None
+            weights = importance(plan.name, stored, expert, shape[0], shape[-1])
+            yield Chunk(values, weights, None if encoded is None else encoded[None])
         return
     stored = source.stored
     got = _value_shape(ckpt, stored)

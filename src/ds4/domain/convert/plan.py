@@ -25,37 +25,59 @@ from ds4.domain.model.hparams import DeepSeekV4HParams
 # Non-expert tensors follow the published ds4 mixture (attention, shared experts and
 # the LM head Q8_0; HC, router, compressor, indexer and embedding F16; norms and other
 # vectors F32); the presets differ in the routed experts, except f32/f16, which keep
-# everything at that precision (oracle and debugging models).
+# everything at that precision (oracle and debugging models). One `QuantPreset` row per
+# `--quant` name.
 
-QUANT_PRESETS = ("f32", "f16", "q8", "q4", "q2", "q2-q4")
+
+@dataclass(frozen=True)
+class QuantPreset:
+    """The routed experts' types under one `--quant` name."""
+
+    gate_up: GGMLType  # ffn_gate_exps, ffn_up_exps
+    down: GGMLType  # ffn_down_exps
+    last_layers: GGMLType | None = None  # every expert of the final layers (--q4-last-layers)
+    everything: GGMLType | None = None  # f32/f16: every tensor but I32 and F32 vectors
+
+
+_G = GGMLType
+PRESETS: dict[str, QuantPreset] = {
+    "f32": QuantPreset(_G.F32, _G.F32, everything=_G.F32),
+    "f16": QuantPreset(_G.F16, _G.F16, everything=_G.F16),
+    "q8": QuantPreset(_G.Q8_0, _G.Q8_0),
+    "q4": QuantPreset(_G.Q4_K, _G.Q4_K),
+    "q2": QuantPreset(_G.IQ2_XXS, _G.Q2_K),
+    "q2-q4": QuantPreset(_G.IQ2_XXS, _G.Q2_K, last_layers=_G.Q4_K),
+    # The release's FP4 experts repacked as they are (docs/reference/formats.md §3.6).
+    "mxfp4": QuantPreset(_G.MXFP4, _G.MXFP4),
+}
+QUANT_PRESETS = tuple(PRESETS)
 DEFAULT_Q4_LAST_LAYERS_DIVISOR = 4  # q2-q4: the last quarter of the layers gets Q4_K experts
 
 
 @dataclass(frozen=True)
 class QuantPlan:
     preset: str
-    q4_last_layers: int  # q2-q4 only: this many final layers get Q4_K experts
+    q4_last_layers: int  # presets with last_layers only: this many final layers get it
 
     def tensor_type(self, spec: TensorSpec, hp: DeepSeekV4HParams) -> GGMLType:
-        role, preset = spec.role, self.preset
+        role, row = spec.role, PRESETS[self.preset]
         if role is Role.INDEX:
             return GGMLType.I32
-        if role is Role.VECTOR or preset == "f32":
+        if row.everything is not None and role is not Role.VECTOR:
+            return row.everything
+        if role is Role.VECTOR:
             return GGMLType.F32
-        if role is Role.FLOAT or preset == "f16":
+        if role is Role.FLOAT:
             return GGMLType.F16
         if role is Role.PROJECTION:
             return GGMLType.Q8_0
-        return self._expert_type(spec, hp)
+        return self._expert_type(spec, hp, row)
 
-    def _expert_type(self, spec: TensorSpec, hp: DeepSeekV4HParams) -> GGMLType:
-        preset = self.preset
+    def _expert_type(self, spec: TensorSpec, hp: DeepSeekV4HParams, row: QuantPreset) -> GGMLType:
         layer = spec.layer if spec.layer is not None else hp.n_layer - 1
-        if preset == "q8":
-            return GGMLType.Q8_0
-        if preset == "q4" or (preset == "q2-q4" and layer >= hp.n_layer - self.q4_last_layers):
-            return GGMLType.Q4_K
-        return GGMLType.Q2_K if "down_exps" in spec.name else GGMLType.IQ2_XXS
+        if row.last_layers is not None and layer >= hp.n_layer - self.q4_last_layers:
+            return row.last_layers
+        return row.down if "down_exps" in spec.name else row.gate_up
 
 
 def quant_plan(preset: str, hp: DeepSeekV4HParams, q4_last_layers: int | None = None) -> QuantPlan:
@@ -102,6 +124,9 @@ class PlannedTensor:
 class Chunk:
     values: Values  # leading-axis rows of the tensor, in order
     importance: npt.NDArray[np.float32] | None = None  # per column, for the quantizer
+    # The same rows already in the planned type's blocks (a lossless repack, such as
+    # FP4 experts into MXFP4); written as they are instead of quantizing `values`.
+    encoded: npt.NDArray[np.uint8] | None = None
 
 
 # --- provenance ---
