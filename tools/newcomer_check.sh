@@ -230,6 +230,7 @@ say "==> docs/agent.md"
 skip "ds4 agent -m ds4flash.gguf -c 200000" "needs ds4flash.gguf"
 check ok 900 '.venv/bin/ds4 agent --non-interactive --yes -p "run the tests and fix the first failure" > answer.txt'
 skip "ds4 agent --backend scripted --script outputs.json" "outputs.json is the reader's file"
+check ok 300 '.venv/bin/ds4 agent --backend scripted --script examples/agent/tour.json -p "show me every tool" --non-interactive'
 
 say "==> docs/demo-model.md"
 check ok 600 '.venv/bin/ds4 cli -p "Renzo e Lucia"'
