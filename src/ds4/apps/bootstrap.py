@@ -189,7 +189,8 @@ def load_engine(
     its own report; a model that does not fit is refused all the same)."""
     duty = DutyCycle(wiring.pacer(), options.power) if options.power is not None else None
     backends.check_backend(options.backend, options.numerics)
-    model = wiring.open_model(options.model) if options.model is not None else None
+    shards = options.distributed.layer_files if options.distributed is not None else ()
+    model = wiring.open_model(options.model, shards=shards) if options.model is not None else None
     if model is not None:
         tokenizer = wiring.tokenizer_from_model(model.file)
     else:

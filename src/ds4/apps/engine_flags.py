@@ -339,6 +339,16 @@ def _split(text: str) -> str:
     return text
 
 
+def _layer_files(text: str) -> tuple[str, ...]:
+    names = [part.strip() for part in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected FILE,FILE,... (no empty names)")
+    return tuple(flag_types.model_file(name) for name in names)
+
+
+_layer_files.__name__ = "layer-shard files"
+
+
 def add_distributed_flags(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("distributed inference (docs/distributed.md)")
     g.add_argument(
@@ -369,6 +379,16 @@ def add_distributed_flags(parser: argparse.ArgumentParser) -> None:
         f"tokens, one piece per range at a time (1..{MAX_CTX}); results do not depend on it",
     )
     g.add_argument(
+        "--layer-files",
+        type=_layer_files,
+        default=(),
+        metavar="FILE,FILE,...",
+        help="with --distributed: the layer-shard files `ds4 gguf split` wrote, one per "
+        "range and in layer order, instead of -m: each worker opens only its range's file, "
+        "this process maps the embedding and the output head from theirs; the ranges are "
+        "the files' (docs/distributed.md#layer-shard-files)",
+    )
+    g.add_argument(
         "--dist-transport",
         choices=("refs", "values"),
         default="refs",
@@ -389,6 +409,7 @@ def distributed_options(args: argparse.Namespace) -> DistributedOptions | None:
                 ("--layer-split", args.layer_split, "auto"),
                 ("--dist-prefill-piece", args.dist_prefill_piece, DEFAULT_PIECE),
                 ("--dist-transport", args.dist_transport, "refs"),
+                ("--layer-files", args.layer_files, ()),
             )
             if value != default
         ]
@@ -400,8 +421,10 @@ def distributed_options(args: argparse.Namespace) -> DistributedOptions | None:
         raise Ds4Error(
             f"--distributed runs the {spreads} backend's kernels, not --backend {args.backend}"
         )
+    if args.layer_files and vars(args).get("model") is not None:
+        raise Ds4Error("-m and --layer-files each name the model: give one")
     return DistributedOptions(
-        target, args.layer_split, args.dist_prefill_piece, args.dist_transport
+        target, args.layer_split, args.dist_prefill_piece, args.dist_transport, args.layer_files
     )
 
 
@@ -413,6 +436,10 @@ def engine_options(args: argparse.Namespace, model: str | None) -> EngineOptions
     a flag the command does not declare keeps EngineOptions' default."""
     declared = vars(args)
     default = EngineOptions(model)
+    distributed = distributed_options(args) if "distributed" in declared else None
+    if distributed is not None and distributed.layer_files:
+        model = distributed.layer_files[0]  # the model is the shards (bootstrap.load_engine)
+    streaming = streaming_options(args) if "ssd_streaming" in declared else None
     return EngineOptions(
         model=model,
         backend=args.backend,
@@ -420,13 +447,13 @@ def engine_options(args: argparse.Namespace, model: str | None) -> EngineOptions
         threads=args.threads,
         script=declared.get("script"),
         script_token_delay=declared.get("script_token_delay", default.script_token_delay),
-        streaming=streaming_options(args) if "ssd_streaming" in declared else None,
+        streaming=streaming,
         repack_experts=declared.get("repack_experts", default.repack_experts),
         mtp=declared.get("mtp"),
         mtp_draft=declared.get("mtp_draft", default.mtp_draft),
         power=declared.get("power"),
         steering=steering_request(args) if "dir_steering_file" in declared else None,
-        distributed=distributed_options(args) if "distributed" in declared else None,
+        distributed=distributed,
     )
 
 
