@@ -224,14 +224,32 @@ def gigabytes(text: str) -> int:
 gigabytes.__name__ = "size in GB"
 
 
+def streaming_mode(text: str) -> str:
+    """The value after --ssd-streaming: only `auto` (a bare flag means on)."""
+    if text != "auto":
+        raise argparse.ArgumentTypeError(f"{text!r}: --ssd-streaming takes no value or auto")
+    return text
+
+
+streaming_mode.__name__ = "--ssd-streaming mode"
+
+
 def add_ssd_streaming_flags(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("SSD streaming (cpu backend; docs/ssd-streaming.md)")
     g.add_argument(
         "--ssd-streaming",
-        action="store_true",
+        nargs="?",
+        type=streaming_mode,
+        const="on",
+        default=None,
+        metavar="auto",
         help="keep non-routed weights resident and read routed experts from the model file "
-        "into a budgeted expert cache on demand, bypassing the page cache (default: off, "
-        "the whole file is mapped and paged by the kernel)",
+        "into a budgeted expert cache on demand, bypassing the page cache; `auto`: only "
+        "when the model does not fit the memory this process can have (the smallest of "
+        "the cgroup limit, RLIMIT_AS and MemAvailable, less --simulate-used-memory), with "
+        "the expert cache the memory plan leaves room for, else plain mmap; one line at "
+        "start says which and why (default: off, the whole file is mapped and paged by the "
+        "kernel)",
     )
     g.add_argument(
         "--ssd-streaming-cache-experts",
@@ -299,7 +317,7 @@ def streaming_options(args: argparse.Namespace) -> StreamingOptions | None:
         for dest, flag in _COMPANIONS:
             value = getattr(args, dest)
             if value not in (None, 0, False, "decayed"):
-                raise Ds4Error(f"{flag} needs --ssd-streaming")
+                raise Ds4Error(f"{flag} needs --ssd-streaming (or --ssd-streaming auto)")
         return None
     backend = vars(args).get("backend")
     if backend is not None and not backends.BACKENDS[backend].ssd_streaming:
@@ -316,6 +334,7 @@ def streaming_options(args: argparse.Namespace) -> StreamingOptions | None:
         policy=args.ssd_streaming_policy,
         readahead=args.ssd_streaming_readahead,
         lock=args.ssd_streaming_mlock,
+        auto=args.ssd_streaming == "auto",
     )
 
 
