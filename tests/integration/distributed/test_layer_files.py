@@ -7,7 +7,6 @@ workers in `ds4 cli`) computes the unsplit model's logits bit for bit."""
 from __future__ import annotations
 
 import re
-
 import subprocess
 import sys
 from pathlib import Path
