@@ -163,3 +163,33 @@ def test_bad_split_and_layer_files_flags_are_one_line_errors(shards: list[str]) 
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert alone.returncode != 0 and "--layer-files need --distributed" in alone.stderr
+
+
+class Bare(Shard):
+    """A shard written without ds4.split.* keys, as the published PRO Q4 halves are."""
+
+    def metadata(self) -> dict[str, MetaValue]:
+        return {}
+
+
+def test_halves_without_split_keys_are_told_by_their_tensors(
+    tmp_path: Path, local_exact: ModelRunner, prompt: list[int]
+) -> None:
+    whole, _ = load_model(str(DEMO))
+    paths = [str(tmp_path / "low.gguf"), str(tmp_path / "high.gguf")]
+    for path, part in zip(
+        paths, (Bare(range(0, 2), True, False, 0), Bare(range(2, 4), False, True, 0)), strict=True
+    ):
+        write_shard(whole, part, Path(path), lambda _: None)
+    with pytest.raises(Ds4Error, match="is a layer-shard file"):
+        load_model(paths[1])
+    shard_set, shp = load_shard_set(paths)
+    assert [s.layers for s in shard_set.shards] == [range(0, 2), range(2, 4)]
+    runner = ray_runner(
+        shard_set, shp, target=parse_target("local:2"), numerics="exact", threads=1, piece=8,
+        make_stages=InProcessStages,
+    )  # fmt: skip
+    want = local_exact.new_session(CTX).prefill(prompt, all_logits=True)
+    assert np.array_equal(runner.new_session(CTX).prefill(prompt, all_logits=True), want)
+    wrong = LayerStage(StageSpec(paths[0], range(2, 4), "exact", "scalar", 1, shard_set.model_tag))
+    assert wrong.error is not None and "layers 0-1, it lacks layers 2-3" in wrong.error

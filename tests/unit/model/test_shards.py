@@ -15,6 +15,7 @@ from ds4.domain.model.shards import (
     LAST_KEY,
     Shard,
     check_shard_set,
+    infer_shard,
     parse_shard_layers,
     read_shard,
     shard_file_name,
@@ -100,3 +101,19 @@ def test_a_set_must_cover_the_model_once_in_order() -> None:
     other = Shard(range(2, 4), False, True, 6)
     with pytest.raises(Ds4Error, match="b is a shard of another model than a"):
         check_shard_set([("a", low), ("b", other)], 4)
+
+
+def test_a_part_without_keys_is_told_by_its_tensors() -> None:
+    def names(layers: range, embd: bool, head: bool) -> list[str]:
+        out = [f"blk.{i}.attn_norm.weight" for i in layers]
+        return out + (["token_embd.weight"] if embd else []) + (["output.weight"] if head else [])
+
+    assert infer_shard(names(range(0, 31), True, False), 61) == Shard(range(0, 31), True, False, 0)
+    assert infer_shard(names(range(31, 61), False, True), 61) == Shard(
+        range(31, 61), False, True, 0
+    )
+    assert infer_shard(names(range(0, 61), True, True), 61) is None  # the whole model
+    assert infer_shard(names(range(0, 31), False, False), 61) is None  # embedding missing
+    assert infer_shard(names(range(31, 61), True, True), 61) is None
+    gap = [n for n in names(range(0, 31), True, False) if not n.startswith("blk.5.")]
+    assert infer_shard(gap, 61) is None  # not one range

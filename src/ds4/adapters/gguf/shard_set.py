@@ -11,6 +11,7 @@ tensors used are ever read.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +22,7 @@ from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.records import MetaValue, TensorInfo
 from ds4.domain.kvcache.kv_file import model_tag_for
 from ds4.domain.model.hparams import DeepSeekV4HParams
-from ds4.domain.model.shards import SPLIT_KEYS, Shard, check_shard_set, read_shard
+from ds4.domain.model.shards import SPLIT_KEYS, Shard, check_shard_set, is_shard, part_of
 from ds4.ports.model_file import ModelFile
 
 
@@ -72,6 +73,15 @@ class ShardSet:
             raise KeyError(name)
         return owner.raw(name)
 
+    @property
+    def model_tag(self) -> int:
+        """The model the shards are of (the one every worker checks)."""
+        return self.shards[0].model_tag
+
+    def whole_tag(self, hp: DeepSeekV4HParams) -> int:
+        """The tag of the shards together, as of the unsplit file."""
+        return model_tag_for(hp, self.metadata, self.tensors.values())
+
     def close(self) -> None:
         for f in self._files:
             f.close()
@@ -89,7 +99,7 @@ def load_shard_set(paths: Sequence[str]) -> tuple[ShardSet, DeepSeekV4HParams]:
         for path in paths:
             model, this = load_model(path, shard_ok=True)
             opened.append(model)
-            shard = read_shard(model.metadata, this.n_layer)
+            shard = part_of(model.metadata, model.tensors, this.n_layer)
             if shard is None:
                 raise Ds4Error(
                     f"{path} is a whole model, not a layer shard: pass it as -m, or split "
@@ -98,6 +108,8 @@ def load_shard_set(paths: Sequence[str]) -> tuple[ShardSet, DeepSeekV4HParams]:
             if hp is not None and this != hp:
                 raise Ds4Error(f"{path}: its hyperparameters differ from {paths[0]}'s")
             hp = this
+            if shard.model_tag == 0:  # no ds4.split.* keys: the metadata says which model
+                shard = replace(shard, model_tag=metadata_tag(model, this))
             found.append((path, shard))
         assert hp is not None
         check_shard_set(found, hp.n_layer)
@@ -106,7 +118,8 @@ def load_shard_set(paths: Sequence[str]) -> tuple[ShardSet, DeepSeekV4HParams]:
             f.close()
         raise
     shard_set = ShardSet(opened, [s for _, s in found])
-    if model_tag_for(hp, shard_set.metadata, shard_set.tensors.values()) != found[0][1].model_tag:
+    declared = is_shard(opened[0].metadata)
+    if declared and shard_set.whole_tag(hp) != shard_set.model_tag:
         shard_set.close()
         raise Ds4Error(
             f"{paths[0]}: the shards together are not the model they were split from "
@@ -115,9 +128,16 @@ def load_shard_set(paths: Sequence[str]) -> tuple[ShardSet, DeepSeekV4HParams]:
     return shard_set, hp
 
 
+def metadata_tag(model: ModelFile, hp: DeepSeekV4HParams) -> int:
+    """The identity of a shard without ds4.split.* keys: its hyperparameters and
+    metadata (every shard of one model carries the same)."""
+    return model_tag_for(hp, {k: v for k, v in model.metadata.items() if k not in SPLIT_KEYS})
+
+
 def file_model_tag(model: ModelFile, hp: DeepSeekV4HParams) -> int:
-    """The tag of the model a file is, or is a shard of."""
-    shard = read_shard(model.metadata, hp.n_layer)
-    if shard is not None:
-        return shard.model_tag
-    return model_tag_for(hp, model.metadata, model.tensors.values())
+    """The tag of the model a file is, or is a shard of (what a worker checks against
+    the coordinator's StageSpec.model_tag)."""
+    shard = part_of(model.metadata, model.tensors, hp.n_layer)
+    if shard is None:
+        return model_tag_for(hp, model.metadata, model.tensors.values())
+    return shard.model_tag if shard.model_tag != 0 else metadata_tag(model, hp)

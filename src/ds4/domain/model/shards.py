@@ -176,6 +176,32 @@ def read_shard(metadata: Mapping[str, MetaValue], n_layer: int) -> Shard | None:
     return Shard(range(first, last + 1), embedding, head, tag)
 
 
+def infer_shard(names: Iterable[str], n_layer: int) -> Shard | None:
+    """The part a file without ds4.split.* keys holds, judged by its tensors: one
+    contiguous layer range short of the whole model, the embedding exactly when it
+    starts at layer 0 and the head exactly when it ends at the last layer (the layout
+    of the published PRO Q4 halves, docs/pull.md); None for anything else. Its
+    model_tag is 0: unknown, the shards are then matched by their metadata."""
+    held = set(names)
+    embedding, head = "token_embd.weight" in held, "output.weight" in held
+    if embedding and head:
+        return None
+    layers = sorted({int(m.group(1)) for n in held if (m := _LAYER.match(n)) is not None})
+    if not layers or layers != list(range(layers[0], layers[-1] + 1)):
+        return None
+    part = range(layers[0], layers[-1] + 1)
+    if part.stop > n_layer or embedding != (part.start == 0) or head != (part.stop == n_layer):
+        return None
+    return Shard(part, embedding, head, model_tag=0)
+
+
+def part_of(metadata: Mapping[str, MetaValue], names: Iterable[str], n_layer: int) -> Shard | None:
+    """The shard a file is (its ds4.split.* keys, else its tensors), None: a whole model.
+    Ds4Error when its keys are wrong."""
+    declared = read_shard(metadata, n_layer)
+    return declared if declared is not None else infer_shard(names, n_layer)
+
+
 def stray_tensors(shard: Shard, names: Iterable[str]) -> list[str]:
     """Tensors of a shard file that belong to another part of the model."""
     return [n for n in names if not shard.holds(n) and _belongs_somewhere(n)]

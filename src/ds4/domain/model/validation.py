@@ -24,7 +24,7 @@ from ds4.domain.gguf.records import MetaValue, TensorInfo
 from ds4.domain.model.catalog import TensorSpec, model_tensors, mtp_tensors
 from ds4.domain.model.hparams import DeepSeekV4HParams, Problem, read_hparams
 from ds4.domain.model.presets import PRESETS, matching_preset, preset_differences
-from ds4.domain.model.shards import is_shard, read_shard, stray_tensors
+from ds4.domain.model.shards import infer_shard, is_shard, part_of, stray_tensors
 from ds4.domain.tokenizer import REQUIRED_SPECIAL_TOKENS, check_tokenizer_tables
 from ds4.ports.model_file import ModelFile
 
@@ -127,7 +127,7 @@ def validate(
     preset = None
     if hp is not None:
         specs = model_tensors(hp) if kind == "model" else mtp_tensors(hp)
-        if kind == "model" and is_shard(metadata):
+        if kind == "model" and (is_shard(metadata) or infer_shard(tensors, hp.n_layer)):
             specs, tensors, shard_problems = _shard_part(metadata, hp, specs, tensors)
             problems += shard_problems
         problems += check_tensors(specs, tensors)
@@ -155,7 +155,7 @@ def _shard_part(
     catalog: its range's layers, the embedding and head where it declares them, and no
     tensor of another part."""
     try:
-        shard = read_shard(metadata, hp.n_layer)
+        shard = part_of(metadata, tensors, hp.n_layer)
     except Ds4Error as exc:
         return specs, tensors, [Problem("layer shard", str(exc))]
     assert shard is not None

@@ -186,7 +186,10 @@ def ray_runner(
             f"{target.local_workers} workers"
         )
     worker_threads = 0 if target.address is not None else max(1, n_threads // len(ranges))
-    tag = model_tag_for(hparams, model.metadata, model.tensors.values())
+    if isinstance(model, ShardSet):
+        tag = model.model_tag
+    else:
+        tag = model_tag_for(hparams, model.metadata, model.tensors.values())
     specs = [
         StageSpec(path, r, chosen.name, impl, worker_threads, tag)
         for path, r in zip(paths, ranges, strict=True)

@@ -36,7 +36,7 @@ from ds4.domain.distributed import EMPTY, layer_bytes, range_text, rolling_hashe
 from ds4.domain.engine.dsv4_payload import LayerSnapshot, SessionSnapshot
 from ds4.domain.engine_math.lowprec import numerics_named
 from ds4.domain.errors import Ds4Error
-from ds4.domain.model.shards import read_shard
+from ds4.domain.model.shards import part_of
 
 F32 = npt.NDArray[np.float32]
 
@@ -103,7 +103,7 @@ class LayerStage:
 
     def _open(self, spec: StageSpec) -> NativeForward:
         model, hp = load_model(spec.path, shard_ok=True)
-        shard = read_shard(model.metadata, hp.n_layer)
+        shard = part_of(model.metadata, model.tensors, hp.n_layer)
         if shard is not None and not (
             shard.layers.start <= spec.layers.start and spec.layers.stop <= shard.layers.stop
         ):
