@@ -218,6 +218,10 @@ def _gib(n: int) -> str:
     return f"{n / GIB:.2f} GiB"
 
 
+def _size(n: int) -> str:
+    return _gib(n) if n >= GIB else f"{n / (1 << 20):.2f} MiB"
+
+
 def memory_plan(p: PlanInputs) -> MemoryPlan:
     """Weights resident (without streaming every mapped byte, with it the non-routed
     part plus the expert budget) + KV (ctx x sessions) + scratch against the room."""
@@ -293,5 +297,5 @@ def choose_streaming(plain: PlanInputs, slot: int, total_experts: int) -> Stream
         True,
         budget,
         f"ssd-streaming auto: on: the model needs {_gib(total)} but {where}; the routed "
-        f"experts are read from disk into a {_gib(budget)} expert cache",
+        f"experts are read from disk into a {_size(budget)} expert cache",
     )

@@ -40,7 +40,7 @@ def test_a_model_that_does_not_fit_streams_with_the_room_left() -> None:
     # 5 - 3 non-routed - 0.5 KV - 0.5 scratch = 1 GiB, in whole slots
     assert choice.budget == (GIB // SLOT) * SLOT
     assert "needs 13.00 GiB but 5.00 GiB available (cgroup limit)" in choice.line
-    assert "into a 1.00 GiB expert cache" in choice.line
+    assert "into a 1023.00 MiB expert cache" in choice.line
     # the plan over that budget fits the room
     plan = memory_plan(replace(tight, expert_budget=choice.budget))
     assert plan.refusal is None
