@@ -240,7 +240,7 @@ def add_ssd_streaming_flags(parser: argparse.ArgumentParser) -> None:
         "--ssd-streaming",
         nargs="?",
         type=streaming_mode,
-        const="on",
+        const=True,  # not a string: argparse would pass it through streaming_mode
         default=None,
         metavar="auto",
         help="keep non-routed weights resident and read routed experts from the model file "
