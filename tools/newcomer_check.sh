@@ -222,6 +222,7 @@ if .venv/bin/python -c "import ray" 2>/dev/null; then
 else
     skip ".venv/bin/ds4 server --distributed local:2" "Ray is not installed (make test installs it)"
 fi
+check ok 120 ".venv/bin/ds4 gguf split --layers 0-1,2-output models/demo.gguf demo"
 check ok 600 '.venv/bin/ds4 cli --mtp models/demo-mtp.gguf --temp 0 -p "Renzo"'
 skip ".venv/bin/ds4 steer build --good-file G --bad-file B ..." "G and B are the reader's files"
 check ok 600 '.venv/bin/ds4 cli --power 50 -p "Renzo"'

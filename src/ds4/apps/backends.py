@@ -12,7 +12,7 @@ a command loads only the backend it runs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ds4.apps import wiring
 from ds4.apps.options import EngineOptions
@@ -23,6 +23,7 @@ from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.memory import (
     MemoryPlan,
     PlanInputs,
+    choose_streaming,
     expert_slot_bytes,
     kv_bytes,
     routed_expert_bytes,
@@ -109,9 +110,13 @@ def _cpu_memory_plan(
     sizes = {name: info.nbytes for name, info in infos.items()}
     room, source = wiring.memory_room().limits().room()
     routed = routed_expert_bytes(sizes, hp.n_layer)
+    slot = expert_slot_bytes(sizes, hp.n_layer, hp.n_expert)
+    auto = options.streaming is not None and options.streaming.auto
+    if auto and options.streaming is not None and options.streaming.simulate_used_bytes:
+        room = max(0, room - options.streaming.simulate_used_bytes)
+        source += " less --simulate-used-memory"
     budget = None
-    if options.streaming is not None:
-        slot = expert_slot_bytes(sizes, hp.n_layer, hp.n_expert)
+    if options.streaming is not None and not auto:
         slots = cache_slots(
             options.streaming.cache,
             expert_bytes=slot,
@@ -126,7 +131,7 @@ def _cpu_memory_plan(
         options.repack_experts,
         numerics=options.numerics,
         impl="auto",
-        streaming=options.streaming is not None,
+        streaming=options.streaming is not None and not auto,
     )
     if skip is None:  # the rule of expert_repack.repackable, on the tensor directory
         q8k = {int(t) for t in cpu_kernels.Q8K_TYPES}
@@ -138,20 +143,33 @@ def _cpu_memory_plan(
                 continue
             if down.ggml_type == GGMLType.Q2_K and {int(gate.ggml_type), int(up.ggml_type)} <= q8k:
                 repack.append(down.nbytes)
-    return plan_memory(
-        PlanInputs(
-            weights=sum(sizes.values()),
-            routed=routed,
-            expert_budget=budget,
-            kv_per_session=kv_bytes(hp, ctx) if ctx > 0 else 0,
-            ctx=max(ctx, 0),
-            sessions=sessions,
-            repack=sum(repack),
-            repack_largest=max(repack, default=0),
-            room=room,
-            room_source=source,
-        )
+    inputs = PlanInputs(
+        weights=sum(sizes.values()),
+        routed=routed,
+        expert_budget=budget,
+        kv_per_session=kv_bytes(hp, ctx) if ctx > 0 else 0,
+        ctx=max(ctx, 0),
+        sessions=sessions,
+        repack=sum(repack),
+        repack_largest=max(repack, default=0),
+        room=room,
+        room_source=source,
     )
+    if not auto:
+        return plan_memory(inputs)
+    choice = choose_streaming(inputs, slot, hp.n_layer * hp.n_expert)
+    if choice is None:  # neither fits: the plain plan's refusal
+        return plan_memory(inputs)
+    if choice.stream:  # streamed experts are never repacked
+        asked = options.streaming.cache if options.streaming is not None else None
+        if asked is not None:  # --ssd-streaming-cache-experts: that budget, not the room's
+            slots = cache_slots(
+                asked, expert_bytes=slot, total_experts=hp.n_layer * hp.n_expert,
+                available=room, resident=0, kv_and_scratch=0,
+            ).slots  # fmt: skip
+            choice = replace(choice, budget=slots * slot)
+        inputs = replace(inputs, expert_budget=choice.budget, repack=0, repack_largest=0)
+    return replace(plan_memory(inputs), streaming=choice)
 
 
 def _ray_runner(

@@ -37,7 +37,9 @@ from ds4.domain.agent.toolbox import ToolBox
 from ds4.domain.engine.duty_cycle import DutyCycle
 from ds4.domain.engine.session import EngineSession, StepPolicy
 from ds4.domain.errors import Ds4Error
+from ds4.domain.expert_cache import CacheSpec, StreamingOptions
 from ds4.domain.kvcache.kv_file import model_tag_for
+from ds4.domain.memory import StreamingChoice
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.speculative import MtpDrafter
 from ds4.domain.steering.directions import Steering, directions_from_bytes, steering_scales
@@ -189,7 +191,8 @@ def load_engine(
     its own report; a model that does not fit is refused all the same)."""
     duty = DutyCycle(wiring.pacer(), options.power) if options.power is not None else None
     backends.check_backend(options.backend, options.numerics)
-    model = wiring.open_model(options.model) if options.model is not None else None
+    shards = options.distributed.layer_files if options.distributed is not None else ()
+    model = wiring.open_model(options.model, shards=shards) if options.model is not None else None
     if model is not None:
         tokenizer = wiring.tokenizer_from_model(model.file)
     else:
@@ -220,6 +223,10 @@ def _planned(
     plan = backends.memory_plan(model, options, ctx=counted or 0, sessions=sessions)
     if plan is None:
         return options
+    if plan.streaming is not None and options.streaming is not None:
+        options = _resolved_streaming(options, options.streaming, plan.streaming)
+        if say is not None:
+            say(plan.streaming.line)
     if say is not None:
         say(plan.line)
     if plan.refusal is not None:
@@ -228,6 +235,17 @@ def _planned(
         print(f"ds4: {plan.skip_repack}", file=sys.stderr)
         return replace(options, repack_experts="off")
     return options
+
+
+def _resolved_streaming(
+    options: EngineOptions, asked: StreamingOptions, choice: StreamingChoice
+) -> EngineOptions:
+    """The options after `--ssd-streaming auto` chose: no streaming, or streaming with
+    the plan's expert cache budget (unless --ssd-streaming-cache-experts gave one)."""
+    if not choice.stream:
+        return replace(options, streaming=None)
+    cache = asked.cache if asked.cache is not None else CacheSpec(bytes=choice.budget)
+    return replace(options, streaming=replace(asked, auto=False, cache=cache))
 
 
 def apply_steering(runner: ModelRunner, request: SteeringRequest, hp: DeepSeekV4HParams) -> None:

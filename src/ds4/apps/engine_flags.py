@@ -224,14 +224,32 @@ def gigabytes(text: str) -> int:
 gigabytes.__name__ = "size in GB"
 
 
+def streaming_mode(text: str) -> str:
+    """The value after --ssd-streaming: only `auto` (a bare flag means on)."""
+    if text != "auto":
+        raise argparse.ArgumentTypeError(f"{text!r}: --ssd-streaming takes no value or auto")
+    return text
+
+
+streaming_mode.__name__ = "--ssd-streaming mode"
+
+
 def add_ssd_streaming_flags(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("SSD streaming (cpu backend; docs/ssd-streaming.md)")
     g.add_argument(
         "--ssd-streaming",
-        action="store_true",
+        nargs="?",
+        type=streaming_mode,
+        const=True,  # not a string: argparse would pass it through streaming_mode
+        default=None,
+        metavar="auto",
         help="keep non-routed weights resident and read routed experts from the model file "
-        "into a budgeted expert cache on demand, bypassing the page cache (default: off, "
-        "the whole file is mapped and paged by the kernel)",
+        "into a budgeted expert cache on demand, bypassing the page cache; `auto`: only "
+        "when the model does not fit the memory this process can have (the smallest of "
+        "the cgroup limit, RLIMIT_AS and MemAvailable, less --simulate-used-memory), with "
+        "the expert cache the memory plan leaves room for, else plain mmap; one line at "
+        "start says which and why (default: off, the whole file is mapped and paged by the "
+        "kernel)",
     )
     g.add_argument(
         "--ssd-streaming-cache-experts",
@@ -299,7 +317,7 @@ def streaming_options(args: argparse.Namespace) -> StreamingOptions | None:
         for dest, flag in _COMPANIONS:
             value = getattr(args, dest)
             if value not in (None, 0, False, "decayed"):
-                raise Ds4Error(f"{flag} needs --ssd-streaming")
+                raise Ds4Error(f"{flag} needs --ssd-streaming (or --ssd-streaming auto)")
         return None
     backend = vars(args).get("backend")
     if backend is not None and not backends.BACKENDS[backend].ssd_streaming:
@@ -316,6 +334,7 @@ def streaming_options(args: argparse.Namespace) -> StreamingOptions | None:
         policy=args.ssd_streaming_policy,
         readahead=args.ssd_streaming_readahead,
         lock=args.ssd_streaming_mlock,
+        auto=args.ssd_streaming == "auto",
     )
 
 
@@ -337,6 +356,16 @@ def _split(text: str) -> str:
     except Ds4Error as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
+
+
+def _layer_files(text: str) -> tuple[str, ...]:
+    names = [part.strip() for part in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected FILE,FILE,... (no empty names)")
+    return tuple(flag_types.model_file(name) for name in names)
+
+
+_layer_files.__name__ = "layer-shard files"
 
 
 def add_distributed_flags(parser: argparse.ArgumentParser) -> None:
@@ -369,6 +398,16 @@ def add_distributed_flags(parser: argparse.ArgumentParser) -> None:
         f"tokens, one piece per range at a time (1..{MAX_CTX}); results do not depend on it",
     )
     g.add_argument(
+        "--layer-files",
+        type=_layer_files,
+        default=(),
+        metavar="FILE,FILE,...",
+        help="with --distributed: the layer-shard files `ds4 gguf split` wrote, one per "
+        "range and in layer order, instead of -m: each worker opens only its range's file, "
+        "this process maps the embedding and the output head from theirs; the ranges are "
+        "the files' (docs/distributed.md#layer-shard-files)",
+    )
+    g.add_argument(
         "--dist-transport",
         choices=("refs", "values"),
         default="refs",
@@ -389,6 +428,7 @@ def distributed_options(args: argparse.Namespace) -> DistributedOptions | None:
                 ("--layer-split", args.layer_split, "auto"),
                 ("--dist-prefill-piece", args.dist_prefill_piece, DEFAULT_PIECE),
                 ("--dist-transport", args.dist_transport, "refs"),
+                ("--layer-files", args.layer_files, ()),
             )
             if value != default
         ]
@@ -400,8 +440,10 @@ def distributed_options(args: argparse.Namespace) -> DistributedOptions | None:
         raise Ds4Error(
             f"--distributed runs the {spreads} backend's kernels, not --backend {args.backend}"
         )
+    if args.layer_files and vars(args).get("model") is not None:
+        raise Ds4Error("-m and --layer-files each name the model: give one")
     return DistributedOptions(
-        target, args.layer_split, args.dist_prefill_piece, args.dist_transport
+        target, args.layer_split, args.dist_prefill_piece, args.dist_transport, args.layer_files
     )
 
 
@@ -413,6 +455,10 @@ def engine_options(args: argparse.Namespace, model: str | None) -> EngineOptions
     a flag the command does not declare keeps EngineOptions' default."""
     declared = vars(args)
     default = EngineOptions(model)
+    distributed = distributed_options(args) if "distributed" in declared else None
+    if distributed is not None and distributed.layer_files:
+        model = distributed.layer_files[0]  # the model is the shards (bootstrap.load_engine)
+    streaming = streaming_options(args) if "ssd_streaming" in declared else None
     return EngineOptions(
         model=model,
         backend=args.backend,
@@ -420,13 +466,13 @@ def engine_options(args: argparse.Namespace, model: str | None) -> EngineOptions
         threads=args.threads,
         script=declared.get("script"),
         script_token_delay=declared.get("script_token_delay", default.script_token_delay),
-        streaming=streaming_options(args) if "ssd_streaming" in declared else None,
+        streaming=streaming,
         repack_experts=declared.get("repack_experts", default.repack_experts),
         mtp=declared.get("mtp"),
         mtp_draft=declared.get("mtp_draft", default.mtp_draft),
         power=declared.get("power"),
         steering=steering_request(args) if "dir_steering_file" in declared else None,
-        distributed=distributed_options(args) if "distributed" in declared else None,
+        distributed=distributed,
     )
 
 

@@ -23,6 +23,7 @@ from ds4.domain.errors import Ds4Error
 from ds4.domain.eval.case_schema import CaseSet
 from ds4.domain.gguf.records import MetaValue
 from ds4.domain.model.hparams import DeepSeekV4HParams
+from ds4.domain.model.shards import Shard
 from ds4.ports.agent import Browser, SessionIndex, Shell, Workspace
 from ds4.ports.constraint import ConstraintCompiler
 from ds4.ports.kv_store import KVStore
@@ -58,8 +59,15 @@ def open_model_file(path: str, *, prefetch: bool = False) -> ModelFile:
     return GGUFFile(path, prefetch=prefetch)
 
 
-def open_model(path: str) -> OpenedModel:
-    """Open and validate a main-model GGUF (Ds4Error naming every problem)."""
+def open_model(path: str, *, shards: Sequence[str] = ()) -> OpenedModel:
+    """Open and validate a main-model GGUF (Ds4Error naming every problem); with
+    `shards`, the layer-shard files of one model opened as one (`path` unused:
+    docs/distributed.md#layer-shard-files)."""
+    if shards:
+        from ds4.adapters.gguf.shard_set import load_shard_set
+
+        shard_set, hp = load_shard_set(shards)
+        return OpenedModel(shard_set, hp)
     from ds4.adapters.gguf.model_files import load_model
 
     model, hparams = load_model(path)
@@ -185,6 +193,15 @@ def write_model(
     from ds4.adapters.gguf.writer import write_model as write
 
     return write(path, metadata, plans, produce, quantizer, progress=progress)
+
+
+def write_shard(
+    model: ModelFile, shard: Shard, path: Path, progress: Callable[[int], None]
+) -> Path:
+    """One layer-shard file of `model` (ds4 gguf split); it appears only when complete."""
+    from ds4.adapters.gguf.splitter import write_shard as write
+
+    return write(model, shard, path, progress)
 
 
 @contextmanager

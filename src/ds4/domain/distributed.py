@@ -192,3 +192,6 @@ class DistributedOptions:
     layer_split: str = "auto"  # `auto` or `A-B,C-D,...` (layer_split.parse_layer_split)
     piece: int = 256  # tokens per pipelined prefill piece
     transport: str = "refs"  # how hidden states move between ranges: refs | values
+    # --layer-files: one layer-shard file per range, in order (domain/model/shards.py);
+    # empty: every worker opens the whole model (-m)
+    layer_files: tuple[str, ...] = ()

@@ -208,6 +208,9 @@ class StreamingOptions:
     direct: bool = True  # try O_DIRECT (False: pread + FADV_DONTNEED always)
     lock: bool = False  # mlock the non-routed weights and the expert cache
     half_life: float | None = None  # in expert uses; None: HALF_LIFE_TOKENS of decode
+    # --ssd-streaming auto: the memory plan decides at load whether to stream at all
+    # (domain/memory.py choose_streaming); the options then come back resolved
+    auto: bool = False
 
 
 # The decayed policy's memory: counts halve every this many tokens' worth of decode

@@ -197,14 +197,29 @@ class PlanInputs:
 
 
 @dataclass(frozen=True)
+class StreamingChoice:
+    """What `--ssd-streaming auto` chose: stream (with an expert cache of `budget` bytes)
+    or plain mmap, and the line saying which and why."""
+
+    stream: bool
+    budget: int  # the expert cache's bytes (0 with plain mmap)
+    line: str
+
+
+@dataclass(frozen=True)
 class MemoryPlan:
     line: str  # what will happen, said at start
     refusal: str | None  # the model does not fit: why, and the --ssd-streaming that would
     skip_repack: str | None  # only the repack does not fit: the line saying it is skipped
+    streaming: StreamingChoice | None = None  # with --ssd-streaming auto: its choice
 
 
 def _gib(n: int) -> str:
     return f"{n / GIB:.2f} GiB"
+
+
+def _size(n: int) -> str:
+    return _gib(n) if n >= GIB else f"{n / (1 << 20):.2f} MiB"
 
 
 def memory_plan(p: PlanInputs) -> MemoryPlan:
@@ -252,8 +267,35 @@ def _refusal(p: PlanInputs, weights: int, kv: int, total: int) -> str:
     elif p.routed and budget >= GIB // 100:
         advice = (
             f"--ssd-streaming --ssd-streaming-cache-experts {budget // (GIB // 100) / 100:.2f}GB "
-            "would fit (routed experts read from disk)"
+            "would fit (routed experts read from disk; --ssd-streaming auto chooses that "
+            "by itself)"
         )
     else:
         advice = "--ssd-streaming would not fit either: lower --ctx or --sessions"
     return f"the model does not fit in memory: {short}; {advice}"
+
+
+def choose_streaming(plain: PlanInputs, slot: int, total_experts: int) -> StreamingChoice | None:
+    """`--ssd-streaming auto` over the plain-mmap inputs: plain mmap when the model fits
+    the room; else streaming, the expert cache getting what the room leaves after the
+    non-routed weights, KV and scratch (whole slots of `slot` bytes, at most every
+    expert); None when not even one slot is left (the plain plan's refusal stands)."""
+    kv = plain.kv_per_session * plain.sessions
+    total = plain.weights + kv + plain.scratch
+    where = f"{_gib(plain.room)} available ({plain.room_source})"
+    if total <= plain.room:
+        return StreamingChoice(
+            False,
+            0,
+            f"ssd-streaming auto: off, plain mmap: the model needs {_gib(total)} of {where}",
+        )
+    left = plain.room - (plain.weights - plain.routed) - kv - plain.scratch
+    if plain.routed <= 0 or slot <= 0 or total_experts <= 0 or left < slot:
+        return None
+    budget = min(left // slot, total_experts) * slot
+    return StreamingChoice(
+        True,
+        budget,
+        f"ssd-streaming auto: on: the model needs {_gib(total)} but {where}; the routed "
+        f"experts are read from disk into a {_size(budget)} expert cache",
+    )

@@ -93,3 +93,16 @@ def test_the_link_moves_to_the_new_main_model(
     pull_command.pull(hub, "q2-imatrix", Path("gguf"), progress=False)  # present: relink only
     assert (tmp_path / LINK_NAME).readlink() == Path("gguf") / Q2
     assert len(hub.downloads) == 2
+
+
+@pytest.mark.parametrize("name", ["pro-q4-layers00-30", "pro-q4-layers31-output"])
+def test_a_pro_half_leaves_the_link_alone(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    half = catalog_entry(name).files[0]
+    hub = FakeHub({Q2: DATA, half: DATA + b"half"})
+    pull_command.pull(hub, "q2-imatrix", Path("gguf"), progress=False)
+    pull_command.pull(hub, name, Path("gguf"), progress=False)
+    assert (tmp_path / "gguf" / half).read_bytes() == DATA + b"half"
+    assert (tmp_path / LINK_NAME).readlink() == Path("gguf") / Q2  # still the main model

@@ -17,14 +17,17 @@ from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.model.hparams import DeepSeekV4HParams
 from ds4.domain.model.presets import mtp_mismatches
+from ds4.domain.model.shards import part_of, shard_as_model_error
 from ds4.domain.model.validation import mtp_as_model_error, validate_model_file
 from ds4.ports.model_file import Dequantizer, ModelFile
 
 
-def load_model(path: str) -> tuple[GGUFFile, DeepSeekV4HParams]:
+def load_model(path: str, *, shard_ok: bool = False) -> tuple[GGUFFile, DeepSeekV4HParams]:
     """The mmapped GGUF and its validated hyperparameters (Ds4Error naming every problem).
 
     The same validation `ds4 gguf inspect` runs (docs/adr/0004-gguf-validation.md).
+    A layer-shard file (`ds4 gguf split`) holds only part of a model: refused unless
+    `shard_ok` (the distributed backend's workers and shard set).
     """
     try:
         model = GGUFFile(path)
@@ -38,6 +41,9 @@ def load_model(path: str) -> tuple[GGUFFile, DeepSeekV4HParams]:
         model.close()
         problems = "; ".join(str(p) for p in report.errors) or "not a DeepSeek V4 model"
         raise Ds4Error(f"{path}: {problems}")
+    if not shard_ok and part_of(model.metadata, model.tensors, report.hparams.n_layer):
+        model.close()
+        raise Ds4Error(shard_as_model_error(path))
     return model, report.hparams
 
 

@@ -18,11 +18,13 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import type_name
 from ds4.domain.gguf.records import MetaValue, TensorInfo
 from ds4.domain.model.catalog import TensorSpec, model_tensors, mtp_tensors
 from ds4.domain.model.hparams import DeepSeekV4HParams, Problem, read_hparams
 from ds4.domain.model.presets import PRESETS, matching_preset, preset_differences
+from ds4.domain.model.shards import infer_shard, is_shard, part_of, stray_tensors
 from ds4.domain.tokenizer import REQUIRED_SPECIAL_TOKENS, check_tokenizer_tables
 from ds4.ports.model_file import ModelFile
 
@@ -125,6 +127,9 @@ def validate(
     preset = None
     if hp is not None:
         specs = model_tensors(hp) if kind == "model" else mtp_tensors(hp)
+        if kind == "model" and (is_shard(metadata) or infer_shard(tensors, hp.n_layer)):
+            specs, tensors, shard_problems = _shard_part(metadata, hp, specs, tensors)
+            problems += shard_problems
         problems += check_tensors(specs, tensors)
         preset = matching_preset(hp)
         if require_preset is not None:
@@ -138,6 +143,29 @@ def validate(
     if kind == "model":
         problems += check_tokenizer_tables(metadata, hp.n_vocab if hp else None)
     return ValidationReport(kind, hp, preset, tuple(problems))
+
+
+def _shard_part(
+    metadata: Mapping[str, MetaValue],
+    hp: DeepSeekV4HParams,
+    specs: list[TensorSpec],
+    tensors: Mapping[str, TensorInfo],
+) -> tuple[list[TensorSpec], Mapping[str, TensorInfo], list[Problem]]:
+    """A layer-shard file (domain/model/shards.py) is checked against its part of the
+    catalog: its range's layers, the embedding and head where it declares them, and no
+    tensor of another part."""
+    try:
+        shard = part_of(metadata, tensors, hp.n_layer)
+    except Ds4Error as exc:
+        return specs, tensors, [Problem("layer shard", str(exc))]
+    assert shard is not None
+    stray = set(stray_tensors(shard, tensors))
+    problems = [
+        Problem(name, f"belongs to another part of the model than this shard ({shard.label()})")
+        for name in sorted(stray)
+    ]
+    mine = {name: info for name, info in tensors.items() if name not in stray}
+    return [s for s in specs if shard.holds(s.name)], mine, problems
 
 
 def validate_model_file(

@@ -77,9 +77,11 @@ class NativeForward:
         self.values = values
         self.layout = NativeLayout(model, hp, values, layers=layers, head=head)
         self.layer_range = self.layout.layer_range
-        embd = model.tensors["token_embd.weight"]
+        embd = model.tensors.get("token_embd.weight")  # absent from a later layer shard
         self._embd_f16 = (
-            model.raw("token_embd.weight").view("<f2") if embd.ggml_type is GGMLType.F16 else None
+            model.raw("token_embd.weight").view("<f2")
+            if embd is not None and embd.ggml_type is GGMLType.F16
+            else None
         )
         self.opts = _ffi.new(
             "ds4_fw_opts *",

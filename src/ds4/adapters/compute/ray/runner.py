@@ -28,6 +28,7 @@ from ds4.adapters.compute.ray.pipeline import (
 )
 from ds4.adapters.compute.ray.stage import LayerStage, StageRefusedError, StageSpec
 from ds4.adapters.gguf.model_files import TensorValues, routed_quant_bits
+from ds4.adapters.gguf.shard_set import ShardSet
 from ds4.adapters.quant.native_codec import NativeDequantizer
 from ds4.domain.distributed import (
     DistributedTarget,
@@ -48,8 +49,9 @@ from ds4.ports.model_file import ModelFile
 # --- The runner -----------------------------------------------------------------------
 # RayRunner: the ModelRunner port with the model's layers split by range across Ray
 # workers (docs/distributed.md). The coordinator keeps the embedding and the output head;
-# each worker opens the same GGUF and holds one range; sessions are the domain's
-# EngineSession over DistributedState, so everything above the runner is unchanged.
+# each worker opens the same GGUF, or its range's layer-shard file, and holds one range;
+# sessions are the domain's EngineSession over DistributedState, so everything above the
+# runner is unchanged.
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -121,6 +123,19 @@ def plan_split(
     return ranges
 
 
+def shard_ranges(model: ShardSet, layer_split: str) -> list[range]:
+    """The ranges of layer-shard files: theirs; an explicit --layer-split must agree."""
+    ranges = [shard.layers for shard in model.shards]
+    asked = parse_layer_split(layer_split)
+    if asked is not None and asked != ranges:
+        given = ",".join(range_text(r) for r in ranges)
+        raise Ds4Error(
+            f"--layer-split {layer_split} differs from the --layer-files' ranges ({given}): "
+            "leave it auto"
+        )
+    return ranges
+
+
 def ray_runner(
     model: ModelFile,
     hparams: DeepSeekV4HParams,
@@ -159,16 +174,26 @@ def ray_runner(
     if make_stages is None:
         connect(target, object_store_bytes=2 * window_bytes * max(target.local_workers, 1))
     places = slots(target)
-    ranges = plan_split(model, hparams, layer_split, places)
+    if isinstance(model, ShardSet):  # --layer-files: each range is its file's
+        ranges = shard_ranges(model, layer_split)
+        paths = [str(Path(p).resolve()) for p in model.paths]
+    else:
+        ranges = plan_split(model, hparams, layer_split, places)
+        paths = [str(Path(model.path).resolve())] * len(ranges)
     if target.address is None and len(ranges) != target.local_workers:
         raise Ds4Error(
             f"--layer-split names {len(ranges)} ranges but {target} starts "
             f"{target.local_workers} workers"
         )
     worker_threads = 0 if target.address is not None else max(1, n_threads // len(ranges))
-    tag = model_tag_for(hparams, model.metadata, model.tensors.values())
-    path = str(Path(model.path).resolve())
-    specs = [StageSpec(path, r, chosen.name, impl, worker_threads, tag) for r in ranges]
+    if isinstance(model, ShardSet):
+        tag = model.model_tag
+    else:
+        tag = model_tag_for(hparams, model.metadata, model.tensors.values())
+    specs = [
+        StageSpec(path, r, chosen.name, impl, worker_threads, tag)
+        for path, r in zip(paths, ranges, strict=True)
+    ]
     nodes = [places[k % len(places)].node for k in range(len(ranges))]
     if target.address is not None:
         check_memory(model, hparams, ranges, [places[k % len(places)] for k in range(len(ranges))])

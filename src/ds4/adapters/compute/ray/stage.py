@@ -1,8 +1,9 @@
 """LayerStage: one worker of a layer-split model, holding the state of its layer range
 for every session the coordinator runs (docs/distributed.md).
 
-The worker opens the GGUF itself (the same path on its node) and lays out only its
-range's layers, so only those tensors are ever read. It keeps, per session id, a C
+The worker opens the GGUF itself (the same path on its node), or its range's layer-shard
+file (`ds4 gguf split`), and lays out only its range's layers, so only those tensors are
+ever read. It keeps, per session id, a C
 sequence state of its layers (CpuState over a range NativeForward) and the rolling
 prefix hash after each position it holds (domain/distributed.py).
 
@@ -29,12 +30,13 @@ from ds4.adapters.compute import cpu_kernels
 from ds4.adapters.compute.cpu.native_forward import NativeForward
 from ds4.adapters.compute.cpu.sequence_state import CpuState
 from ds4.adapters.gguf.model_files import TensorValues, load_model
+from ds4.adapters.gguf.shard_set import file_model_tag
 from ds4.adapters.quant.native_codec import NativeDequantizer
 from ds4.domain.distributed import EMPTY, layer_bytes, range_text, rolling_hashes
 from ds4.domain.engine.dsv4_payload import LayerSnapshot, SessionSnapshot
 from ds4.domain.engine_math.lowprec import numerics_named
 from ds4.domain.errors import Ds4Error
-from ds4.domain.kvcache.kv_file import model_tag_for
+from ds4.domain.model.shards import part_of
 
 F32 = npt.NDArray[np.float32]
 
@@ -100,8 +102,18 @@ class LayerStage:
             self.error = f"{where}: {type(exc).__name__}: {exc}"
 
     def _open(self, spec: StageSpec) -> NativeForward:
-        model, hp = load_model(spec.path)
-        if model_tag_for(hp, model.metadata, model.tensors.values()) != spec.model_tag:
+        model, hp = load_model(spec.path, shard_ok=True)
+        shard = part_of(model.metadata, model.tensors, hp.n_layer)
+        if shard is not None and not (
+            shard.layers.start <= spec.layers.start and spec.layers.stop <= shard.layers.stop
+        ):
+            model.close()
+            raise Ds4Error(
+                f"{spec.path} is the layer shard of layers {shard.label()}, it lacks layers "
+                f"{range_text(spec.layers)}"
+            )
+        if file_model_tag(model, hp) != spec.model_tag:
+            model.close()
             raise Ds4Error(f"{spec.path} is not the coordinator's model file")
         if spec.impl not in cpu_kernels.available_impls():
             raise Ds4Error(f"CPU kernel set {spec.impl!r} is not available on this machine")
