@@ -122,6 +122,41 @@ AVX2 static float dot_q8_0(const uint8_t *w, const void *act, size_t cols) {
     return hsum_ps(_mm256_add_ps(a0, a1));
 }
 
+/* MXFP4's 32 values as signed bytes in activation order: the code bytes' low nibbles
+ * (values 0..15), then their high nibbles (16..31), each looked up in the kvalues. */
+AVX2 static inline __m256i mxfp4_values(const uint8_t *qs) {
+    const __m128i kv = _mm_load_si128((const __m128i *)(const void *)ds4_mxfp4_kvalues);
+    const __m128i m4 = _mm_set1_epi8(15);
+    __m128i q = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    __m128i lo = _mm_shuffle_epi8(kv, _mm_and_si128(q, m4));
+    __m128i hi = _mm_shuffle_epi8(kv, _mm_and_si128(_mm_srli_epi16(q, 4), m4));
+    return _mm256_set_m128i(hi, lo);
+}
+
+/* MXFP4 . Q8_0 activation: the Q8_0 kernel's shape, values from the nibble lookup. */
+AVX2 static float dot_mxfp4(const uint8_t *w, const void *act, size_t cols) {
+    const ds4_block_q8a *y = act;
+    size_t nb = cols / 32, b = 0;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    for (; b + 2 <= nb; b += 2, w += 34) {
+        __m256i s0 = dot_i8x32(mxfp4_values(w + 1),
+                               _mm256_loadu_si256((const __m256i *)(const void *)y[b].q));
+        __m256i s1 = dot_i8x32(mxfp4_values(w + 18),
+                               _mm256_loadu_si256((const __m256i *)(const void *)y[b + 1].q));
+        a0 = _mm256_fmadd_ps(_mm256_set1_ps(e8m0_half_to_f32(w[0]) * y[b].d),
+                             _mm256_cvtepi32_ps(s0), a0);
+        a1 = _mm256_fmadd_ps(_mm256_set1_ps(e8m0_half_to_f32(w[17]) * y[b + 1].d),
+                             _mm256_cvtepi32_ps(s1), a1);
+    }
+    if (b < nb) {
+        __m256i s0 = dot_i8x32(mxfp4_values(w + 1),
+                               _mm256_loadu_si256((const __m256i *)(const void *)y[b].q));
+        a0 = _mm256_fmadd_ps(_mm256_set1_ps(e8m0_half_to_f32(w[0]) * y[b].d),
+                             _mm256_cvtepi32_ps(s0), a0);
+    }
+    return hsum_ps(_mm256_add_ps(a0, a1));
+}
+
 /* Shuffle controls giving int16 lanes = scale byte 2m (low 128) / 2m+1 (high 128), as
  * constants: building them on the stack per call cost store-forwarding stalls. */
 #define Q2K_LANE(b) b, -128, b, -128, b, -128, b, -128, b, -128, b, -128, b, -128, b, -128
@@ -277,7 +312,7 @@ AVX2 static float dot_iq2_xxs(const uint8_t *w, const void *act, size_t cols) {
 }
 
 const ds4_dot_table ds4_dots_avx2 = {
-    dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q2_k, dot_q4_k, dot_iq2_xxs,
+    dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q2_k, dot_q4_k, dot_iq2_xxs, dot_mxfp4,
 };
 
 #endif

@@ -339,8 +339,60 @@ AVX512 static void rows_q8_0(const uint8_t *w, size_t row_stride, size_t n_rows,
 }
 
 ds4_rows_fn ds4_rows_avx512_q2_k(void) { return rows_q2_k; }
+/* MXFP4 . Q8_0 activation (docs/reference/formats.md §5.10): two blocks per 512-bit
+ * step. The 64 weight bytes are the kvalues of (block b low nibbles, high nibbles, block
+ * b + 1 low, high), in activation order; VNNI multiplies their magnitudes (at most 12)
+ * by the activation codes carrying the weights' signs, so every block's int32 lanes sum
+ * to the scalar kernel's isum. Only the f32 accumulation order differs. */
+AVX512 static inline __m512i mxfp4_values2(const uint8_t *w) {
+    const __m512i kv = _mm512_broadcast_i32x4(
+        _mm_load_si128((const __m128i *)(const void *)ds4_mxfp4_kvalues));
+    __m128i q0 = _mm_loadu_si128((const __m128i *)(const void *)(w + 1));
+    __m128i q1 = _mm_loadu_si128((const __m128i *)(const void *)(w + 18));
+    __m256i c0 = _mm256_set_m128i(_mm_srli_epi16(q0, 4), q0);
+    __m256i c1 = _mm256_set_m128i(_mm_srli_epi16(q1, 4), q1);
+    __m512i codes = _mm512_inserti64x4(_mm512_castsi256_si512(c0), c1, 1);
+    return _mm512_shuffle_epi8(kv, _mm512_and_si512(codes, _mm512_set1_epi8(15)));
+}
+
+AVX512 static float dot_mxfp4(const uint8_t *w, const void *act, size_t cols) {
+    const ds4_block_q8a *y = act;
+    const __m512i zero = _mm512_setzero_si512();
+    size_t nb = cols / 32, b = 0;
+    __m512 acc = _mm512_setzero_ps();
+    for (; b + 2 <= nb; b += 2, w += 34) {
+        __m512i v = mxfp4_values2(w);
+        __m512i x = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)y[b].q)),
+            _mm256_loadu_si256((const __m256i *)(const void *)y[b + 1].q), 1);
+        __m512i xs = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(v), zero, x);
+        __m512i s = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(v), xs);
+        __m512 scale = _mm512_insertf32x8(
+            _mm512_set1_ps(e8m0_half_to_f32(w[0]) * y[b].d),
+            _mm256_set1_ps(e8m0_half_to_f32(w[17]) * y[b + 1].d), 1);
+        acc = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(s), acc);
+    }
+    float sum = hsum512(acc);
+    if (b < nb) {  /* an odd last block: the same products in one 256-bit step */
+        __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(w + 1));
+        __m256i codes = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q),
+                                         _mm256_set1_epi8(15));
+        __m256i v = _mm256_shuffle_epi8(
+            _mm256_broadcastsi128_si256(
+                _mm_load_si128((const __m128i *)(const void *)ds4_mxfp4_kvalues)),
+            codes);
+        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)y[b].q);
+        __m256i xs = _mm256_mask_sub_epi8(x, _mm256_movepi8_mask(v), _mm256_setzero_si256(), x);
+        __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(v), xs);
+        sum += hsum256(_mm256_mul_ps(_mm256_set1_ps(e8m0_half_to_f32(w[0]) * y[b].d),
+                                     _mm256_cvtepi32_ps(s)));
+    }
+    return sum;
+}
+
 ds4_rows_fn ds4_rows_avx512_q8_0(void) { return rows_q8_0; }
 ds4_dot_fn ds4_dot_avx512_q2_k(void) { return dot_q2_k; }
+ds4_dot_fn ds4_dot_avx512_mxfp4(void) { return dot_mxfp4; }
 ds4_tile_fn ds4_tile_avx512_q8_0(void) { return tile_q8_0; }
 
 #endif

@@ -20,6 +20,25 @@ NEON_ATTR static float NEON_NAME(dot_q8_0)(const uint8_t *w, const void *act, si
     return acc;
 }
 
+/* MXFP4 (docs/reference/formats.md §5.10): the code bytes' low nibbles are values 0..15,
+ * the high nibbles 16..31, each looked up in the doubled E2M1 values; then as Q8_0. */
+NEON_ATTR static float NEON_NAME(dot_mxfp4)(const uint8_t *w, const void *act, size_t cols) {
+    const ds4_block_q8a *y = act;
+    const int8x16_t kv = vld1q_s8(ds4_mxfp4_kvalues);
+    const uint8x16_t m4 = vdupq_n_u8(15);
+    float acc = 0.0f;
+    for (size_t b = 0; b < cols / 32; b++, w += 17) {
+        uint8x16_t q = vld1q_u8(w + 1);
+        int8x16_t lo = vqtbl1q_s8(kv, vandq_u8(q, m4));
+        int8x16_t hi = vqtbl1q_s8(kv, vshrq_n_u8(q, 4));
+        int32x4_t s = vdupq_n_s32(0);
+        s = NEON_DOT16(s, lo, vld1q_s8(y[b].q));
+        s = NEON_DOT16(s, hi, vld1q_s8(y[b].q + 16));
+        acc += (e8m0_half_to_f32(w[0]) * y[b].d) * (float)vaddvq_s32(s);
+    }
+    return acc;
+}
+
 /* Q2_K (docs/reference/formats.md §5.5). Value v = 128h + 32j + l sits in bits 2j of qs[32h + l];
  * its 16-value sub-block is 8h + 2j + l/16. The 4-bit scale is folded into the 2-bit code
  * first (at most 45), so each 16-value group is one NEON_DOT16. */

@@ -116,6 +116,22 @@ static float dot_iq2_xxs(const uint8_t *w, const void *act, size_t cols) {
     return 0.125f * sumf;
 }
 
+/* MXFP4 . Q8_0 activation (docs/reference/formats.md §5.10): value j of a block is the
+ * low nibble of code byte j, value j + 16 its high nibble; acc += (dw * dx) * isum. */
+static float dot_mxfp4(const uint8_t *w, const void *act, size_t cols) {
+    const ds4_block_q8a *y = act;
+    float acc = 0.0f;
+    for (size_t b = 0; b < cols / 32; b++, w += 17) {
+        int isum = 0;
+        for (int j = 0; j < 16; j++) {
+            isum += ds4_mxfp4_kvalues[w[1 + j] & 15] * y[b].q[j];
+            isum += ds4_mxfp4_kvalues[w[1 + j] >> 4] * y[b].q[j + 16];
+        }
+        acc += (e8m0_half_to_f32(w[0]) * y[b].d) * (float)isum;
+    }
+    return acc;
+}
+
 const ds4_dot_table ds4_dots_scalar = {
-    dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q2_k, dot_q4_k, dot_iq2_xxs,
+    dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q2_k, dot_q4_k, dot_iq2_xxs, dot_mxfp4,
 };

@@ -10,7 +10,8 @@
 #include "ds4_cpu.h"
 
 enum {
-    T_F32 = 0, T_F16 = 1, T_Q8_0 = 8, T_Q2_K = 10, T_Q4_K = 12, T_IQ2_XXS = 16, T_BF16 = 30
+    T_F32 = 0, T_F16 = 1, T_Q8_0 = 8, T_Q2_K = 10, T_Q4_K = 12, T_IQ2_XXS = 16, T_BF16 = 30,
+    T_MXFP4 = 39
 };
 
 /* How the activation is prepared for a weight type. */
@@ -53,6 +54,19 @@ static inline float f16_to_f32(uint16_t h) {
 
 static inline float bf16_to_f32(uint16_t h) {
     uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* MXFP4 (docs/reference/formats.md §4.8, §5.10): the doubled E2M1 value of each 4-bit
+ * code, and the block scale 2^(e - 128) its E8M0 byte stands for (bytes 0 and 1 are the
+ * subnormals 2^-128 and 2^-127). */
+static const int8_t ds4_mxfp4_kvalues[16] __attribute__((aligned(16))) = {
+    0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static inline float e8m0_half_to_f32(uint8_t e) {
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
     float f;
     memcpy(&f, &bits, 4);
     return f;
@@ -119,7 +133,7 @@ typedef void (*ds4_rows_fn)(const uint8_t *w, size_t row_stride, size_t n_rows,
                             const void *act, size_t cols, float *y);
 
 typedef struct {
-    ds4_dot_fn f32, f16, bf16, q8_0, q2_k, q4_k, iq2_xxs;
+    ds4_dot_fn f32, f16, bf16, q8_0, q2_k, q4_k, iq2_xxs, mxfp4;
 } ds4_dot_table;
 
 extern const ds4_dot_table ds4_dots_scalar;
@@ -127,6 +141,7 @@ extern const ds4_dot_table ds4_dots_scalar;
 extern const ds4_dot_table ds4_dots_avx2;
 /* AVX-512 VNNI kernels (cpu_dot_avx512.c); call only where ds4_cpu_have_avx512(). */
 ds4_dot_fn ds4_dot_avx512_q2_k(void);
+ds4_dot_fn ds4_dot_avx512_mxfp4(void);
 ds4_tile_fn ds4_tile_avx512_q8_0(void);
 ds4_group_tile_fn ds4_tile_avx512_iq2_xxs(void);  /* cpu_tile_iq2.c */
 ds4_dot_fn ds4_dot_avx512_iq2_xxs(void);          /* cpu_tile_iq2.c */

@@ -16,6 +16,7 @@ int ds4_cpu_type_info(int type, int *act_kind, size_t *block_values, size_t *blo
     case T_Q2_K: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 84; return 1;
     case T_Q4_K: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 144; return 1;
     case T_IQ2_XXS: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 66; return 1;
+    case T_MXFP4: *act_kind = ACT_Q8A; *block_values = 32; *block_bytes = 17; return 1;
     default: return 0;
     }
 }
@@ -29,6 +30,7 @@ ds4_dot_fn ds4_cpu_pick_dot(const ds4_dot_table *t, int type) {
     case T_Q2_K: return t->q2_k;
     case T_Q4_K: return t->q4_k;
     case T_IQ2_XXS: return t->iq2_xxs;
+    case T_MXFP4: return t->mxfp4;
     default: return NULL;
     }
 }
@@ -80,7 +82,7 @@ int ds4_cpu_best_impl(void) {
 }
 
 #if defined(__x86_64__) || defined(__i386__)
-/* The AVX-512 set: the AVX2 row kernels with Q2_K's and IQ2_XXS's replaced (Q8_0 keeps
+/* The AVX-512 set: the AVX2 row kernels with Q2_K's, IQ2_XXS's and MXFP4's replaced (Q8_0 keeps
  * the AVX2 row kernel, whose arithmetic the AVX-512 prefill tile and multi-row decode
  * kernel reproduce bit for bit; the IQ2_XXS one reproduces the AVX2 kernel's, as its
  * group tile does). */
@@ -91,6 +93,7 @@ static void build_avx512_table(void) {
     dots_avx512 = ds4_dots_avx2;
     dots_avx512.q2_k = ds4_dot_avx512_q2_k();
     dots_avx512.iq2_xxs = ds4_dot_avx512_iq2_xxs();  /* same bits as AVX2's (cpu_tile_iq2.c) */
+    dots_avx512.mxfp4 = ds4_dot_avx512_mxfp4();
 }
 #endif
 

@@ -125,6 +125,22 @@ static void dq_iq2_xxs(const uint8_t *b, float *y) {
     }
 }
 
+/* MXFP4 (docs/reference/formats.md §4.8): doubled E2M1 magnitudes times 2^(e-128);
+ * scale bytes 0 and 1 are the subnormals 2^-128 and 2^-127, 255 is 2^127. */
+static const int8_t MXFP4_KVALUES[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static float e8m0_half(uint8_t e) {
+    return f32_from_bits(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
+}
+
+static void dq_mxfp4(const uint8_t *b, float *y) {
+    float d = e8m0_half(b[0]);
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)MXFP4_KVALUES[b[1 + j] & 15];
+        y[j + 16] = d * (float)MXFP4_KVALUES[b[1 + j] >> 4];
+    }
+}
+
 /* ---- dispatch ---------------------------------------------------------- */
 
 size_t ds4_block_bytes(int type) {
@@ -136,6 +152,7 @@ size_t ds4_block_bytes(int type) {
     case DS4_TYPE_Q2_K: return 84;
     case DS4_TYPE_Q4_K: return 144;
     case DS4_TYPE_IQ2_XXS: return 66;
+    case DS4_TYPE_MXFP4: return 17;
     default: return 0;
     }
 }
@@ -145,7 +162,8 @@ size_t ds4_block_elements(int type) {
     case DS4_TYPE_F32:
     case DS4_TYPE_F16:
     case DS4_TYPE_BF16: return 1;
-    case DS4_TYPE_Q8_0: return 32;
+    case DS4_TYPE_Q8_0:
+    case DS4_TYPE_MXFP4: return 32;
     case DS4_TYPE_Q2_K:
     case DS4_TYPE_Q4_K:
     case DS4_TYPE_IQ2_XXS: return 256;
@@ -179,6 +197,7 @@ int ds4_dequantize(int type, const uint8_t *src, size_t n, float *dst) {
         case DS4_TYPE_Q2_K: dq_q2_k(b, y); break;
         case DS4_TYPE_Q4_K: dq_q4_k(b, y); break;
         case DS4_TYPE_IQ2_XXS: dq_iq2_xxs(b, y); break;
+        case DS4_TYPE_MXFP4: dq_mxfp4(b, y); break;
         default: return DS4_QUANT_UNSUPPORTED_TYPE;
         }
     }

@@ -16,7 +16,8 @@ enum {
     DS4_TYPE_Q2_K = 10,
     DS4_TYPE_Q4_K = 12,
     DS4_TYPE_IQ2_XXS = 16,
-    DS4_TYPE_BF16 = 30
+    DS4_TYPE_BF16 = 30,
+    DS4_TYPE_MXFP4 = 39
 };
 
 /* Return codes. */

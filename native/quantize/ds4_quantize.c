@@ -29,12 +29,45 @@ static void q8_0_block(const float *x, uint8_t *out) {
     }
 }
 
+/* MXFP4 as gguf-py encodes it (docs/reference/formats.md §4.8): scale byte
+ * floor(log2f(amax)) + 125 wrapped to 8 bits (0 for zero, NaN or infinite amax; glibc's
+ * log2f floors exactly as numpy's float32 log2), then the first nearest of 16 codes. */
+static const int8_t MXFP4_KVALUES[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static void mxfp4_block(const float *x, uint8_t *out) {
+    float amax = 0;
+    int nan = 0;
+    for (int i = 0; i < 32; i++) {
+        float a = fabsf(x[i]);
+        if (a != a) nan = 1;
+        if (a > amax) amax = a;
+    }
+    uint8_t e = 0;
+    if (!nan && amax > 0 && isfinite(amax)) e = (uint8_t)(((int)floorf(log2f(amax)) + 125) & 0xff);
+    float d = qz_from_bits(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
+    out[0] = e;
+    memset(out + 1, 0, 16);
+    for (int i = 0; i < 32; i++) {
+        int best = 0;
+        float best_err = fabsf((float)MXFP4_KVALUES[0] * d - x[i]);
+        for (int k = 1; k < 16; k++) {
+            float err = fabsf((float)MXFP4_KVALUES[k] * d - x[i]);
+            if (err < best_err) {
+                best = k;
+                best_err = err;
+            }
+        }
+        out[1 + i % 16] |= (uint8_t)(best << (i < 16 ? 0 : 4));
+    }
+}
+
 static size_t block_elements(int type) {
     switch (type) {
     case DS4Q_TYPE_F32:
     case DS4Q_TYPE_F16:
     case DS4Q_TYPE_BF16: return 1;
-    case DS4Q_TYPE_Q8_0: return 32;
+    case DS4Q_TYPE_Q8_0:
+    case DS4Q_TYPE_MXFP4: return 32;
     case DS4Q_TYPE_Q2_K:
     case DS4Q_TYPE_Q4_K:
     case DS4Q_TYPE_IQ2_XXS: return 256;
@@ -51,6 +84,7 @@ static size_t block_bytes(int type) {
     case DS4Q_TYPE_Q2_K: return 84;
     case DS4Q_TYPE_Q4_K: return 144;
     case DS4Q_TYPE_IQ2_XXS: return 66;
+    case DS4Q_TYPE_MXFP4: return 17;
     default: return 0;
     }
 }
@@ -84,6 +118,7 @@ static void quantize_row(int type, const float *x, size_t n, const float *imp, u
         case DS4Q_TYPE_Q2_K: qz_q2_k_block(xb, ib, ob); break;
         case DS4Q_TYPE_Q4_K: qz_q4_k_block(xb, ib, ob); break;
         case DS4Q_TYPE_IQ2_XXS: qz_iq2_xxs_block(xb, ib, ob); break;
+        case DS4Q_TYPE_MXFP4: mxfp4_block(xb, ob); break;
         default: break;
         }
     }

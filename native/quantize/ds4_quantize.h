@@ -17,7 +17,8 @@ enum {
     DS4Q_TYPE_Q2_K = 10,
     DS4Q_TYPE_Q4_K = 12,
     DS4Q_TYPE_IQ2_XXS = 16,
-    DS4Q_TYPE_BF16 = 30
+    DS4Q_TYPE_BF16 = 30,
+    DS4Q_TYPE_MXFP4 = 39
 };
 
 /* Return codes. */

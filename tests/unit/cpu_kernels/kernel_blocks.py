@@ -10,22 +10,26 @@ from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 F32 = npt.NDArray[np.float32]
 U8 = npt.NDArray[np.uint8]
 
-QUANT_TYPES = (GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS)
+QUANT_TYPES = (GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS, GGMLType.MXFP4)
 FLOAT_TYPES = (GGMLType.F32, GGMLType.F16, GGMLType.BF16)
 ALL_TYPES = FLOAT_TYPES + QUANT_TYPES
-# Byte offsets of each block's f16 scale fields.
+# Byte offsets of each block's f16 scale fields (MXFP4's one E8M0 byte: see set_scales).
 SCALE_FIELDS = {
     GGMLType.Q8_0: (0,),
     GGMLType.Q2_K: (80, 82),
     GGMLType.Q4_K: (0, 2),
     GGMLType.IQ2_XXS: (0,),
+    GGMLType.MXFP4: (0,),
 }
+E8M0_TYPES = frozenset({GGMLType.MXFP4})
 # zero, -zero, smallest denormal (+-), largest denormal, smallest normal, +-65504, 1, 2^-10
 EDGE_F16 = np.array(
     [0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x3C00, 0x1400],
     dtype="<u2",
 )
 F16_ONE = 0x3C00
+# subnormal 2^-128 and 2^-127, tiny, one, huge, 2^126, 2^127
+EDGE_E8M0 = np.array([0, 1, 2, 20, 100, 128, 129, 200, 253, 254, 255], dtype=np.uint8)
 
 
 def bits(a: F32) -> npt.NDArray[np.uint32]:
@@ -44,10 +48,25 @@ def row_bytes(ggml_type: GGMLType, cols: int) -> int:
     return cols // geo.elements * geo.nbytes
 
 
+def e8m0_like(values: npt.NDArray[np.uint16]) -> U8:
+    """The E8M0 byte (scale 2^(e - 128) as MXFP4 reads it) nearest each f16 pattern's
+    magnitude: 1.0 -> 128; zero, NaN and infinity take the extreme bytes 0 and 255."""
+    f = np.abs(np.asarray(values, dtype="<u2").view(np.float16).astype(np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.round(np.log2(f)) + 128
+    e = np.where(f == 0, 0, np.where(np.isfinite(e), e, 255))
+    return np.clip(e, 0, 255).astype(np.uint8)
+
+
 def set_scales(raw: U8, ggml_type: GGMLType, values: npt.NDArray[np.uint16]) -> U8:
-    """Write f16 bit patterns into every scale field, cycling through `values`."""
+    """Write f16 bit patterns into every scale field, cycling through `values` (for
+    MXFP4 the E8M0 byte of the same magnitude)."""
     geo = BLOCK_GEOMETRY[ggml_type]
     blocks = raw.reshape(raw.shape[0], -1, geo.nbytes)
+    if ggml_type in E8M0_TYPES:
+        n = blocks.shape[0] * blocks.shape[1]
+        blocks[:, :, 0] = np.resize(e8m0_like(values), n).reshape(blocks.shape[:2])
+        return raw
     for k, off in enumerate(SCALE_FIELDS[ggml_type]):
         n = blocks.shape[0] * blocks.shape[1]
         pick = np.resize(np.roll(values, k), n).reshape(blocks.shape[:2]).astype("<u2")
@@ -59,6 +78,10 @@ def quant_rows(ggml_type: GGMLType, rows: int, cols: int, seed: int, *, edge: bo
     """Random block bytes with sane f16 scales (or the edge-case scales)."""
     rng = np.random.default_rng(seed)
     raw = rng.integers(0, 256, (rows, row_bytes(ggml_type, cols)), dtype=np.uint8)
+    if edge and ggml_type in E8M0_TYPES:  # every byte, 0 and 255 (2^127) included
+        blocks = raw.reshape(rows, -1, BLOCK_GEOMETRY[ggml_type].nbytes)
+        blocks[:, :, 0] = np.resize(EDGE_E8M0, blocks.shape[:2])
+        return raw
     if edge:
         return set_scales(raw, ggml_type, EDGE_F16)
     scales = (rng.standard_normal(rows * cols) * 0.02).astype(np.float16).view("<u2")

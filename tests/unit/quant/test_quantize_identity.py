@@ -144,3 +144,46 @@ def test_q8_0_ignores_importance_and_zero_blocks_encode_as_zero_bytes() -> None:
     )
     for ggml_type in (GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS):
         assert not NATIVE.quantize(CASES["zeros"], ggml_type).any(), ggml_type.name
+
+
+def _mxfp4_edges() -> F32:
+    """Blocks gguf-py's MXFP4 treats specially: zero, subnormal and near-subnormal amax
+    (the scale byte wraps), the float32 maximum (log2 rounds up), exact ties between two
+    codes, powers of two and their neighbours one ulp below."""
+    one_below = np.nextafter(np.float32(2.0) ** np.arange(-130, 128, 4), np.float32(0))
+    rows = [
+        np.zeros(32),
+        np.full(32, 1e-45),
+        np.linspace(-1e-39, 1e-39, 32),
+        np.full(32, 2.0**-126),
+        np.full(32, 2.0**-125),
+        np.linspace(-3.4e38, 3.4e38, 32),
+        np.arange(32) * 0.25,  # multiples of half a step: ties
+        -np.arange(32) * 0.75,
+        np.resize(one_below, 32),
+        np.resize(np.float32(2.0) ** np.arange(-40, 40, 3), 32),
+    ]
+    return np.stack([np.asarray(r, dtype=np.float32) for r in rows])
+
+
+@pytest.mark.parametrize("case", [*sorted(CASES), "mxfp4_edges"])
+def test_mxfp4_is_byte_identical_to_gguf(case: str) -> None:
+    x = _mxfp4_edges() if case == "mxfp4_edges" else CASES[case]
+    with np.errstate(all="ignore"):
+        expected = gguf.quants.quantize(x, GGMLQuantizationType.MXFP4)
+    assert np.array_equal(REFERENCE.quantize(x, GGMLType.MXFP4), expected)
+    assert np.array_equal(NATIVE.quantize(x, GGMLType.MXFP4), expected)
+
+
+def test_mxfp4_blocks_match_gguf_on_every_kind_of_bit_pattern() -> None:
+    """The block encoder itself (below the request check, which refuses NaN and
+    infinity) gives gguf-py's bytes for NaN, infinite and subnormal values too."""
+    from ds4.domain.gguf.mxfp4 import encode_blocks
+
+    rng = np.random.default_rng(3)
+    bits = rng.integers(0, 2**32, (20_000, 32), dtype=np.uint64).astype(np.uint32)
+    x = bits.view(np.float32)
+    x[0, 5], x[1, :], x[2, 9], x[3, 1] = np.nan, np.nan, np.inf, -np.inf
+    with np.errstate(all="ignore"):
+        expected = gguf.quants.quantize(x, GGMLQuantizationType.MXFP4)
+        assert np.array_equal(encode_blocks(x), expected)

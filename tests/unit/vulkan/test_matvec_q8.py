@@ -20,6 +20,7 @@ DOTS = {
     GGMLType.Q2_K: (quant_dots.dot_q2_k, quantize_q8_k),
     GGMLType.Q4_K: (quant_dots.dot_q4_k, quantize_q8_k),
     GGMLType.IQ2_XXS: (quant_dots.dot_iq2_xxs, quantize_q8_k),
+    GGMLType.MXFP4: (quant_dots.dot_mxfp4, quantize_q8_0),
 }
 
 
@@ -28,7 +29,7 @@ DOTS = {
 def test_integer_dots_agree_with_the_reference(
     vk_any: VulkanRuntime, t: GGMLType, rows: int, blocks: int, n_tok: int
 ) -> None:
-    cols = (32 if t is GGMLType.Q8_0 else 256) * blocks
+    cols = (32 if DOTS[t][1] is quantize_q8_0 else 256) * blocks
     raw = quant_rows(t, rows, cols, seed=rows)
     x = np.random.default_rng(blocks).standard_normal((n_tok, cols)).astype(np.float32)
     dot, quantize = DOTS[t]

@@ -35,12 +35,14 @@ from ds4.adapters.compute.vulkan.weights import (
     kernel_tables,
     matmul,
     matmul_q8,
+    per32_activation,
     upload_weights,
 )
 from ds4.domain.engine_math.layers import clamped_swiglu
 from ds4.domain.engine_math.quant_dots import (
     QuantizedActivation,
     dot_iq2_xxs,
+    dot_mxfp4,
     dot_q2_k,
     dot_q4_k,
     dot_q8_0,
@@ -56,7 +58,7 @@ U8 = npt.NDArray[np.uint8]
 REL = 1e-4
 DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
     GGMLType.Q8_0: dot_q8_0, GGMLType.Q2_K: dot_q2_k, GGMLType.Q4_K: dot_q4_k,
-    GGMLType.IQ2_XXS: dot_iq2_xxs,
+    GGMLType.IQ2_XXS: dot_iq2_xxs, GGMLType.MXFP4: dot_mxfp4,
 }  # fmt: skip
 
 
@@ -228,6 +230,7 @@ def _reference_ffn(dense: dict[str, npt.NDArray[np.float64]], g: F32, ids: I64, 
 @pytest.mark.parametrize(("n_tok", "types"), [
     (1, (GGMLType.IQ2_XXS, GGMLType.Q2_K, GGMLType.Q8_0)),
     (11, (GGMLType.Q4_K, GGMLType.Q8_0, GGMLType.F16)),
+    (5, (GGMLType.MXFP4, GGMLType.MXFP4, GGMLType.Q8_0)),
 ])  # fmt: skip
 def test_whole_ffn_matches_reference(
     vk: VulkanRuntime, n_tok: int, types: tuple[GGMLType, GGMLType, GGMLType]
@@ -288,7 +291,7 @@ def _ds4_reference_ffn(raws: dict[str, U8], types: dict[str, GGMLType], n_expert
         if kind is GGMLType.F16:
             w = raw.view(np.float16).astype(np.float32)
             return np.stack([_sequential(w, xt) for xt in x])
-        quant = quantize_q8_0 if kind is GGMLType.Q8_0 else quantize_q8_k
+        quant = quantize_q8_0 if per32_activation(kind) else quantize_q8_k
         return np.stack([DOTS[kind](raw, quant(xt)) for xt in x])
 
     n, k = ids.shape

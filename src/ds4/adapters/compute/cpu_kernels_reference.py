@@ -18,6 +18,7 @@ from ds4.domain.engine_math.layers import clamped_swiglu
 from ds4.domain.engine_math.quant_dots import (
     QuantizedActivation,
     dot_iq2_xxs,
+    dot_mxfp4,
     dot_q2_k,
     dot_q4_k,
     dot_q8_0,
@@ -30,6 +31,10 @@ from ds4.domain.gguf.quant_formats import FORMATS_BY_TYPE
 F32 = npt.NDArray[np.float32]
 U8 = npt.NDArray[np.uint8]
 
+_Q8_0_DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
+    GGMLType.Q8_0: dot_q8_0,
+    GGMLType.MXFP4: dot_mxfp4,
+}
 _Q8K_DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
     GGMLType.Q2_K: dot_q2_k,
     GGMLType.Q4_K: dot_q4_k,
@@ -74,7 +79,7 @@ def matvec_reference(raw: U8, ggml_type: GGMLType, x: F32) -> F32:
     if activation == "f32":
         return dot_float_index_order(raw, ggml_type, x)
     if activation == "q8_0":
-        return dot_q8_0(raw, quantize_q8_0(x))
+        return _Q8_0_DOTS[ggml_type](raw, quantize_q8_0(x))
     return _Q8K_DOTS[ggml_type](raw, quantize_q8_k(x))
 
 

@@ -30,6 +30,8 @@ from ds4.adapters.quant.block_quantizers import (
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 from ds4.domain.gguf.iq2xxs_tables import IQ2XXS_GRID, IQ2XXS_SIGNS
+from ds4.domain.gguf.mxfp4 import decode_blocks as _mxfp4
+from ds4.domain.gguf.mxfp4 import encode_blocks as encode_mxfp4
 from ds4.domain.gguf.quant_formats import DEQUANTIZABLE, FORMATS_BY_TYPE
 
 F32 = npt.NDArray[np.float32]
@@ -136,6 +138,13 @@ def quantize_q8_0(blocks: F32, importance: F32 | None = None) -> U8:
     # A subnormal d makes 1/d overflow; the f16 scale is 0 then, so the codes are moot.
     q = np.where(np.isfinite(v), np.clip(round_half_away(v), -127, 127), 0)
     return np.concatenate([f16_bytes(d), q.astype(np.int8).view(np.uint8)], axis=1)
+
+
+def quantize_mxfp4(blocks: F32, importance: F32 | None = None) -> U8:
+    """gguf-py's MXFP4: a power-of-two scale from the block's largest magnitude, nearest
+    codes (docs/reference/formats.md §4.8)."""
+    del importance  # MXFP4 has no use for it
+    return encode_mxfp4(blocks)
 
 
 def _iq2_xxs_encode(blocks: F32, importance: F32 | None) -> U8:
@@ -251,6 +260,7 @@ NUMPY_CODECS: dict[str, NumpyCodec] = {
     "Q2_K": _block_codec(GGMLType.Q2_K, _q2_k, quantize_q2_k),
     "Q4_K": _block_codec(GGMLType.Q4_K, _q4_k, quantize_q4_k),
     "IQ2_XXS": _block_codec(GGMLType.IQ2_XXS, _iq2_xxs, _iq2_xxs_encode, chunk=256),
+    "MXFP4": _block_codec(GGMLType.MXFP4, _mxfp4, quantize_mxfp4),
 }
 
 

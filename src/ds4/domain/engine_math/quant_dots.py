@@ -11,6 +11,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.domain.gguf.iq2xxs_tables import IQ2XXS_GRID, IQ2XXS_SIGNS
+from ds4.domain.gguf.mxfp4 import KVALUES as MXFP4_KVALUES
+from ds4.domain.gguf.mxfp4 import e8m0_half
 
 # --- actquant ---
 # Activation quantization before quantized matmuls (docs/reference/model.md §4.2,
@@ -88,6 +90,22 @@ def dot_q8_0(raw: U8, act: QuantizedActivation) -> F32:
     blocks = raw.reshape(raw.shape[0], -1, 34)
     wd = _f16(blocks[:, :, 0:2])  # (O, nb)
     wq = blocks[:, :, 2:].view(np.int8).astype(np.int32)
+    return _per32_dot(wd, wq, act)
+
+
+def dot_mxfp4(raw: U8, act: QuantizedActivation) -> F32:
+    """MXFP4 rows (O, nb*17) . one Q8_0-quantized activation (nb, 32) -> (O,)
+    (docs/reference/formats.md §5.10): the Q8_0 formula with the block's E8M0 scale and
+    its doubled E2M1 values (low nibbles are values 0..15, high nibbles 16..31)."""
+    blocks = raw.reshape(raw.shape[0], -1, 17)
+    wd = e8m0_half(blocks[:, :, 0])  # (O, nb)
+    qs = blocks[:, :, 1:]
+    wq = MXFP4_KVALUES[np.concatenate([qs & 15, qs >> 4], axis=-1)].astype(np.int32)
+    return _per32_dot(wd, wq, act)
+
+
+def _per32_dot(wd: F32, wq: npt.NDArray[np.int32], act: QuantizedActivation) -> F32:
+    """sum_b (wd[:, b] * dx[b]) * isum[:, b] in block order, isum exact in int32."""
     isum = np.einsum("obk,bk->ob", wq, act.codes)
     terms = [
         ((wd[:, b] * act.scales[b]) * isum[:, b].astype(np.float32)) for b in range(isum.shape[1])

@@ -39,6 +39,7 @@ class GGMLType(IntEnum):
     F64 = 28
     IQ1_M = 29
     BF16 = 30
+    MXFP4 = 39  # OCP microscaling FP4: E8M0 scale + 32 e2m1 codes
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ BLOCK_GEOMETRY: dict[GGMLType, BlockGeometry] = {
     GGMLType.F64: BlockGeometry(1, 8),
     GGMLType.IQ1_M: BlockGeometry(256, 56),
     GGMLType.BF16: BlockGeometry(1, 2),
+    GGMLType.MXFP4: BlockGeometry(32, 17),
 }
 
 

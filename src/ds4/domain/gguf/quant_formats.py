@@ -29,7 +29,7 @@ native/quant/ds4_quant.c and native/quantize/ds4_quantize.c, the kernels and sha
 in native/. `missing_pieces` compares a row with what was found in the tree, and
 tests/unit/quant/test_quant_formats.py runs it on every row.
 
-Adding a type (MXFP4, Q3_K, Q6_K, IQ4_XS, ...): add its row below; bind its numpy
+Adding a type (Q3_K, Q6_K, IQ4_XS, ...): add its row below; bind its numpy
 codec in NUMPY_CODECS; add its native dequantize/quantize cases; give it a
 ds4_dot_table slot with a kernel per instruction set; write its matvec shaders; then
 run the test above, which names every piece still missing. Three places still name
@@ -55,7 +55,7 @@ class Role(Enum):
     VECTOR = "vector"  # norms, HC scale/base, sinks, router bias: F32
     FLOAT = "float"  # HC fn, router, compressor, indexer, embedding: F16 (or F32)
     PROJECTION = "projection"  # attention, shared expert, LM head: Q8_0 (or F16/F32)
-    EXPERT = "expert"  # routed experts: IQ2_XXS / Q2_K / Q4_K (or Q8_0/F16/F32)
+    EXPERT = "expert"  # routed experts: IQ2_XXS / Q2_K / Q4_K / MXFP4 (or Q8_0/F16/F32)
     INDEX = "index"  # token-id -> expert-id table: I32
 
 
@@ -183,6 +183,11 @@ QUANT_FORMATS: tuple[QuantFormat, ...] = (
         cpu=_cpu("iq2_xxs", avx2=("dot_iq2_xxs", "ds4_tile_avx2_iq2_xxs"),
                  avx512=("ds4_dot_avx512_iq2_xxs", "ds4_tile_avx512_iq2_xxs")),
         vulkan_shaders=("matvec_iq2_xxs", "matvec_iq2_xxs_q8"),
+    ),
+    QuantFormat(
+        GGMLType.MXFP4, FormatKind.WEIGHT, frozenset({_R.EXPERT}), activation="q8_0",
+        cpu=_cpu("mxfp4", avx512=("ds4_dot_avx512_mxfp4",)),
+        vulkan_shaders=("matvec_mxfp4", "matvec_mxfp4_q8"),
     ),
     QuantFormat(GGMLType.I32, FormatKind.INDEX, frozenset({_R.INDEX})),
 )  # fmt: skip

@@ -37,6 +37,7 @@ from ds4.domain.engine_math.lowprec import Numerics, fp8_kv_sim, indexer_qat
 from ds4.domain.engine_math.quant_dots import (
     QuantizedActivation,
     dot_iq2_xxs,
+    dot_mxfp4,
     dot_q2_k,
     dot_q4_k,
     dot_q8_0,
@@ -61,6 +62,10 @@ from ds4.ports.model_file import Dequantizer, ModelFile
 F32 = npt.NDArray[np.float32]
 U8 = npt.NDArray[np.uint8]
 
+_Q8_0_DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
+    GGMLType.Q8_0: dot_q8_0,
+    GGMLType.MXFP4: dot_mxfp4,
+}
 _KQUANT_DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
     GGMLType.Q2_K: dot_q2_k,
     GGMLType.Q4_K: dot_q4_k,
@@ -91,8 +96,9 @@ class WeightStore(TensorValues):
             raw = raw[rows]
         x = np.asarray(x, dtype=np.float32)
         kind = info.ggml_type
-        if self._numerics.activation_quant and kind is GGMLType.Q8_0:
-            return np.stack([dot_q8_0(raw, quantize_q8_0(xt)) for xt in x]).reshape(x.shape[0], -1)
+        if self._numerics.activation_quant and kind in _Q8_0_DOTS:
+            per32 = _Q8_0_DOTS[kind]
+            return np.stack([per32(raw, quantize_q8_0(xt)) for xt in x]).reshape(x.shape[0], -1)
         if self._numerics.activation_quant and kind in _KQUANT_DOTS:
             dot = _KQUANT_DOTS[kind]
             return np.stack([dot(raw, quantize_q8_k(xt)) for xt in x]).reshape(x.shape[0], -1)

@@ -32,12 +32,12 @@ from ds4.adapters.compute.vulkan.weights import (
     TOKENS_PER_GROUP,
     VulkanWeights,
     kernel_tables,
+    per32_activation,
     record_matmul,
     record_matmul_q8,
     stage_activations,
 )
 from ds4.domain.errors import Ds4Error
-from ds4.domain.gguf.ggml_types import GGMLType
 
 F32 = npt.NDArray[np.float32]
 # record_quantize_for(rec, w, x, acts, n_rows): quantize x (n_rows, w.cols) as w's
@@ -168,12 +168,12 @@ def _act_kind(w: VulkanWeights) -> str:
     """Which quantized activation w's product reads (gate and up share one)."""
     if w.ggml_type not in SHADERS_Q8:
         return "f32"
-    return "q8_0" if w.ggml_type is GGMLType.Q8_0 else "q8_k"
+    return "q8_0" if per32_activation(w.ggml_type) else "q8_k"
 
 
 def _act_sizes(w: VulkanWeights, n_rows: int) -> tuple[int, int, int]:
     """Bytes of codes, scales and bsums for n_rows activations of w's cols."""
-    block = 32 if w.ggml_type is GGMLType.Q8_0 else 256
+    block = 32 if per32_activation(w.ggml_type) else 256
     n_blocks = n_rows * w.cols // block
     return n_rows * w.cols, n_blocks * 4, max(n_blocks * 16 * 4, 4)
 

@@ -23,13 +23,13 @@ from ds4.adapters.compute.vulkan.weights import (
     VulkanWeights,
     VulkanWeightStore,
     kernel_tables,
+    per32_activation,
     record_matmul,
     record_matmul_q8,
     record_quantize_for,
 )
 from ds4.domain.engine_math.layers import RopeParams, rope_angles
 from ds4.domain.errors import Ds4Error
-from ds4.domain.gguf.ggml_types import GGMLType
 
 F32 = npt.NDArray[np.float32]
 T = TypeVar("T")
@@ -94,7 +94,7 @@ class Ops:
     ) -> list[Buffer]:
         """[codes, scales, y, bsums] for n_rows activations of w's width and n_out output
         rows of w.rows (step buffers)."""
-        block = 32 if w.ggml_type is GGMLType.Q8_0 else 256
+        block = 32 if per32_activation(w.ggml_type) else 256
         n_blocks = n_rows * w.cols // block
         return [step.alloc(n_rows * w.cols), step.alloc(n_blocks * 4),
                 step.alloc(n_out * w.rows * 4), step.alloc(n_blocks * 16 * 4)]  # fmt: skip

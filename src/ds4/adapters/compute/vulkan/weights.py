@@ -25,6 +25,7 @@ from ds4.domain.engine_math.quant_dots import QuantizedActivation, quantize_q8_0
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 from ds4.domain.gguf.iq2xxs_tables import IQ2XXS_LEVELS
+from ds4.domain.gguf.quant_formats import FORMATS_BY_TYPE
 from ds4.ports.model_file import Dequantizer, ModelFile
 
 F32 = npt.NDArray[np.float32]
@@ -37,6 +38,7 @@ SHADERS = {
     GGMLType.Q2_K: "matvec_q2_k",
     GGMLType.Q4_K: "matvec_q4_k",
     GGMLType.IQ2_XXS: "matvec_iq2_xxs",
+    GGMLType.MXFP4: "matvec_mxfp4",
 }
 TOKENS_PER_GROUP = 8  # NT in native/vulkan/matvec_common.glsl
 
@@ -152,7 +154,13 @@ SHADERS_Q8 = {
     GGMLType.Q2_K: "matvec_q2_k_q8",
     GGMLType.Q4_K: "matvec_q4_k_q8",
     GGMLType.IQ2_XXS: "matvec_iq2_xxs_q8",
+    GGMLType.MXFP4: "matvec_mxfp4_q8",
 }
+
+
+def per32_activation(ggml_type: GGMLType) -> bool:
+    """Whether the type's integer dot reads per-32 Q8_0 activations (else Q8_K)."""
+    return FORMATS_BY_TYPE[ggml_type].activation == "q8_0"
 
 
 def matmul_q8(w: VulkanWeights, x: npt.ArrayLike) -> F32:
@@ -172,7 +180,7 @@ def stage_activations(w: VulkanWeights, xs: F32) -> list[Buffer]:
         raise Ds4Error(f"no quantized-activation Vulkan kernel for {w.ggml_type.name} weights")
     if xs.ndim != 2 or xs.shape[1] != w.cols or not 1 <= xs.shape[0] <= MAX_GROUPS:
         raise Ds4Error(f"matmul: activations {xs.shape} do not fit weights of {w.cols} columns")
-    act = quantize_q8_0(xs) if w.ggml_type is GGMLType.Q8_0 else quantize_q8_k(xs)
+    act = quantize_q8_0(xs) if per32_activation(w.ggml_type) else quantize_q8_k(xs)
     codes = np.ascontiguousarray(act.codes.reshape(xs.shape[0], -1), dtype=np.int8)
     scales = np.ascontiguousarray(act.scales, dtype=np.float32)
     bsums = np.zeros(1, np.int32) if act.bsums is None else act.bsums.astype(np.int32)
@@ -288,10 +296,8 @@ def record_quantize_for(
 
 
 def _block_for(w: VulkanWeights) -> int:
-    if w.ggml_type is GGMLType.Q8_0:
-        return Q8_0_BLOCK
-    if w.ggml_type in (GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS):
-        return Q8_K_BLOCK
+    if w.ggml_type in SHADERS_Q8:
+        return Q8_0_BLOCK if per32_activation(w.ggml_type) else Q8_K_BLOCK
     raise Ds4Error(f"no quantized-activation Vulkan kernel for {w.ggml_type.name} weights")
 
 
