@@ -12,10 +12,12 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from ds4.adapters.gguf.nextn_view import NextnMtpFile
 from ds4.adapters.gguf.reader import GGUFFile
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.model.hparams import DeepSeekV4HParams
+from ds4.domain.model.nextn import nextn_layer
 from ds4.domain.model.presets import mtp_mismatches
 from ds4.domain.model.shards import part_of, shard_as_model_error
 from ds4.domain.model.validation import mtp_as_model_error, validate_model_file
@@ -53,15 +55,23 @@ def routed_quant_bits(model: ModelFile) -> int:
     return 4 if gate.ggml_type is GGMLType.Q4_K else 2
 
 
-def load_mtp(path: str, main: DeepSeekV4HParams) -> tuple[GGUFFile, DeepSeekV4HParams]:
+def load_mtp(path: str, main: DeepSeekV4HParams) -> tuple[ModelFile, DeepSeekV4HParams]:
     """The mmapped MTP GGUF (`mtp.0.*`, docs/mtp.md), validated and checked against the
-    main model's hyperparameters; Ds4Error naming every problem."""
+    main model's hyperparameters; Ds4Error naming every problem.
+
+    A file holding llama.cpp's MTP layer (`blk.N.nextn.*`: its converter's MTP file, or
+    a full model carrying the layer, which may then be the main model's own file) is
+    read through NextnMtpFile as the same block (docs/llamacpp.md)."""
     try:
-        model = GGUFFile(path)
+        file = GGUFFile(path)
     except OSError as exc:
         raise Ds4Error(f"cannot open MTP model {path}: {exc.strerror or exc}") from None
+    layer = nextn_layer(file.metadata, file.tensors)
+    model: ModelFile = file if layer is None else NextnMtpFile(file, layer)
     report = validate_model_file(model)
     problems = [str(p) for p in report.errors]
+    if isinstance(model, NextnMtpFile):
+        problems += [str(p) for p in model.problems]
     if report.kind != "mtp":
         problems.insert(0, "not an MTP file (it has no mtp.0.* block, or holds a main model)")
     elif report.hparams is not None:

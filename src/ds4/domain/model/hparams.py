@@ -260,6 +260,11 @@ GATING_KEY = f"{ARCH}.expert_gating_func"
 ROPE_SCALING_TYPE_KEY = f"{ARCH}.rope.scaling.type"
 # llama.cpp's converter writes no vocab_size (its loader counts the token list).
 TOKENS_KEY = "tokenizer.ggml.tokens"
+# llama.cpp's MTP layout (ds4.domain.model.nextn): block_count counts the MTP layer.
+NEXTN_KEY = f"{ARCH}.nextn_predict_layers"
+# Keys llama.cpp's converter writes that restate ours: they must agree when present.
+SHARED_CLAMP_KEY = f"{ARCH}.swiglu_clamp_shexp"
+EMBEDDING_OUT_KEY = f"{ARCH}.embedding_length_out"
 
 
 def context_length(hp: DeepSeekV4HParams) -> int:
@@ -386,6 +391,7 @@ def read_hparams(
         f"{ARCH}.expert_weights_norm", frozenset({ValueType.BOOL})
     )
     _check_interop_keys(r)
+    _count_out_nextn(r)
     n_layer = r.values["n_layer"]
     count = n_layer if isinstance(n_layer, int) else None
     ratios_key, clamps_key = f"{ARCH}.attention.compress_ratios", f"{ARCH}.swiglu_clamp_exp"
@@ -400,6 +406,7 @@ def read_hparams(
     r.first_bad_layer(clamps_key, "clamp", clamps, SWIGLU_CLAMP.admits, SWIGLU_CLAMP.describe())
     r.values["compress_ratios"] = tuple(ratios)
     r.values["swiglu_clamp"] = tuple(clamps)
+    _check_restated_keys(r, clamps)
 
     if r.problems or count is None or not ratios or not clamps:
         return None, r.problems
@@ -432,6 +439,38 @@ def _check_interop_keys(r: _Reader) -> None:
     scaling = r.get(ROPE_SCALING_TYPE_KEY, frozenset({ValueType.STRING}), optional=True)
     if scaling is not None and scaling != ROPE_SCALING_TYPE:
         r.fail(ROPE_SCALING_TYPE_KEY, f"is {scaling!r}; DeepSeek V4 uses {ROPE_SCALING_TYPE!r}")
+
+
+def _count_out_nextn(r: _Reader) -> None:
+    """n_layer is the trunk: llama.cpp's block_count also counts its MTP layers."""
+    value = r.get(NEXTN_KEY, frozenset({ValueType.UINT32}), optional=True)
+    n_layer = r.values["n_layer"]
+    if not isinstance(value, int) or not isinstance(n_layer, int) or value == 0:
+        return
+    if value != 1:
+        r.fail(NEXTN_KEY, f"is {value}; one MTP layer (1) or none (0) is supported")
+    elif n_layer < 2:
+        r.fail(NEXTN_KEY, f"leaves no trunk layer of block_count {n_layer}")
+    else:
+        r.values["n_layer"] = n_layer - 1
+
+
+def _check_restated_keys(r: _Reader, clamps: list[float]) -> None:
+    """swiglu_clamp_shexp and embedding_length_out (llama.cpp's converter writes both):
+    this engine clamps shared experts like routed ones and streams n_hc * n_embd."""
+    shared = r.metadata.get(SHARED_CLAMP_KEY)
+    if shared is not None:
+        values = shared.items()
+        if values is None or shared.item_type not in FLOAT_TYPES:
+            r.fail(SHARED_CLAMP_KEY, f"stored as {shared.describe_type()}, expected array[float32]")
+        elif [float(v) for v in values[: len(clamps)]] != clamps:
+            r.fail(SHARED_CLAMP_KEY, "differs from swiglu_clamp_exp (one clamp is supported)")
+    out = r.get(EMBEDDING_OUT_KEY, frozenset({ValueType.UINT32}), optional=True)
+    n_hc, n_embd = r.values.get("n_hc"), r.values.get("n_embd")
+    numbers = isinstance(out, int) and isinstance(n_hc, int) and isinstance(n_embd, int)
+    if numbers and out != n_hc * n_embd:  # type: ignore[operator]
+        r.fail(EMBEDDING_OUT_KEY, f"is {out}, expected hyper_connection.count * "
+               f"embedding_length = {n_hc * n_embd}")  # type: ignore[operator]  # fmt: skip
 
 
 def check_architecture(hp: DeepSeekV4HParams) -> list[Problem]:

@@ -23,6 +23,7 @@ from ds4.domain.gguf.ggml_types import type_name
 from ds4.domain.gguf.records import MetaValue, TensorInfo
 from ds4.domain.model.catalog import TensorSpec, model_tensors, mtp_tensors
 from ds4.domain.model.hparams import DeepSeekV4HParams, Problem, read_hparams
+from ds4.domain.model.nextn import has_trunk, nextn_as_mtp, nextn_layer
 from ds4.domain.model.presets import PRESETS, matching_preset, preset_differences
 from ds4.domain.model.shards import infer_shard, is_shard, part_of, stray_tensors
 from ds4.domain.tokenizer import REQUIRED_SPECIAL_TOKENS, check_tokenizer_tables
@@ -122,8 +123,10 @@ def validate(
 ) -> ValidationReport:
     """Check a main-model or MTP GGUF; optionally insist on a named preset's shape, or on
     a shape given as (label, hyperparameters), e.g. read from a release's config.json."""
+    tensors, problems = _nextn_directory(metadata, tensors)
     kind = file_kind(tensors)
-    hp, problems = read_hparams(metadata)
+    hp, hp_problems = read_hparams(metadata)
+    problems += hp_problems
     preset = None
     if hp is not None:
         specs = model_tensors(hp) if kind == "model" else mtp_tensors(hp)
@@ -166,6 +169,23 @@ def _shard_part(
     ]
     mine = {name: info for name, info in tensors.items() if name not in stray}
     return [s for s in specs if shard.holds(s.name)], mine, problems
+
+
+def _nextn_directory(
+    metadata: Mapping[str, MetaValue], tensors: Mapping[str, TensorInfo]
+) -> tuple[Mapping[str, TensorInfo], list[Problem]]:
+    """The directory to check when a file holds llama.cpp's MTP layer (docs/llamacpp.md):
+    without a trunk it is an MTP file, checked as our mtp.0.* block (its copies of the
+    embedding and output are not); with a trunk it is a model, whose MTP layer is
+    checked when --mtp names the file, not here."""
+    layer = nextn_layer(metadata, tensors)
+    if layer is None:
+        return tensors, []
+    if not has_trunk(tensors):
+        mapped, problems = nextn_as_mtp(layer, tensors)
+        return mapped, problems
+    prefix = f"blk.{layer}."
+    return {n: t for n, t in tensors.items() if not n.startswith(prefix)}, []
 
 
 def validate_model_file(
