@@ -126,6 +126,9 @@ class GenerationRequest:
     # the live binding keeps includes it (serving.live).
     reasoning_summary: bool = False
     speculative: bool = True  # False: no MTP drafts for this request (X-DS4-MTP: off)
+    # Responses `store`: keep the KV state at the turn's end for a later
+    # previous_response_id, in memory and on disk (docs/adr/0069-stored-responses.md)
+    keep_state: bool = False
 
     @property
     def tools_active(self) -> bool:
