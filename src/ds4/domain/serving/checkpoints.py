@@ -20,6 +20,7 @@ from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+from ds4.domain.chat import EOS
 from ds4.domain.engine.cancel import CancelCheck
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
@@ -28,12 +29,13 @@ from ds4.domain.generation.loop import OnToken, prefill
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.kv_file import KvcFlags, SaveReason
 from ds4.domain.kvcache.policy import KvCacheOptions, chat_anchor, continued_target, store_len
-from ds4.domain.serving.live import DiskKey
+from ds4.domain.serving.live import DiskKey, after_visible
 from ds4.domain.tools import ToolReplayMemory
 from ds4.ports.compute import StateCheckpoint
 from ds4.ports.tokenizer import Tokenizer
 
 Log = Callable[[str], None]
+EOS_BYTES = EOS.encode()
 # Continued saves stop once a tools-enabled turn has begun a tool call
 # (docs/reference/server.md §4.5).
 TOOL_START_MARKERS = ("<｜DSML｜tool_calls>", "<DSML｜tool_calls>", "<tool_calls>")
@@ -235,8 +237,12 @@ class KvCheckpoints:
             return None
         if hit is None:
             return None
+        start = hit.text_bytes
+        if hit.flags & (KvcFlags.RESPONSES_VISIBLE | KvcFlags.THINKING_VISIBLE):
+            # a visible transcript's state lacks its final EOS (live.after_visible)
+            start -= len(EOS_BYTES) if prompt[:start].endswith(EOS_BYTES) else 0
         try:
-            suffix = prompt[hit.text_bytes :].decode("utf-8")
+            suffix = prompt[start:].decode("utf-8")
         except UnicodeDecodeError:
             session.invalidate()
             self._log(f"kv cache load failed sha={hit.sha}: key ends inside a UTF-8 character")
@@ -448,6 +454,8 @@ class MemoryCheckpoints:
         tokens = tuple(prompt)
         if match == "text":
             rest = prompt_text[len(chosen.text) :]
+            if chosen.visible:  # the state lacks the transcript's final EOS
+                rest = after_visible(chosen.text, prompt_text)
             tokens = chosen.tokens + tuple(self._tokenizer.encode(rest))
             if len(tokens) >= session.ctx:
                 return None
