@@ -15,6 +15,7 @@ from ds4.domain.agent.core import AgentSettings
 from ds4.domain.distributed import DistributedOptions
 from ds4.domain.expert_cache import StreamingOptions
 from ds4.domain.kvcache.policy import KvCacheOptions
+from ds4.domain.serving.response_store import DEFAULT_STORED_MIB, DEFAULT_STORED_RESPONSES
 
 DEFAULT_MTP_DRAFT = 2  # tokens drafted per step (docs/mtp.md: measured, and why)
 MAX_MTP_DRAFT = 16
@@ -76,6 +77,9 @@ class ServerOptions(EngineOptions):
     exact_tool_replay: bool = True
     prefill_chunk: int = DEFAULT_PREFILL_CHUNK
     sessions: int = 1  # live sessions decoded together (1: one, as before ADR 0045)
+    # stored Responses: how many, and their records' bytes (docs/adr/0069)
+    stored_responses: int = DEFAULT_STORED_RESPONSES
+    stored_responses_bytes: int = DEFAULT_STORED_MIB << 20
     prefix_file: str | None = None  # USER:/ASSISTANT: turns before every conversation
     keepalive_seconds: float = 5.0
     # request and connection limits (ADR 0044)

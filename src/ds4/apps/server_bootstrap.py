@@ -33,6 +33,7 @@ from ds4.domain.serving.checkpoints import KvCheckpoints, MemoryCheckpoints
 from ds4.domain.serving.job import Worker
 from ds4.domain.serving.live import EverySlotBindings
 from ds4.domain.serving.prepare import longest_token_bytes
+from ds4.domain.serving.response_store import ResponseStore
 from ds4.domain.tools import ToolReplayMemory
 from ds4.ports.compute import ComputeSession, ModelRunner
 from ds4.ports.kv_store import KVStore
@@ -131,6 +132,7 @@ def bootstrap_server(
         prefix=prefix,
         constraints=wiring.constraint_compiler(engine.tokenizer),
         strict_tools=options.strict_tools,
+        responses=_stored_responses(options, write_trace),
     )
     return BuiltServer(build_app(state), state, tuple(workers), gate)
 
@@ -235,6 +237,24 @@ def _job_queue(workers: list[Worker], gate: StepGate | None) -> JobQueue:
         return InferenceWorker(workers[0])
     # the gate numbers its slots in the order the sessions were made: the workers' order
     return SlotPool([InferenceWorker(w) for w in workers], on_idle=gate.leave)
+
+
+def _stored_responses(options: ServerOptions, write_trace: Log) -> ResponseStore:
+    """The stored Responses (docs/adr/0069-stored-responses.md): in memory, and with
+    --kv-disk-dir also on disk, read back here."""
+    log = kv_trace_log(write_trace)
+    archive = None
+    if options.kv_disk_dir is not None and options.stored_responses > 0:
+        archive = wiring.response_archive(options.kv_disk_dir, log)
+    store = ResponseStore(
+        options.stored_responses,
+        options.stored_responses_bytes,
+        archive,
+        lock=threading.Lock(),
+        log=log,
+    )
+    store.load()
+    return store
 
 
 def _memory_checkpoints(

@@ -40,6 +40,12 @@ from ds4.apps.options import (
 from ds4.apps.server_logging import LOG_FORMATS, configure_server_logging
 from ds4.domain.errors import Ds4Error
 from ds4.domain.kvcache.policy import KvCacheOptions
+from ds4.domain.serving.response_store import (
+    DEFAULT_STORED_MIB,
+    DEFAULT_STORED_RESPONSES,
+    MAX_STORED_MIB,
+    MAX_STORED_RESPONSES,
+)
 from ds4.wire.requests import is_loopback_host
 
 
@@ -121,6 +127,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help=f"live sessions on the one loaded model, 1..{MAX_SESSIONS}: N requests run at "
         "once, their decode steps batched into one forward pass (docs/adr/0045)",
+    )
+    p.add_argument(
+        "--stored-responses",
+        type=flag_types.int_in(0, MAX_STORED_RESPONSES),
+        default=DEFAULT_STORED_RESPONSES,
+        metavar="N",
+        help=f"Responses kept for previous_response_id and GET /v1/responses/{{id}}, "
+        f"0..{MAX_STORED_RESPONSES} (the least recently used go first; 0: keep none, "
+        "`store` is then ignored); with --kv-disk-dir they are written under "
+        "DIR/responses and survive a restart",
+    )
+    p.add_argument(
+        "--stored-responses-mb",
+        type=flag_types.int_in(0, MAX_STORED_MIB),
+        default=DEFAULT_STORED_MIB,
+        metavar="MIB",
+        help=f"bytes of stored response records (their JSON), 0..{MAX_STORED_MIB}; their "
+        "KV states count against --kv-mem-space-mb and --kv-disk-space-mb instead",
     )
     p.add_argument(
         "--tool-memory-max-ids",
@@ -351,6 +375,8 @@ def server_options(args: argparse.Namespace, host: str) -> ServerOptions:
         strict_tools=args.strict_tools,
         prefill_chunk=args.prefill_chunk,
         sessions=args.sessions,
+        stored_responses=args.stored_responses,
+        stored_responses_bytes=args.stored_responses_mb << 20,
         prefix_file=args.prefix_file,
         kv_disk_dir=args.kv_disk_dir,
         kv_cache=kv_cache_options(args),

@@ -29,6 +29,7 @@ from ds4.ports.constraint import ConstraintCompiler
 from ds4.ports.kv_store import KVStore
 from ds4.ports.model_file import Checkpoint, Dequantizer, ModelFile, Quantizer
 from ds4.ports.model_hub import ModelHub
+from ds4.ports.response_archive import ResponseArchive
 from ds4.ports.system import Clock, MemoryRoom, Pacer, RandomSource, Timer
 from ds4.ports.tokenizer import Tokenizer
 
@@ -247,6 +248,13 @@ def kv_store(directory: str, log: Callable[[str], None]) -> KVStore:
     from ds4.adapters.storage.kv_disk_store import DiskKVStore
 
     return DiskKVStore(directory, log=log)
+
+
+def response_archive(kv_directory: str, log: Callable[[str], None]) -> ResponseArchive:
+    """Stored Responses records on disk, beside the KV files (DIR/responses)."""
+    from ds4.adapters.storage.response_files import SUBDIRECTORY, ResponseFiles
+
+    return ResponseFiles(Path(kv_directory) / SUBDIRECTORY, log=log)
 
 
 def kv_disk_usage(directory: str) -> Callable[[], int]:

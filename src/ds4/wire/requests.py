@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -387,9 +387,23 @@ class ReplyOptions:
 
 
 @dataclass(frozen=True)
+class StoredState:
+    """A Responses request's `store` and `previous_response_id` (wire/responses_state.py):
+    the input items as sent, the stored conversation's items before them once resumed,
+    and how to parse the request again with that history in front."""
+
+    store: bool
+    previous_response_id: str | None
+    items: tuple[object, ...]  # this request's input items (a string input as one message)
+    history: tuple[object, ...] = ()  # the stored conversation before them (resumed)
+    resume: Callable[[tuple[object, ...]], ParsedRequest] | None = None
+
+
+@dataclass(frozen=True)
 class ParsedRequest:
     generation: GenerationRequest
     reply: ReplyOptions = ReplyOptions()
+    stored: StoredState | None = None  # Responses only
 
 
 # ---- loopback hosts --------------------------------------------------------

@@ -3,8 +3,9 @@ tools (ADR 0043); the reply side is responses_reply.py.
 
 Input items are strict (an unexpected item or content part is a 400) while unknown
 top-level fields are ignored, so Codex's `include` (but its logprobs value,
-wire/logprobs.py), `prompt_cache_key`,
-`client_metadata`, `store`, `text`, and hosted tools such as `web_search` pass.
+wire/logprobs.py), `prompt_cache_key`, `client_metadata`, `text`, and hosted tools such
+as `web_search` pass. `store` and `previous_response_id` keep and continue responses
+(wire/responses_state.py); `conversation` is refused.
 Freeform custom tools become one-string-parameter functions (custom tools, below).
 Reasoning items collect into a buffer that the next assistant-side item takes.
 """
@@ -12,6 +13,7 @@ Reasoning items collect into a buffer that the next assistant-side item takes.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 
 import msgspec
 
@@ -45,6 +47,7 @@ from ds4.wire.requests import (
     responses_think_mode,
     sampling,
 )
+from ds4.wire.responses_state import stored_state
 
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
 _SUMMARIES = frozenset({"auto", "concise", "detailed"})
@@ -111,6 +114,7 @@ class ResponsesBody(msgspec.Struct):
     conversation: object = None
     include: object = None  # read for its logprobs value only (wire/logprobs.py)
     top_logprobs: object = None
+    store: object = None
 
 
 def _text(value: object) -> str:
@@ -294,10 +298,23 @@ def parse_responses(body: bytes) -> ParsedRequest:
     wire = decode_body(body, ResponsesBody)
     if not present(wire.input):
         raise RequestError("missing input")
-    stored = {"previous_response_id": wire.previous_response_id, "conversation": wire.conversation}
-    for key, value in stored.items():  # state a server would keep; this one keeps none
-        if value is not None:
-            raise RequestError(f"{key} is not supported; replay full input instead")
+    if not isinstance(wire.input, str | list):
+        raise InvalidJsonError("input must be a string or an array")
+    state = stored_state(wire.store, wire.previous_response_id, wire.conversation, wire.input)
+
+    def resume(history: tuple[object, ...]) -> ParsedRequest:
+        parsed = _parse(wire, history)
+        return replace(parsed, stored=replace(state, history=history, resume=None))
+
+    # with previous_response_id the request is parsed again, the stored items in front,
+    # once the app has looked them up (resume); until then only its items are checked
+    parsed = _parse(wire, (), check=state.previous_response_id is None)
+    return replace(parsed, stored=replace(state, resume=resume))
+
+
+def _parse(
+    wire: ResponsesBody, history: tuple[object, ...], *, check: bool = True
+) -> ParsedRequest:
     check_tool_count(len(wire.tools or ()))
     choice = openai_tool_choice(wire.tool_choice, wire.parallel_tool_calls)
     output_format = one_format(text_format(wire.text), grammar_field(wire.grammar))
@@ -309,14 +326,15 @@ def parse_responses(body: bytes) -> ParsedRequest:
     items = _Items(tools)
     try:
         tools.add(wire.tools or [])
+        for index, item in enumerate(history):
+            items.add(index, item)
         raw_input = wire.input
         if isinstance(raw_input, str):
+            items.flush_reasoning()
             items.messages.append(UserMessage(raw_input))
         elif isinstance(raw_input, list):
             for index, item in enumerate(raw_input):
                 items.add(index, item)
-        else:
-            raise InvalidJsonError("input must be a string or an array")
         if items.pending:
             items.messages.append(AssistantMessage("", items.take_reasoning()))
     except RequestError:
@@ -324,7 +342,7 @@ def parse_responses(body: bytes) -> ParsedRequest:
     except Ds4Error as error:  # a tool schema that is not one
         raise InvalidJsonError(str(error)) from None
     messages = items.messages
-    problem = unanswerable(messages)
+    problem = unanswerable(messages) if check else None
     if problem is not None:
         raise _refuse_input(f"input: {problem}")
     if wire.instructions:
@@ -343,6 +361,7 @@ def parse_responses(body: bytes) -> ParsedRequest:
         output_format=output_format,
         tool_choice=choice,
         logprobs=responses_logprobs(wire.include, wire.top_logprobs),
+        keep_state=wire.store is not False,
     )
     return ParsedRequest(request, ReplyOptions(wire_tools=tools.wire))
 

@@ -10,10 +10,12 @@ paths answer 404 `unknown endpoint` in the OpenAI shape.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, cast
 
-from litestar import Litestar, Request, Response, get
+import anyio.to_thread
+from litestar import Litestar, Request, Response, delete, get
 from litestar.exceptions import HTTPException
 from litestar.handlers import asgi
 from litestar.params import FromPath
@@ -48,6 +50,13 @@ from ds4.wire.replies import (
     model_object,
 )
 from ds4.wire.requests import ParsedRequest
+from ds4.wire.responses_state import (
+    deleted_body,
+    kept,
+    not_found,
+    response_record,
+    resume_stored,
+)
 from ds4.wire.tokenize import (
     DETOKENIZE_PATH,
     TOKENIZE_PATH,
@@ -60,6 +69,7 @@ from ds4.wire.tokenize import (
 # Each API's POST routes, from the APIS table (ds4.wire.apis).
 POST_ROUTES: dict[str, ApiSpec] = {path: spec for spec in APIS.values() for path in spec.paths}
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+STORED_RESPONSE_PATH = "/v1/responses/{response_id:str}"  # GET, DELETE
 # The `api` label of the access log and of /metrics; a key ending in "/" is a prefix.
 ROUTE_LABELS = {
     **{path: spec.api.value for path, spec in POST_ROUTES.items()},
@@ -69,6 +79,7 @@ ROUTE_LABELS = {
     DETOKENIZE_PATH: "tokenizer",
     "/v1/models": "models",
     "/v1/models/": "models",
+    "/v1/responses/": "stored-responses",
     "/health": "health",
     METRICS_PATH: "metrics",
 }
@@ -175,7 +186,23 @@ def build_app(state: ServerState) -> ASGIApp:
     def tokenizer_info() -> Response[bytes]:
         return _json(tokenizer_info_body(state.tokenizer, config.ctx))
 
+    @get(STORED_RESPONSE_PATH)
+    async def stored_response(response_id: FromPath[str]) -> Response[bytes]:
+        record = await anyio.to_thread.run_sync(state.responses.get, response_id)
+        if record is None:
+            error = not_found(response_id)
+            return _json(error_body(error, None), http_status(error.kind))
+        return _json(record.body)
+
+    @delete(STORED_RESPONSE_PATH, status_code=200)
+    async def delete_response(response_id: FromPath[str]) -> Response[bytes]:
+        if not await anyio.to_thread.run_sync(state.responses.delete, response_id):
+            error = not_found(response_id)
+            return _json(error_body(error, None), http_status(error.kind))
+        return _json(deleted_body(response_id))
+
     handlers: list[object] = [models, model, health, tokenizer_info, metrics_route(state.metrics)]
+    handlers += [stored_response, delete_response]
     handlers += [_post_handler(state, path, spec) for path, spec in POST_ROUTES.items()]
     handlers.append(_count_tokens_handler(state))
     handlers += [_tokenizer_handler(state, path) for path in (TOKENIZE_PATH, DETOKENIZE_PATH)]
@@ -339,6 +366,8 @@ async def handle_post(
             parsed = await state.large_bodies.run(large, spec.parse, body)
             parsed = _speculation_choice(scope, parsed)
             del body  # up to --max-body-mb, not needed while rendering and tokenizing
+            if parsed.stored is not None:  # previous_response_id: its conversation in front
+                parsed = await state.large_bodies.run(large, resume_stored, state.responses, parsed)
             prepared = await state.large_bodies.run(large, _prepare, state, parsed.generation)
         job = Job(prepared, deliver, on_token=record.on_token)
         state.inference.submit(job)
@@ -352,18 +381,33 @@ async def handle_post(
         return
     ctx = spec.context(parsed, next(state.sequence), state.clock.now(), state.random)
     watcher = asyncio.create_task(_watch_disconnect(receive, job))
+
+    async def keep(finished: Finished) -> None:
+        """A stored response is kept before its client sees it end."""
+        if kept(parsed, finished):
+            record = response_record(ctx, parsed, finished, spec.reply(ctx, finished))
+            await anyio.to_thread.run_sync(state.responses.put, record)
+
     try:
         if parsed.generation.stream:
-            await _stream(state, spec, ctx, outputs, scope, send)
+            await _stream(state, spec, ctx, outputs, scope, send, keep)
         else:
-            await _answer_json(scope, spec, ctx, outputs, send)
+            await _answer_json(scope, spec, ctx, outputs, send, keep)
     finally:
         job.cancel.set()  # no-op once finished; stops the worker if we left early
         watcher.cancel()
 
 
+Keep = Callable[[Finished], Awaitable[None]]  # stores a finished Responses reply
+
+
 async def _answer_json(
-    scope: Scope, spec: ApiSpec, ctx: ReplyContext, outputs: asyncio.Queue[JobOutput], send: Send
+    scope: Scope,
+    spec: ApiSpec,
+    ctx: ReplyContext,
+    outputs: asyncio.Queue[JobOutput],
+    send: Send,
+    keep: Keep,
 ) -> None:
     api = spec.api
     while True:
@@ -376,6 +420,7 @@ async def _answer_json(
                 error = RequestError("request cancelled", ErrorKind.UNAVAILABLE)
                 await send_error(send, scope, error, api)
                 return
+            await keep(output)
             await send_json(send, 200, spec.reply(ctx, output))
             return
 
@@ -387,6 +432,7 @@ async def _stream(
     outputs: asyncio.Queue[JobOutput],
     scope: Scope,
     send: Send,
+    keep: Keep,
 ) -> None:
     """The SSE head goes out with the first event or keepalive, so a job the worker
     refuses (409: live continuation state gone) still gets its HTTP status."""
@@ -425,6 +471,8 @@ async def _stream(
             if not head_sent:
                 await write([])
             continue
+        if isinstance(output, Finished):
+            await keep(output)
         frames: list[bytes] = []
         if not opened:
             opened = True

@@ -1,5 +1,5 @@
-"""What the HTTP layer shares across requests: config, tokenizer, memory, the job queue
-and the live bindings tool results are checked against."""
+"""What the HTTP layer shares across requests: config, tokenizer, memory, the job queue,
+the live bindings tool results are checked against, and the stored responses."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from ds4.adapters.http.metrics import ServerMetrics
 from ds4.adapters.system import SystemClock
 from ds4.domain.chat import PrefixTurn
 from ds4.domain.serving.live import KnownIds
+from ds4.domain.serving.response_store import ResponseStore
 from ds4.domain.tools import ToolReplayMemory
 from ds4.ports.constraint import ConstraintCompiler
 from ds4.ports.system import Clock, RandomSource
@@ -67,3 +68,5 @@ class ServerState:
     clock: Clock = field(default_factory=SystemClock)  # the replies' `created` stamps
     sequence: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     large_bodies: LargeBodies = field(default_factory=LargeBodies)
+    # stored Responses (store, previous_response_id, GET/DELETE /v1/responses/{id})
+    responses: ResponseStore = field(default_factory=ResponseStore)

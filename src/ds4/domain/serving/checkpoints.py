@@ -20,6 +20,7 @@ from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+from ds4.domain.chat import EOS
 from ds4.domain.engine.cancel import CancelCheck
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
@@ -28,12 +29,13 @@ from ds4.domain.generation.loop import OnToken, prefill
 from ds4.domain.kvcache.disk_cache import DiskCache
 from ds4.domain.kvcache.kv_file import KvcFlags, SaveReason
 from ds4.domain.kvcache.policy import KvCacheOptions, chat_anchor, continued_target, store_len
-from ds4.domain.serving.live import DiskKey
+from ds4.domain.serving.live import DiskKey, after_visible
 from ds4.domain.tools import ToolReplayMemory
 from ds4.ports.compute import StateCheckpoint
 from ds4.ports.tokenizer import Tokenizer
 
 Log = Callable[[str], None]
+EOS_BYTES = EOS.encode()
 # Continued saves stop once a tools-enabled turn has begun a tool call
 # (docs/reference/server.md §4.5).
 TOOL_START_MARKERS = ("<｜DSML｜tool_calls>", "<DSML｜tool_calls>", "<tool_calls>")
@@ -235,8 +237,12 @@ class KvCheckpoints:
             return None
         if hit is None:
             return None
+        start = hit.text_bytes
+        if hit.flags & (KvcFlags.RESPONSES_VISIBLE | KvcFlags.THINKING_VISIBLE):
+            # a visible transcript's state lacks its final EOS (live.after_visible)
+            start -= len(EOS_BYTES) if prompt[:start].endswith(EOS_BYTES) else 0
         try:
-            suffix = prompt[hit.text_bytes :].decode("utf-8")
+            suffix = prompt[start:].decode("utf-8")
         except UnicodeDecodeError:
             session.invalidate()
             self._log(f"kv cache load failed sha={hit.sha}: key ends inside a UTF-8 character")
@@ -314,6 +320,7 @@ class _Entry:
     reason: str
     used: int  # the store's use counter at the last store or hit
     handed_out: bool = False  # given to a slot for the disk at shutdown
+    visible: bool = False  # `text` is a Responses visible transcript, not the tokens' text
 
     @property
     def nbytes(self) -> int:
@@ -383,15 +390,19 @@ class MemoryCheckpoints:
                     return False
         return True
 
-    def keep_live(self, session: EngineSession, reason: str) -> bool:
-        """Store a copy of the live state (when `worth_keeping`)."""
+    def keep_live(self, session: EngineSession, reason: str, visible: str | None = None) -> bool:
+        """Store a copy of the live state (when `worth_keeping`); `visible`: the
+        Responses transcript it is bound to, its text key instead of the tokens' text."""
         if not self.worth_keeping(session.tokens):
             return False
-        return self.add(session.checkpoint(), reason)
+        return self.add(session.checkpoint(), reason, visible)
 
-    def add(self, checkpoint: StateCheckpoint, reason: str) -> bool:
+    def add(self, checkpoint: StateCheckpoint, reason: str, visible: str | None = None) -> bool:
         """Store `checkpoint`, evicting the least recently used entries beyond the
-        budget; False when it is too short or alone larger than the budget."""
+        budget; False when it is too short or alone larger than the budget. A prompt
+        that starts with `visible` (when given) continues it by text, as one that starts
+        with the tokens' text does (a Responses state holds reasoning its replay does
+        not show: docs/reference/server.md §5.3)."""
         tokens = tuple(checkpoint.tokens)
         size = checkpoint.nbytes
         if self.budget == 0 or len(tokens) < self.min_tokens:
@@ -402,10 +413,14 @@ class MemoryCheckpoints:
                 f"bytes, budget {self.budget}"
             )
             return False
-        text = self._tokenizer.decode(tokens)  # outside the lock: a long state takes a while
+        # outside the lock: a long state takes a while
+        text = self._tokenizer.decode(tokens) if visible is None else visible
         with self._lock:
             self._entries = [e for e in self._entries if e.tokens != tokens]
-            self._entries.append(_Entry(checkpoint, tokens, text, reason, self._use()))
+            entry = _Entry(
+                checkpoint, tokens, text, reason, self._use(), visible=visible is not None
+            )
+            self._entries.append(entry)
             evicted = self._evict()
             total = sum(e.nbytes for e in self._entries)
             count = len(self._entries)
@@ -439,6 +454,8 @@ class MemoryCheckpoints:
         tokens = tuple(prompt)
         if match == "text":
             rest = prompt_text[len(chosen.text) :]
+            if chosen.visible:  # the state lacks the transcript's final EOS
+                rest = after_visible(chosen.text, prompt_text)
             tokens = chosen.tokens + tuple(self._tokenizer.encode(rest))
             if len(tokens) >= session.ctx:
                 return None
@@ -459,11 +476,15 @@ class MemoryCheckpoints:
     def take_for_disk(self) -> list[StateCheckpoint]:
         """At shutdown: the entries no slot has taken yet, most recently used first, each
         handed out once (every slot saves a share on its own thread)."""
+        return [checkpoint for checkpoint, _ in self.take_keyed_for_disk()]
+
+    def take_keyed_for_disk(self) -> list[tuple[StateCheckpoint, str | None]]:
+        """`take_for_disk`, each with its visible transcript (None: keyed by its tokens)."""
         with self._lock:
             fresh = [e for e in self._by_use() if not e.handed_out]
             for entry in fresh:
                 entry.handed_out = True
-        return [e.checkpoint for e in fresh]
+        return [(e.checkpoint, e.text if e.visible else None) for e in fresh]
 
     # ---- under the lock ------------------------------------------------------
 

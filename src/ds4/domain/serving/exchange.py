@@ -149,6 +149,9 @@ class GenerationRequest:
     # completions with a token-id prompt: these ids are the prompt, as they are (no
     # template, no thinking); `messages` is then empty
     prompt_ids: tuple[int, ...] | None = None
+    # Responses `store`: keep the KV state at the turn's end for a later
+    # previous_response_id, in memory and on disk (docs/adr/0069-stored-responses.md)
+    keep_state: bool = False
 
     @property
     def tools_active(self) -> bool:

@@ -55,6 +55,7 @@ from ds4.domain.serving.exchange import LogprobRequest, PromptReady, ServedEvent
 from ds4.domain.serving.live import (
     RESPONSES_TOOL_OUTPUT,
     RESPONSES_VISIBLE,
+    DiskKey,
     LiveBindings,
     TurnFacts,
 )
@@ -233,9 +234,10 @@ class Worker:
         self.kv.save_at_shutdown(self.session, self.live.disk_key(self.session.pos))
         if self.mem is None:
             return
-        for checkpoint in self.mem.take_for_disk():
+        for checkpoint, visible in self.mem.take_keyed_for_disk():
             self.session.restore(checkpoint)
-            self.kv.store(self.session, SaveReason.SHUTDOWN, self.session.pos)
+            key = None if visible is None else _visible_key(visible)
+            self.kv.store(self.session, SaveReason.SHUTDOWN, self.session.pos, key)
 
     def _warn_reasoning(self, job: PreparedJob, source: str, hit: DiskHit | None) -> None:
         """A stateless replay without its reasoning, and no state that still holds it."""
@@ -274,7 +276,7 @@ class Worker:
             if memory is not None and memory.keep <= reachable:
                 memory = None
         if self.mem is not None:
-            self.mem.keep_live(self.session, "evict")
+            self.mem.keep_live(self.session, "evict", self._bound_visible())
         hit = None
         if self.kv is not None:
             self.kv.save_evicted(self.session, self.live.disk_key(self.session.pos))
@@ -347,9 +349,31 @@ class Worker:
                 finished = self._finish(event, api, shown)
                 self.live.after_turn(self._turn_facts(job), finished)
                 yield from self._canonicalize(job, finished, cancel)
+                kept = self._keep_stored(job)
                 yield finished
+                if kept is not None and self.kv is not None:  # after the reply went out
+                    self.kv.store(self.session, SaveReason.EVICT, self.session.pos, kept)
             else:
                 yield event
+
+    # ---- stored responses (docs/adr/0069-stored-responses.md) --------------------
+
+    def _bound_visible(self) -> str | None:
+        """The Responses visible transcript the live state is bound to, if any."""
+        key = self.live.disk_key(self.session.pos)
+        return key.text if key is not None and key.kind == RESPONSES_VISIBLE else None
+
+    def _keep_stored(self, job: PreparedJob) -> DiskKey | None:
+        """A stored Responses turn: a copy of the end state in memory now, keyed by its
+        visible transcript (a continuation, or a second one from the same response,
+        restores it once the live state moved on); returns the key of its disk save,
+        which is written once the reply went out (None: nothing to save)."""
+        visible = self._bound_visible() if job.request.keep_state else None
+        if visible is None:
+            return None
+        if self.mem is not None:
+            self.mem.keep_live(self.session, "stored", visible)
+        return _visible_key(visible) if self.kv is not None else None
 
     def _warn_context_full(self, finished: Finished, max_tokens: int) -> None:
         """A reply cut short by the context, not by its max_tokens: say so, since the
@@ -433,6 +457,10 @@ class Worker:
             reasoning_summary=request.reasoning_summary,
             pos=self.session.pos,
         )
+
+
+def _visible_key(visible: str) -> DiskKey:
+    return DiskKey(visible, KvcFlags.RESPONSES_VISIBLE, RESPONSES_VISIBLE)
 
 
 # ---- canonicalize ----------------------------------------------------------

@@ -55,11 +55,23 @@ class Binding:
         return bool(ids) and len(ids) == len(self.call_ids) and all(i in self.call_ids for i in ids)
 
     def visible_prefix(self, prompt_text: str) -> str | None:
-        """The rest of `prompt_text` after the visible transcript, or None."""
+        """What the live state lacks of `prompt_text` when the visible transcript
+        prefixes it (its final EOS, then the rest), or None."""
         visible = self.visible
         if visible and len(visible) < len(prompt_text) and prompt_text.startswith(visible):
-            return prompt_text[len(visible) :]
+            return after_visible(visible, prompt_text)
         return None
+
+
+def after_visible(visible: str, prompt_text: str) -> str:
+    """The text a state named by `visible` lacks of `prompt_text` (which starts with it).
+
+    A visible transcript ends with the turn's EOS, which was sampled but never evaluated
+    into the state (docs/reference/server.md §5.3): the state holds the transcript but
+    that EOS, so the suffix to evaluate starts with it. Without this the continued
+    prompt would lose the EOS a full replay renders, and answer otherwise."""
+    start = len(visible) - len(EOS) if visible.endswith(EOS) else len(visible)
+    return prompt_text[start:]
 
 
 @dataclass(frozen=True)
