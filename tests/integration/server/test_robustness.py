@@ -69,9 +69,15 @@ def test_missing_fields_and_responses_policy(server: LiveServer) -> None:
     assert post(server, "/v1/completions", b"{}").json()["error"]["message"] == "missing prompt"
     assert post(server, "/v1/responses", b"{}").json()["error"]["message"] == "missing input"
     forced = post(server, "/v1/responses", b'{"input": "x", "tool_choice": "required"}')
-    assert forced.json()["error"]["message"] == "tool_choice=required not supported"
-    chained = post(server, "/v1/responses", b'{"input": "x", "previous_response_id": "r"}')
-    assert chained.status_code == 400
+    # a forced call with no tools to call is refused, naming the field
+    assert forced.status_code == 400
+    assert forced.json()["error"]["message"].startswith("tool_choice:")
+    malformed = post(server, "/v1/responses", b'{"input": "x", "previous_response_id": "r"}')
+    assert malformed.status_code == 400
+    assert malformed.json()["error"]["param"] == "previous_response_id"
+    chained = post(server, "/v1/responses", b'{"input": "x", "previous_response_id": "resp_0"}')
+    assert chained.status_code == 404  # no stored response by that id
+    assert chained.json()["error"]["message"] == "Response with id 'resp_0' not found."
 
 
 def test_huge_body_is_413(server: LiveServer) -> None:
