@@ -305,17 +305,8 @@ class EngineSession:
         cancel() is checked before every chunk; CancelledError leaves the state at
         the last finished chunk.
         """
-        total = len(tokens)
-        if self.pos + total > self.ctx:
-            raise Ds4Error(f"{self.pos + total} tokens do not fit the context of {self.ctx}")
-        step = self._chunk if self._chunk > 0 else max(total, 1)
-        done = 0
-        while done < total:
-            if cancel():
-                raise CancelledError
-            piece = list(tokens[done : done + step])
+        for done, total, piece in self._chunks(tokens, cancel):
             _through(self._policies, Step("chunk", self._compute, piece), self._chunk_step)
-            done += len(piece)
             yield done, total
 
     def extend_scored(
@@ -324,18 +315,24 @@ class EngineSession:
         """`extend`, keeping every position's logits: yields (done, total, rows) after
         each chunk, rows[i] the logits after that chunk's i-th token [n, V]. One
         chunk's rows are held at a time (an echoed prompt's log-probabilities)."""
+        for done, total, piece in self._chunks(tokens, cancel):
+            rows = _through(self._policies, Step("pass", self._compute, piece), self._block)
+            yield done, total, rows
+
+    def _chunks(
+        self, tokens: Sequence[int], cancel: CancelCheck
+    ) -> Iterator[tuple[int, int, list[int]]]:
+        """The prefill chunks of `tokens` as (done after it, total, chunk), once they are
+        known to fit; cancel() is checked before each (CancelledError)."""
         total = len(tokens)
         if self.pos + total > self.ctx:
             raise Ds4Error(f"{self.pos + total} tokens do not fit the context of {self.ctx}")
         step = self._chunk if self._chunk > 0 else max(total, 1)
-        done = 0
-        while done < total:
+        for start in range(0, total, step):
             if cancel():
                 raise CancelledError
-            piece = list(tokens[done : done + step])
-            rows = _through(self._policies, Step("pass", self._compute, piece), self._block)
-            done += len(piece)
-            yield done, total, rows
+            piece = list(tokens[start : start + step])
+            yield start + len(piece), total, piece
 
     # ---- evaluation --------------------------------------------------------
 
