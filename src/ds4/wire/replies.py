@@ -183,6 +183,11 @@ SUPPORTED_PARAMETERS = (
     "seed",
     "stream",
     "reasoning_effort",
+    "parallel_tool_calls",
+    "response_format",
+    "structured_outputs",
+    "logprobs",
+    "top_logprobs",
 )
 
 
