@@ -3,6 +3,8 @@ reply shapes per API (docs/reference/server.md §3.10)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -19,6 +21,7 @@ from ds4.wire.logprobs import (
     responses_logprobs,
     token_text,
 )
+from ds4.wire.replies import model_object
 
 A = TokenLogprob(1, b"ab", -0.5, (TokenLogprob(1, b"ab", -0.5), TokenLogprob(2, b"c", -1.0)))
 PARTIAL = TokenLogprob(3, b"\xe8\xb4", float("-inf"))
@@ -81,3 +84,9 @@ def test_token_logprob_is_the_dump_computation() -> None:
     assert [t.id for t in entry.top] == [5, 9, *[r.id for r in step.top(4)][2:]]
     full = np.lexsort((np.arange(300), -logits.astype(np.float64)))[:4]
     assert [t.id for t in entry.top] == full.tolist()  # the partial sort equals a full one
+
+
+def test_the_model_object_advertises_logprobs_and_structured_outputs() -> None:
+    advertised = json.loads(model_object("ds4", "demo", 4096, 512))["supported_parameters"]
+    for name in ("logprobs", "top_logprobs", "response_format", "tool_choice"):
+        assert name in advertised
