@@ -209,3 +209,29 @@ def test_ds4_server_restarted_on_its_kv_disk_dir_continues_a_stored_response(
     stored = first.usage.input_tokens + first.usage.output_tokens
     assert second.usage.input_tokens_details.cached_tokens == stored
     assert not (tmp_path / "kv" / "responses" / f"{first.id}.response").exists()
+
+
+@pytest.mark.parametrize("kv_in", ["memory", "disk"])
+def test_a_thinking_response_continues_its_state_with_the_reasoning(
+    tmp_path: Path, kv_in: str
+) -> None:
+    """With thinking on, the stored state holds reasoning the replayed items do not
+    show: it is kept under the visible transcript, so the continuation still reuses it
+    whole after the live state moved on, from memory or (restarted) from disk."""
+    thinking = {**GREEDY, "reasoning": {"effort": "high"}, "max_output_tokens": 400}
+    kv = {"kv_disk_dir": str(tmp_path / "kv")}
+    with serve(tmp_path, **kv) as srv:
+        oai = client(srv)
+        first = oai.responses.create(input=FIRST, **thinking)
+        assert first.status == "completed"
+        assert first.usage.output_tokens_details.reasoning_tokens > 0
+        oai.responses.create(input="Un altro discorso, tutto diverso.", **thinking)
+        if kv_in == "memory":
+            second = oai.responses.create(previous_response_id=first.id, input=SECOND, **thinking)
+    if kv_in == "disk":
+        with serve(tmp_path, kv_mem_bytes=0, **kv) as srv:
+            second = client(srv).responses.create(
+                previous_response_id=first.id, input=SECOND, **thinking
+            )
+    stored = first.usage.input_tokens + first.usage.output_tokens
+    assert second.usage.input_tokens_details.cached_tokens == stored
