@@ -10,6 +10,7 @@ answer is fixed and the comparisons are exact.
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import openai
 import pytest
 from tests.integration.server.live_server import LiveServer, live_server
+from tests.integration.server.server_process import server_process
 from tools.demo.files import DEMO
 
 from ds4.domain.kvcache.policy import KvCacheOptions
@@ -183,3 +185,53 @@ def test_a_streamed_response_is_stored_and_continued_streaming(server: LiveServe
     assert second.usage.input_tokens_details.cached_tokens == stored
     plain = oai.responses.create(previous_response_id=first.id, input=SECOND, **GREEDY)
     assert plain.output_text == second.output_text
+
+
+def test_ds4_server_restarted_on_its_kv_disk_dir_continues_a_stored_response(
+    tmp_path: Path,
+) -> None:
+    """The command as a user runs it, stopped with SIGTERM and started again."""
+    args = [
+        "-m", str(DEMO), "--backend", "cpu", "--ctx", "4096",
+        "--kv-disk-dir", str(tmp_path / "kv"), "--kv-cache-min-tokens", "8",
+    ]  # fmt: skip
+    with server_process(args, timeout=120) as srv:
+        oai = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0)
+        first = oai.responses.create(input="Fra Cristoforo", **GREEDY)
+        code, stderr = srv.stop()
+    assert code in (0, -signal.SIGTERM), stderr  # uvicorn re-raises the signal it caught
+    assert "Traceback" not in stderr
+    with server_process([*args, "--kv-mem-space-mb", "0"], timeout=120) as srv:
+        oai = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0)
+        assert oai.responses.retrieve(first.id).model_dump() == first.model_dump()
+        second = oai.responses.create(previous_response_id=first.id, input=SECOND, **GREEDY)
+        oai.responses.delete(first.id)
+    stored = first.usage.input_tokens + first.usage.output_tokens
+    assert second.usage.input_tokens_details.cached_tokens == stored
+    assert not (tmp_path / "kv" / "responses" / f"{first.id}.response").exists()
+
+
+@pytest.mark.parametrize("kv_in", ["memory", "disk"])
+def test_a_thinking_response_continues_its_state_with_the_reasoning(
+    tmp_path: Path, kv_in: str
+) -> None:
+    """With thinking on, the stored state holds reasoning the replayed items do not
+    show: it is kept under the visible transcript, so the continuation still reuses it
+    whole after the live state moved on, from memory or (restarted) from disk."""
+    thinking = {**GREEDY, "reasoning": {"effort": "high"}, "max_output_tokens": 400}
+    kv = {"kv_disk_dir": str(tmp_path / "kv")}
+    with serve(tmp_path, **kv) as srv:
+        oai = client(srv)
+        first = oai.responses.create(input=FIRST, **thinking)
+        assert first.status == "completed"
+        assert first.usage.output_tokens_details.reasoning_tokens > 0
+        oai.responses.create(input="Un altro discorso, tutto diverso.", **thinking)
+        if kv_in == "memory":
+            second = oai.responses.create(previous_response_id=first.id, input=SECOND, **thinking)
+    if kv_in == "disk":
+        with serve(tmp_path, kv_mem_bytes=0, **kv) as srv:
+            second = client(srv).responses.create(
+                previous_response_id=first.id, input=SECOND, **thinking
+            )
+    stored = first.usage.input_tokens + first.usage.output_tokens
+    assert second.usage.input_tokens_details.cached_tokens == stored

@@ -138,9 +138,7 @@ class LiveBindings:
         live_tools = turn.api.rules.live_tools
         if live_tools is LiveTools.TRANSCRIPT:
             self.responses = (
-                Binding(turn.pos, turn.prompt_text + responses_suffix(turn, finished), ids)
-                if ok
-                else None
+                Binding(turn.pos, responses_visible(turn, finished), ids) if ok else None
             )
         if live_tools is LiveTools.CALL_IDS:
             self.anthropic = Binding(turn.pos, "", ids) if ok and calls else None
@@ -181,6 +179,19 @@ def responses_suffix(turn: TurnFacts, finished: Finished) -> str:
         reasoning = (finished.reasoning or "") if turn.reasoning_summary and calls else ""
         head = reasoning + UNTHINK
     return head + finished.content + _calls_dsml(calls, finished.raw_dsml) + EOS
+
+
+def responses_visible(turn: TurnFacts, finished: Finished) -> str:
+    """The transcript a Responses client's next request renders for this turn: the
+    prompt and responses_suffix; but a thinking turn without calls and without tool
+    context is rendered as earlier turns are, its thinking dropped (thinking_visible:
+    `</think>` right after the assistant prefix), so that is what a replay, or a
+    previous_response_id continuation, starts with (docs/adr/0069-stored-responses.md)."""
+    if turn.thinking and not turn.preserves_reasoning and not finished.tool_calls:
+        visible = thinking_visible(turn.prompt_text, finished.content)
+        if visible is not None:
+            return visible
+    return turn.prompt_text + responses_suffix(turn, finished)
 
 
 def thinking_gate(turn: TurnFacts, finished: Finished) -> bool:

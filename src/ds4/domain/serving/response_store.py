@@ -45,7 +45,7 @@ _HEAD = len(MAGIC) + _DIGEST_HEX + 1  # magic, sha256 of the payload in hex, "\n
 MAX_TOKENS = 2**31 - 1
 # The bounds' flags (ds4 server --stored-responses, --stored-responses-mb).
 MAX_STORED_RESPONSES = 1_000_000
-MAX_STORED_MIB = 1 << 20
+MAX_STORED_MIB = 65536  # 64 GiB of records in memory at most
 DEFAULT_STORED_RESPONSES = 1000
 DEFAULT_STORED_MIB = 256
 _RECORD_OVERHEAD = 256  # bytes a record costs beyond its JSON (ids, counters, the entry)
