@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import anthropic
 import httpx
@@ -90,7 +90,9 @@ class Bits(Strict):
 
 
 class Grid(Strict):
-    rows: list[list[Literal[0, 1]]] = Field(max_length=2)
+    # Both levels bounded: an unbounded inner row let a sampled reply (Responses has
+    # no seed) run past the budget.
+    rows: list[Annotated[list[Literal[0, 1]], Field(max_length=3)]] = Field(max_length=2)
 
 
 class Tags(Strict):
