@@ -17,15 +17,22 @@ import numpy as np
 import pytest
 
 import ds4.lib as ds4lib
-from ds4.adapters.gguf.model_files import load_model
+from ds4.adapters.gguf.model_files import load_model, load_mtp
 from ds4.adapters.quant.numpy_codec import NumpyDequantizer
+from ds4.apps.bootstrap import load_engine
+from ds4.apps.options import EngineOptions
+from ds4.domain.engine.session import EngineSession
+from ds4.domain.generation.loop import decode_tokens, prefill
 from ds4.domain.gguf.ggml_types import GGMLType
+from ds4.domain.sampling import GREEDY as GREEDY_SAMPLING
+from ds4.domain.speculative import MtpDrafter
 
 from .conftest import Peer
 
 pytestmark = pytest.mark.slow
 TEXT = "Quel ramo del lago di Como, che volge a mezzogiorno"
 GREEDY = 16
+GREEDY_MTP = 12  # tokens decoded with and without the MTP draft
 # ds4 numerics (Q8_0 activations, f16 scratch) against llama.cpp's own: the largest
 # logit gap measured on the tiny models was 0.12 of logits up to 5 (docs/llamacpp.md).
 MAX_LOGIT_GAP = 0.5
@@ -172,3 +179,71 @@ def test_our_f32_conversion_of_the_same_checkpoint_matches_theirs(
     print(f"ds4 f32 conversion, fp32 numerics: max gap {gap:.4f} over {len(tokens)} positions")
     assert gap <= 0.05
     assert np.array_equal(plain.argmax(-1), theirs.logits.argmax(-1))
+
+
+@pytest.fixture(scope="module")
+def converted_mtp(peer: Peer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The tiny release with its MTP block: llama.cpp's `--mtp` file (`blk.N.nextn.*`) and
+    ds4's own f32 conversion (main and `-mtp` file) of the same checkpoint."""
+    root = tmp_path_factory.mktemp("llamacpp_mtp")
+    release = root / "release"
+    made = subprocess.run([sys.executable, "-m", "tools.peer.tiny_release", "--out", str(release)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert made.returncode == 0, made.stderr[-2000:]
+    env = dict(os.environ, PYTHONPATH=str(peer.converter.parent / "gguf-py"))
+    theirs = root / "theirs-mtp.gguf"
+    done = subprocess.run(
+        [sys.executable, str(peer.converter), str(release), "--mtp", "--outfile", str(theirs)],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = sorted(root.glob("*theirs-mtp*.gguf"))  # the converter may prefix the name
+    assert len(found) == 1, found
+    ours = root / "ours.gguf"
+    ds4_cmd("gguf", "convert", "--hf", str(release), "--out", str(ours), "--quant", "f32",
+            "--quiet")  # fmt: skip
+    return {"main": ours, "theirs": found[0], "ours": root / "ours-mtp.gguf"}
+
+
+def speculative_run(model: Path, mtp: Path | None, prompt: list[int]) -> tuple[list[int], int]:
+    """Greedy tokens after prompt (with MTP drafting when mtp is given) and the drafts
+    proposed."""
+    engine = load_engine(
+        EngineOptions(str(model), threads=2, mtp=None if mtp is None else str(mtp))
+    )
+    compute = engine.runner.new_session(512)
+    session = engine.session_over(compute) if mtp else EngineSession(compute)
+    for _ in prefill(session, prompt):
+        pass
+    tokens = list(decode_tokens(session, GREEDY_SAMPLING, GREEDY_MTP, eos=-1))
+    drafter = session.drafter
+    return tokens, drafter.stats.proposed if isinstance(drafter, MtpDrafter) else 0
+
+
+def test_llamacpp_mtp_file_is_our_mtp_block(converted_mtp: dict[str, Path]) -> None:
+    """Its `nextn` layer read as `mtp.0.*` holds our conversion's values, tensor for tensor
+    (its eh_proj is Q8_0: our e/h projections within Q8_0 rounding of an f16 scale),
+    and it drafts for the main model with the greedy tokens unchanged."""
+    main, hp = load_model(str(converted_mtp["main"]))
+    main.close()
+    theirs, _ = load_mtp(str(converted_mtp["theirs"]), hp)
+    ours, _ = load_mtp(str(converted_mtp["ours"]), hp)
+    assert set(theirs.tensors) == set(ours.tensors)
+    codec = NumpyDequantizer()
+    for name, info in ours.tensors.items():
+        mine = codec.dequantize(np.ascontiguousarray(ours.raw(name)), info.ggml_type)
+        kind = theirs.tensors[name].ggml_type
+        got = codec.dequantize(np.ascontiguousarray(theirs.raw(name)), kind)
+        if kind is GGMLType.Q8_0:
+            blocks = np.abs(mine).reshape(mine.shape[0], -1, 32).max(axis=-1)
+            # d = amax/127 stored as f16: |x - q*d| <= d/2 + 127 * d * 2^-11 < 0.6 d
+            bound = np.repeat(blocks / 127 * 0.6 + 1e-12, 32, axis=-1)
+            assert np.all(np.abs(got - mine) <= bound), name
+        else:
+            assert np.array_equal(mine, got), name
+    theirs.close()
+    ours.close()
+    prompt = [0, 100, 2000, 300, 45]
+    plain, _ = speculative_run(converted_mtp["main"], None, prompt)
+    drafted, proposed = speculative_run(converted_mtp["main"], converted_mtp["theirs"], prompt)
+    assert drafted == plain and proposed > 0
