@@ -59,7 +59,7 @@ def ours(
         return np.array(rows), session.generate_tokens(GREEDY), m.tokenize(TEXT)
 
 
-@pytest.mark.parametrize("quant", ["q8", "q2"])
+@pytest.mark.parametrize("quant", ["q8", "q2", "bf16"])
 def test_our_tiny_model_runs_alike_in_llamacpp(peer: Peer, tmp_path: Path, quant: str) -> None:
     model = tmp_path / "tiny.gguf"
     ds4_cmd("gguf", "tiny", "--out", str(model), "--quant", quant, "--quiet")
