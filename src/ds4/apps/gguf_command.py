@@ -15,7 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from ds4.apps import flag_types, gguf_convert, gguf_score, gguf_split, gguf_tiny, wiring
+from ds4.apps import (
+    flag_types,
+    gguf_convert,
+    gguf_score,
+    gguf_split,
+    gguf_tiny,
+    gguf_tiny_vision,
+    wiring,
+)
 from ds4.apps.flag_types import DefaultsHelpFormatter
 from ds4.domain.convert.hf_config import hparams_from_config
 from ds4.domain.errors import Ds4Error
@@ -98,6 +106,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     dump.set_defaults(run=run_dump)
 
     gguf_tiny.register(tools)
+    gguf_tiny_vision.register(tools)
     gguf_convert.register(tools)
     gguf_score.register(tools)
     gguf_split.register(tools)
