@@ -31,7 +31,7 @@ def load_vision(path: str) -> tuple[GGUFFile, VisionHParams]:
 def _values(model: ModelFile, deq: Dequantizer, name: str) -> F32:
     info = model.tensors[name]
     flat = deq.dequantize(model.raw(name), info.ggml_type)
-    return np.ascontiguousarray(flat.reshape(info.numpy_shape), dtype=np.float32)
+    return np.array(flat.reshape(info.numpy_shape), dtype=np.float32, order="C", copy=True)
 
 
 def vision_weights(model: ModelFile, deq: Dequantizer, hp: VisionHParams) -> VisionWeights:
