@@ -58,7 +58,8 @@ def test_f16_and_width_flags(tmp_path: Path) -> None:
         assert f.tensors["mm.2.weight"].ggml_type is GGMLType.F16
         assert f.tensors["v.image_newline"].dims == (96,)
         assert "v.blk.0.attn_qkv.bias" not in f.tensors
-    _, hp = load_vision(str(tmp_path / "a.gguf"))
+    model, hp = load_vision(str(tmp_path / "a.gguf"))
+    model.close()
     assert hp.n_embd_out == 96
 
 
@@ -110,3 +111,14 @@ def test_a_main_model_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(Ds4Error) as err:
         load_vision(str(path))
     assert "\n" not in str(err.value) and "general.architecture: missing" in str(err.value)
+
+
+def test_the_command_line_writes_a_loadable_file(tmp_path: Path) -> None:
+    from ds4.apps.cli import main
+
+    out = tmp_path / "cli.gguf"
+    assert main(["gguf", "tiny-vision", "--out", str(out), "--preset", "tiny-1layer",
+                 "--text-embd", "32"]) == 0  # fmt: skip
+    model, hp = load_vision(str(out))
+    model.close()
+    assert (hp.n_layer, hp.n_embd_out) == (1, 32)

@@ -101,12 +101,15 @@ def _attention(x: F32, lw: VisionLayer, hp: VisionHParams, rows: npt.NDArray[np.
     q = rope_2d(qkv[:, :d].reshape(n, heads, dh), rows, cols)
     k = rope_2d(qkv[:, d : 2 * d].reshape(n, heads, dh), rows, cols)
     v = qkv[:, 2 * d :].reshape(n, heads, dh)
-    scores = np.einsum("qhd,khd->hqk", q, k).astype(np.float32) * np.float32(1.0 / math.sqrt(dh))
-    scores -= scores.max(axis=-1, keepdims=True)
-    probs = np.exp(scores)
-    probs /= probs.sum(axis=-1, keepdims=True)
-    mixed = np.einsum("hqk,khd->qhd", probs.astype(np.float32), v).reshape(n, d)
-    return _linear(mixed.astype(np.float32), lw.out, lw.out_b)
+    scale = np.float32(1.0 / math.sqrt(dh))
+    mixed = np.empty((n, heads, dh), dtype=np.float32)
+    for h in range(heads):  # one head's [n, n] scores at a time (3456^2 floats at most)
+        scores = (q[:, h] @ k[:, h].T).astype(np.float32) * scale
+        scores -= scores.max(axis=-1, keepdims=True)
+        probs = np.exp(scores)
+        probs /= probs.sum(axis=-1, keepdims=True)
+        mixed[:, h] = probs @ v[:, h]
+    return _linear(mixed.reshape(n, d), lw.out, lw.out_b)
 
 
 def vit(planes: F32, w: VisionWeights, hp: VisionHParams) -> F32:
