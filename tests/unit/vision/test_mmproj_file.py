@@ -12,7 +12,9 @@ import pytest
 
 from ds4.adapters.gguf.reader import GGUFFile
 from ds4.adapters.gguf.vision_files import load_vision
+from ds4.apps import wiring
 from ds4.apps.gguf_tiny_vision import run_tiny_vision
+from ds4.domain.convert.plan import Chunk, PlannedTensor
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.gguf.records import MetaValue, TensorInfo, ValueType
@@ -122,3 +124,30 @@ def test_the_command_line_writes_a_loadable_file(tmp_path: Path) -> None:
     model, hp = load_vision(str(out))
     model.close()
     assert (hp.n_layer, hp.n_embd_out) == (1, 32)
+
+
+def test_inspect_reports_an_mmproj_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ds4.apps.cli import main
+
+    out = tmp_path / "v.gguf"
+    run_tiny_vision(_args(out))
+    capsys.readouterr()
+    assert main(["gguf", "inspect", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "vision encoder (projector deepseek4v)" in text and "validation:   OK" in text
+    assert main(["gguf", "inspect", "--json", str(out)]) == 0
+    assert '"valid": true' in capsys.readouterr().out
+
+
+def test_inspect_lists_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ds4.apps.cli import main
+
+    meta = vision_metadata(HP)
+    meta["clip.vision.projector.scale_factor"] = MetaValue(ValueType.UINT32, 2)  # mm.1 is 3x3
+    plans = [PlannedTensor(s.name, s.dims, GGMLType.F32) for s in vision_tensors(HP)]
+    out = tmp_path / "bad.gguf"
+    wiring.write_model(out, meta, plans, lambda p: [Chunk(np.zeros(p.numpy_shape, np.float32))],
+                       wiring.quantizer("numpy"))  # fmt: skip
+    assert main(["gguf", "inspect", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "INVALID" in text and "mm.1.weight: dims [576, 128], expected [256, 128]" in text
