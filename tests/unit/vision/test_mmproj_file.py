@@ -151,3 +151,12 @@ def test_inspect_lists_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["gguf", "inspect", str(out)]) == 1
     text = capsys.readouterr().out
     assert "INVALID" in text and "mm.1.weight: dims [576, 128], expected [256, 128]" in text
+
+
+def test_a_truncated_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    run_tiny_vision(_args(tmp_path / "a.gguf"))
+    data = (tmp_path / "a.gguf").read_bytes()
+    (tmp_path / "a.gguf").write_bytes(data[: len(data) // 2])
+    with pytest.raises(Ds4Error) as err:
+        load_vision(str(tmp_path / "a.gguf"))
+    assert "runs past the end" in str(err.value) and "\n" not in str(err.value)

@@ -136,3 +136,20 @@ def test_decoder_checks_the_size_before_decoding() -> None:
 def test_rgb_image_checks_its_array() -> None:
     with pytest.raises(ImageError, match="uint8"):
         RGBImage(np.zeros((4, 4, 4), dtype=np.uint8))
+
+
+def test_every_size_within_the_limits_gets_a_plan() -> None:
+    """Log-uniform sizes within the limits: none is refused, every block fits, and a
+    padded fit never rounds a side to nothing."""
+    rng = np.random.default_rng(5)
+    checked = 0
+    while checked < 3000:
+        w, h = (int(np.exp(rng.uniform(0, np.log(16384)))) for _ in range(2))
+        if max(w, h) > 256 * min(w, h) or w * h > 1 << 25:
+            continue
+        checked += 1
+        plan = plan_resize(w, h, HP)
+        assert BlockLayout(plan.grid_w, plan.grid_h, 3).n_tokens <= MAX_TOKENS, (w, h)
+        if not plan.stretch:
+            scale = min(plan.width / w, plan.height / h)
+            assert round(w * scale) >= 1 and round(h * scale) >= 1, (w, h)
