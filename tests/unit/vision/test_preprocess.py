@@ -5,6 +5,7 @@ and files are refused in one line."""
 from __future__ import annotations
 
 import io
+import zlib
 
 import numpy as np
 import pytest
@@ -153,3 +154,22 @@ def test_every_size_within_the_limits_gets_a_plan() -> None:
         if not plan.stretch:
             scale = min(plan.width / w, plan.height / h)
             assert round(w * scale) >= 1 and round(h * scale) >= 1, (w, h)
+
+
+def _png_header(width: int, height: int) -> bytes:
+    """A PNG whose header claims width x height (no pixel data worth the name)."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(kind + body).to_bytes(4, "big")
+        return len(body).to_bytes(4, "big") + kind + body + crc
+
+    ihdr = width.to_bytes(4, "big") + height.to_bytes(4, "big") + bytes([8, 2, 0, 0, 0])
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", b"") + chunk(b"IEND", b"")
+
+
+@pytest.mark.parametrize("size", [(60000, 60000), (16000, 16000), (20000, 1)])
+def test_huge_dimensions_are_refused_from_the_header(size: tuple[int, int]) -> None:
+    with pytest.raises(ImageError) as err:
+        PillowDecoder().decode(_png_header(*size))
+    assert "pixels" in str(err.value) and "\n" not in str(err.value)
+    assert "exceeds" in str(err.value)

@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from ds4.domain.vision.preprocess import ImageError, RGBImage, check_image_size
+from ds4.domain.vision.preprocess import MAX_PIXELS, ImageError, RGBImage, check_image_size
 
 FORMATS = ("PNG", "JPEG")
 
@@ -26,7 +26,9 @@ class PillowDecoder:
                     rgb = img.convert("RGB")
         except UnidentifiedImageError:
             raise ImageError("image is not a PNG or JPEG file") from None
-        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError,
-                Image.DecompressionBombWarning) as exc:  # fmt: skip
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+            # Pillow's own guard, which fires on opening, before our size check can
+            raise ImageError(f"image exceeds {MAX_PIXELS} pixels ({exc})") from None
+        except (OSError, SyntaxError, ValueError) as exc:
             raise ImageError(f"image cannot be decoded: {exc}") from None
         return RGBImage(np.asarray(rgb, dtype=np.uint8).copy())
