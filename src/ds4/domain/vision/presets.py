@@ -14,8 +14,8 @@ from ds4.domain.vision.hparams import VisionHParams
 
 F32 = npt.NDArray[np.float32]
 
-# The released encoder's published shape (the issue text; vision_inter_dim and the
-# aligner width are not published there, so no preset claims them).
+# Not the released shape (32 blocks of width 1024, 16 heads; its FFN and aligner widths
+# are not published where we read): a tiny one with every part of it.
 _TINY = VisionHParams(
     n_layer=2,
     n_embd=64,
