@@ -635,7 +635,8 @@ def bench_row(
                  for i in range(copies)]  # fmt: skip
         x = rng.standard_normal((row.groups, n_tok, row.cols)).astype(np.float32)
         shared = Rotor(copies)  # ours and ggml CPU read the same copies
-        sides = [Side("ours", OursPrepared(views, sub, x, opts.impl), shared, True)]
+        ours = "gguf" if x8 else "ours"  # Q2_K: GGUF rows, then the x8 layout
+        sides = [Side(ours, OursPrepared(views, sub, x, opts.impl), shared, True)]
         packed = None
         if x8:
             packed = copies_of(ck.q2k_x8_repack(np.ascontiguousarray(src)), copies)
