@@ -9,11 +9,14 @@ ggml is the peer llama.cpp's build (libggml.so, libggml-base.so, libggml-cpu.so;
 default $DS4_PEER_CACHE/llama.cpp-build/bin, built by tools/peer/build_llamacpp.sh),
 driven through its public C API with ctypes: 2-D weight tensors of the type (3-D for
 attn_output_a's 8 groups, as llama.cpp's graph multiplies it), one ggml_mul_mat graph per
-weight copy, computed by the CPU backend (ggml_backend_cpu_init) on --threads threads. Two
-ggml buffers hold the weights: the plain CPU buffer (a ggml_backend_cpu_buffer_from_ptr
-over the very bytes our side reads) and CPU_REPACK, the CPU device's extra buffer type
-(ggml_backend_dev_get_extra_bufts) that repacks a tensor into its own interleaved layout
-at ggml_backend_tensor_set, for the types and shapes it has a layout for on this CPU.
+weight copy, computed by the CPU backend (ggml_backend_cpu_init) on --threads threads.
+ggml's weights live in the plain CPU buffer (a ggml_backend_cpu_buffer_from_ptr over the
+very bytes our side reads) and in each extra buffer type of the CPU device
+(ggml_backend_dev_get_extra_bufts, or --bufts): CPU_REPACK, which repacks a tensor into
+ggml's interleaved layout at ggml_backend_tensor_set for the types and shapes it has one
+for on this CPU, and AMX where the build has it. An extra type is first tried per weight
+type on a small product in a child process (AMX tiles fault in a VM that lists them but
+does not enable them) and left out, with a note, where that fails.
 
 Our side is the forward's entry points over the same bytes and activations, same thread
 count: PreparedProduct (matvec / matmul, what the native forward's ds4_fw_matmul calls)
