@@ -425,7 +425,8 @@ def add_distributed_flags(parser: argparse.ArgumentParser) -> None:
         help="with --distributed: how hidden states cross a range boundary, prefill pieces "
         "and decode alike: 32 as float32 (bit-identical to one process), 16 as bfloat16 "
         "(half the bytes), 8 as int8 with a float32 scale per row (about a quarter); the "
-        "layers always compute in float32 (measured effect on logits: docs/distributed.md)",
+        "layers always compute in float32 (default: 32; measured effect on logits: "
+        "docs/distributed.md)",
     )
     g.add_argument(
         "--dist-trace",

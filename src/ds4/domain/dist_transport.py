@@ -167,3 +167,47 @@ def hop_gaps(
         out.append(max(0.0, start - max(ready, idle)))
         ready = end
     return out
+
+
+@dataclass
+class HopTotals:
+    passes: int = 0
+    tokens: int = 0
+    eval_s: float = 0.0
+    wait_s: float = 0.0
+    transfer_s: float = 0.0
+    bytes_in: int = 0
+
+
+class HopSummary:
+    """Hop records summed per hop and operation (`ds4 bench`'s per-range report)."""
+
+    def __init__(self) -> None:
+        self.totals: dict[tuple[int, str, str], HopTotals] = {}
+
+    def add(self, r: HopRecord) -> None:
+        t = self.totals.setdefault((r.hop, r.to, r.op), HopTotals())
+        t.passes += 1
+        t.tokens += r.tokens
+        t.eval_s += r.eval_s
+        t.wait_s += r.wait_s
+        t.transfer_s += r.transfer_s
+        t.bytes_in += r.bytes_in
+
+    def lines(self) -> list[str]:
+        """One `to=... op=... passes=N tokens=T eval_ms_per_pass=... wait_ms_per_pass=...
+        transfer_ms_per_pass=... bytes_in_per_token=B` line per hop and operation, in
+        hop order (the ranges in layer order, then the way back to the coordinator)."""
+        out = []
+        for key in sorted(self.totals):
+            _, to, op = key
+            t = self.totals[key]
+            n = max(t.passes, 1)
+            out.append(
+                f"to={to.replace(' ', ':')} op={op} passes={t.passes} tokens={t.tokens} "
+                f"eval_ms_per_pass={t.eval_s * 1e3 / n:.3f} "
+                f"wait_ms_per_pass={t.wait_s * 1e3 / n:.3f} "
+                f"transfer_ms_per_pass={t.transfer_s * 1e3 / n:.3f} "
+                f"bytes_in_per_token={t.bytes_in // max(t.tokens, 1)}"
+            )
+        return out
