@@ -165,6 +165,12 @@ def test_a_worker_killed_mid_stream_fails_the_stream_and_the_server_recovers() -
         before = httpx.post(url, json=anthropic_body(False, 24), timeout=120)
         assert before.status_code == 200
         text = before.json()["content"][0]["text"]
+        scrape = httpx.get(server.url + "/metrics", timeout=60).text
+        for to in ("0-1", "2-3", "coordinator"):  # every hop of the request's passes
+            count = re.search(
+                rf'ds4_dist_eval_seconds_count{{op="decode",to="{to}"}} (\d+)', scrape
+            )
+            assert count is not None and int(count.group(1)) >= 1, scrape[-3000:]
 
         events = []
         with httpx.stream("POST", url, json=anthropic_body(True, 400), timeout=120) as reply:
