@@ -7,6 +7,7 @@ before the failure."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -82,6 +83,37 @@ def test_bench_reports_each_range_and_traces_every_hop(tmp_path: Path) -> None:
         ("coordinator", "decode", 6), ("coordinator", "prefill", 2),
     ]  # fmt: skip
     assert all(float(ms) > 0 for to, _, _, _, ms in summary if to != "coordinator")
+
+
+@pytest.mark.slow
+def test_agent_and_eval_answer_as_one_process_does(tmp_path: Path) -> None:
+    """The shared engine flags reach `ds4 agent` and `ds4 eval`: greedy, the split
+    model's answer is the single process's (the agent has no --numerics and runs ds4's;
+    its greedy answer on the demo model is the same split or not)."""
+    agent = ["agent", "-m", str(DEMO), "--non-interactive", "-p", "hello", "-n", "16",
+             "-c", "4096", "-t", "2", "--nothink", "--no-web", "--temp", "0"]  # fmt: skip
+    evals = ["eval", "-m", str(DEMO), "--questions", "1", "-n", "64", "--numerics", "exact",
+             "--hard-limit-reply-budget", "16", "--soft-limit-reply-budget", "32", "--plain",
+             "-t", "2", "--nothink", "--json", ""]  # fmt: skip
+    env = {**os.environ, "DS4_AGENT_HOME": str(tmp_path / "agent")}
+    for argv in (agent, evals):
+        outs = []
+        for split in ([], ["--distributed", "local:2", "--layer-split", "0-1,2-3"]):
+            report = tmp_path / f"{argv[0]}{len(split)}.json"
+            args = [str(report) if a == "" else a for a in argv] + split
+            done = subprocess.run(
+                [*DS4, *args], capture_output=True, text=True, timeout=300, check=False,
+                env=env, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+            assert done.returncode in (0, 1), done.stderr[-2000:]  # eval: 1 = a failed case
+            assert ("distributed layers 0-1" in done.stderr) == bool(split)
+            outs.append(done.stdout if argv is agent else _answers(report))
+        assert outs[0] == outs[1] and outs[0]
+
+
+def _answers(report: Path) -> list[object]:
+    cases = json.loads(report.read_text(encoding="utf-8"))["cases"]
+    return [(c["id"], c["state"], c["answer_given"]) for c in cases]
 
 
 @pytest.mark.slow
