@@ -344,7 +344,13 @@ def slots(target: DistributedTarget) -> list[Slot]:
             found.append(Slot(str(node["NodeID"]), memory, str(node.get("NodeManagerAddress"))))
     if not found:
         raise Ds4Error(f"the Ray cluster at {target.address} has no live node")
-    return sorted(found, key=lambda s: s.label)
+    # several nodes on one machine share an address: tell them apart by their node id
+    shared = {s.label for s in found if sum(o.label == s.label for o in found) > 1}
+    found = [
+        Slot(s.node, s.memory, f"{s.label} (node {str(s.node)[:8]})") if s.label in shared else s
+        for s in found
+    ]
+    return sorted(found, key=lambda s: (s.label, s.node or ""))
 
 
 # --- The workers as Ray actors --------------------------------------------------------
@@ -488,9 +494,11 @@ class RayStages:
         info = self.info[k]
         size = int(info.get("weight_bytes") or 0)
         weights = f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
+        node = self._nodes[k]
+        pinned = f" (node {node[:8]})" if node is not None else ""
         return (
             f"layers {range_text(self._specs[k].layers)}: pid {info.get('pid')} on "
-            f"{info.get('host')}, {weights} of weights"
+            f"{info.get('host')}{pinned}, {weights} of weights"
         )
 
 
