@@ -126,3 +126,16 @@ def test_the_metrics_histograms_count_the_traced_hops(demo: Demo, prompt: list[i
 
 def test_other_runners_feed_no_hops(local_exact: ModelRunner) -> None:
     assert backends.hop_feed(local_exact) is None
+
+
+def test_the_values_transport_carries_the_same_packed_rows(demo: Demo, prompt: list[int]) -> None:
+    """With `values` the coordinator fetches each range's packed output and sends it on
+    as it is: the logits equal the `refs` transport's at the same bits."""
+    runs = []
+    for transport in ("refs", "values"):
+        runner = ray_runner(
+            *demo, target=parse_target("local:2"), numerics="exact", threads=1, piece=PIECE,
+            activation_bits=8, transport=transport, make_stages=InProcessStages,
+        )  # fmt: skip
+        runs.append(run(runner, prompt[:20], steps=2))
+    assert np.array_equal(runs[0], runs[1])
