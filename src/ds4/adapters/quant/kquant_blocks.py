@@ -64,7 +64,8 @@ def q3_k_scales(packed: U8) -> npt.NDArray[np.int8]:
     low = np.concatenate([packed[:, :8] & 15, packed[:, :8] >> 4], axis=1)
     shifts = np.repeat(np.array([0, 2, 4, 6], dtype=np.uint8), 4)
     high = (packed[:, 8 + np.arange(16) % 4] >> shifts) & 3
-    return ((low | (high << 4)).astype(np.int8) - np.int8(32)).astype(np.int8)
+    out: npt.NDArray[np.int8] = ((low | (high << 4)).astype(np.int8) - np.int8(32)).astype(np.int8)
+    return out
 
 
 def q3_k_codes(blocks: U8) -> npt.NDArray[np.int8]:
@@ -161,9 +162,7 @@ def quantize_q3_k(blocks: F32, importance: F32 | None) -> U8:
         hmask |= (hi[:, k] << k).astype(np.uint8)
     lo = (qi & 3).astype(np.uint8).reshape(n, 2, 4, 32)
     qs = lo[:, :, 0] | (lo[:, :, 1] << 2) | (lo[:, :, 2] << 4) | (lo[:, :, 3] << 6)
-    return np.concatenate([hmask, qs.reshape(n, 64), scales, f16_bytes(d)], axis=1).astype(
-        np.uint8
-    )
+    return np.concatenate([hmask, qs.reshape(n, 64), scales, f16_bytes(d)], axis=1).astype(np.uint8)
 
 
 def quantize_q6_k(blocks: F32, importance: F32 | None) -> U8:
@@ -172,7 +171,9 @@ def quantize_q6_k(blocks: F32, importance: F32 | None) -> U8:
     d, sc, q = _symmetric(blocks, 31, 127)
     u = (q.astype(np.int64) + 32).astype(np.uint8).reshape(n, 2, 4, 32)  # (h, k, l)
     lo, hi = u & 15, u >> 4
-    ql = np.concatenate([lo[:, :, 0] | (lo[:, :, 2] << 4), lo[:, :, 1] | (lo[:, :, 3] << 4)], axis=2)
+    ql = np.concatenate(
+        [lo[:, :, 0] | (lo[:, :, 2] << 4), lo[:, :, 1] | (lo[:, :, 3] << 4)], axis=2
+    )
     qh = hi[:, :, 0] | (hi[:, :, 1] << 2) | (hi[:, :, 2] << 4) | (hi[:, :, 3] << 6)
     return np.concatenate(
         [ql.reshape(n, 128), qh.reshape(n, 64), sc.astype(np.uint8), f16_bytes(d)], axis=1

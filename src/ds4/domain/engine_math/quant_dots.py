@@ -204,7 +204,9 @@ def _q3_k_parts(blocks: U8) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32
     lo = (qs >> np.array([0, 2, 4, 6], dtype=np.uint8).reshape(1, 1, 1, 4, 1)) & 3
     hm = blocks[..., :32].reshape(o, nb, 1, 32)
     hi = (hm >> np.arange(8, dtype=np.uint8).reshape(1, 1, 8, 1)) & 1
-    codes = lo.reshape(o, nb, 256).astype(np.int32) - 4 * (1 - hi.reshape(o, nb, 256).astype(np.int32))
+    codes = lo.reshape(o, nb, 256).astype(np.int32) - 4 * (
+        1 - hi.reshape(o, nb, 256).astype(np.int32)
+    )
     return scales, codes.reshape(o, nb, 16, 16)
 
 
@@ -252,7 +254,9 @@ def dot_q5_k(raw: U8, act: QuantizedActivation) -> F32:
     sc = np.concatenate([lo & 63, (tail & 15) | ((lo >> 6) << 4)], axis=-1).astype(np.int64)
     mn = np.concatenate([hi & 63, (tail >> 4) | ((hi >> 6) << 4)], axis=-1).astype(np.int64)
     qs = blocks[:, :, 48:].reshape(o, nb, 4, 1, 32)
-    low = ((qs >> np.array([0, 4], dtype=np.uint8).reshape(1, 1, 1, 2, 1)) & 15).reshape(o, nb, 8, 32)
+    low = ((qs >> np.array([0, 4], dtype=np.uint8).reshape(1, 1, 1, 2, 1)) & 15).reshape(
+        o, nb, 8, 32
+    )
     qh = blocks[:, :, 16:48].reshape(o, nb, 1, 32)
     high = (qh >> np.arange(8, dtype=np.uint8).reshape(1, 1, 8, 1)) & 1
     codes = (low | (high << 4)).astype(np.int32)

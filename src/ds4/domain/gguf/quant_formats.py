@@ -76,8 +76,13 @@ ISAS: tuple[ISA, ...] = ("scalar", "avx2", "avx512", "neon")
 CPU_KERNEL_SOURCES: dict[ISA, tuple[str, ...]] = {
     "scalar": ("cpu_dot_scalar.c", "cpu_dot_kquant_scalar.h"),
     "avx2": ("cpu_dot_avx2.c", "cpu_tile_iq2.c", "cpu_dot_kquant_avx2.h"),
-    "avx512": ("cpu_dot_avx2.c", "cpu_dot_avx512.c", "cpu_tile_iq2.c", "cpu_tile_f16.c",
-               "cpu_dot_kquant_avx2.h"),
+    "avx512": (
+        "cpu_dot_avx2.c",
+        "cpu_dot_avx512.c",
+        "cpu_tile_iq2.c",
+        "cpu_tile_f16.c",
+        "cpu_dot_kquant_avx2.h",
+    ),
     "neon": ("cpu_dot_neon.c", "cpu_dot_neon_quant.h", "cpu_dot_neon_kquant.h"),
 }
 
