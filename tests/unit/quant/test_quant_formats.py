@@ -147,7 +147,7 @@ def test_the_validator_accepts_exactly_the_table_roles() -> None:
     g = GGMLType
     today = {
         Role.VECTOR: {g.F32},
-        Role.FLOAT: {g.F16, g.F32},
+        Role.FLOAT: {g.F16, g.F32, g.Q8_0, g.Q2_K, g.Q3_K, g.Q4_K, g.Q5_K, g.Q6_K},
         Role.PROJECTION: {g.Q8_0, g.Q2_K, g.Q3_K, g.Q4_K, g.Q5_K, g.Q6_K, g.F16, g.F32},
         Role.EXPERT: {
             g.IQ2_XXS,

@@ -53,7 +53,8 @@ class Role(Enum):
     """What a tensor is to the model; the validator allows a type per role."""
 
     VECTOR = "vector"  # norms, HC scale/base, sinks, router bias: F32
-    FLOAT = "float"  # HC fn, router, compressor, indexer, embedding: F16 (or F32)
+    FLOAT = "float"  # HC fn, router, compressor, indexer, embedding: F16 (or F32;
+    # llama-quantize's presets also put Q8_0 and the K-quants on all but the router)
     PROJECTION = "projection"  # attention, shared expert, LM head: Q8_0, Q2_K..Q6_K (or F16/F32)
     EXPERT = "expert"  # routed experts: IQ2_XXS / Q2_K..Q6_K / MXFP4 (or Q8_0/F16/F32)
     INDEX = "index"  # token-id -> expert-id table: I32
@@ -168,20 +169,20 @@ QUANT_FORMATS: tuple[QuantFormat, ...] = (
     ),
     QuantFormat(GGMLType.BF16, FormatKind.SOURCE, cpu=_cpu("bf16", sdot=False)),
     QuantFormat(
-        GGMLType.Q8_0, FormatKind.WEIGHT, frozenset({_R.PROJECTION, _R.EXPERT}),
+        GGMLType.Q8_0, FormatKind.WEIGHT, frozenset({_R.FLOAT, _R.PROJECTION, _R.EXPERT}),
         activation="q8_0",
         cpu=_cpu("q8_0", avx512=("dot_q8_0", "ds4_rows_avx512_q8_0", "ds4_tile_avx512_q8_0")),
         vulkan_shaders=("matvec_q8_0", "matvec_q8_0_q8"),
     ),
     QuantFormat(
-        GGMLType.Q2_K, FormatKind.WEIGHT, frozenset({_R.PROJECTION, _R.EXPERT}),
+        GGMLType.Q2_K, FormatKind.WEIGHT, frozenset({_R.FLOAT, _R.PROJECTION, _R.EXPERT}),
         importance="optional",
         activation="q8_k",
         cpu=_cpu("q2_k", avx512=("ds4_dot_avx512_q2_k", "ds4_rows_avx512_q2_k")),
         vulkan_shaders=("matvec_q2_k", "matvec_q2_k_q8"),
     ),
     QuantFormat(
-        GGMLType.Q4_K, FormatKind.WEIGHT, frozenset({_R.PROJECTION, _R.EXPERT}),
+        GGMLType.Q4_K, FormatKind.WEIGHT, frozenset({_R.FLOAT, _R.PROJECTION, _R.EXPERT}),
         importance="optional",
         activation="q8_k", cpu=_cpu("q4_k"), vulkan_shaders=("matvec_q4_k", "matvec_q4_k_q8"),
     ),
@@ -198,19 +199,20 @@ QUANT_FORMATS: tuple[QuantFormat, ...] = (
         vulkan_shaders=("matvec_mxfp4", "matvec_mxfp4_q8"),
     ),
     QuantFormat(GGMLType.I32, FormatKind.INDEX, frozenset({_R.INDEX})),
-    # The llama-quantize K-quant presets (Q3_K_S .. Q6_K) put these on every projection
-    # (attention, shared expert, LM head) and on the routed experts.
+    # The llama-quantize K-quant presets (Q2_K .. Q6_K) put these on every 2-D weight
+    # but the router: projections (attention, shared expert, LM head), routed experts and
+    # the float-role matrices (HC fn, compressor, indexer, embedding).
     QuantFormat(
-        GGMLType.Q3_K, FormatKind.WEIGHT, frozenset({_R.PROJECTION, _R.EXPERT}),
+        GGMLType.Q3_K, FormatKind.WEIGHT, frozenset({_R.FLOAT, _R.PROJECTION, _R.EXPERT}),
         activation="q8_k", cpu=_cpu("q3_k"), vulkan_shaders=("matvec_q3_k", "matvec_q3_k_q8"),
     ),
     QuantFormat(
-        GGMLType.Q5_K, FormatKind.WEIGHT, frozenset({_R.PROJECTION, _R.EXPERT}),
+        GGMLType.Q5_K, FormatKind.WEIGHT, frozenset({_R.FLOAT, _R.PROJECTION, _R.EXPERT}),
         importance="optional", activation="q8_k", cpu=_cpu("q5_k"),
         vulkan_shaders=("matvec_q5_k", "matvec_q5_k_q8"),
     ),
     QuantFormat(
-        GGMLType.Q6_K, FormatKind.WEIGHT, frozenset({_R.PROJECTION, _R.EXPERT}),
+        GGMLType.Q6_K, FormatKind.WEIGHT, frozenset({_R.FLOAT, _R.PROJECTION, _R.EXPERT}),
         activation="q8_k", cpu=_cpu("q6_k"), vulkan_shaders=("matvec_q6_k", "matvec_q6_k_q8"),
     ),
 )  # fmt: skip
