@@ -23,28 +23,46 @@ AVX2 static inline __m256i dot32_scaled(__m256i u, const int8_t *q8, __m256i sca
     return _mm256_madd_epi16(p16, scales);
 }
 
+/* Q3_K's 16 signed scales as int16 (cpu_internal.h q3k_scale, 16 lanes at once). */
+AVX2 static inline __m256i q3k_scales16(const uint8_t *sc) {
+    uint32_t aux[4];
+    memcpy(aux, sc, 12);
+    uint32_t hi = aux[2];  /* bytes 8..11: two high bits per scale */
+    aux[2] = ((aux[0] >> 4) & 0x0f0f0f0fu) | (((hi >> 4) & 0x03030303u) << 4);
+    aux[3] = ((aux[1] >> 4) & 0x0f0f0f0fu) | (((hi >> 6) & 0x03030303u) << 4);
+    aux[0] = (aux[0] & 0x0f0f0f0fu) | (((hi >> 0) & 0x03030303u) << 4);
+    aux[1] = (aux[1] & 0x0f0f0f0fu) | (((hi >> 2) & 0x03030303u) << 4);
+    __m128i b = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)(const void *)aux),
+                             _mm_set1_epi8(32));
+    return _mm256_cvtepi8_epi16(b);
+}
+
 AVX2 static float dot_q3_k(const uint8_t *w, const void *act, size_t cols) {
     const ds4_block_q8k *y = act;
     const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
+    /* int16 (s_2c, s_2c+1) in every dword -> s_2c in the low 128 bits, s_2c+1 in the high */
+    const __m256i spread = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+                                            2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
     float acc = 0.0f;
     for (size_t b = 0; b < cols / 256; b++, w += 110) {
         const int8_t *q8 = y[b].q;
-        int sc[16], corr = 0;
-        for (int k = 0; k < 16; k++) {
-            sc[k] = q3k_scale(w + 96, k);
-            corr += sc[k] * y[b].bsums[k];
-        }
+        __m256i sc16 = q3k_scales16(w + 96);  /* dword i: scales 2i, 2i + 1 */
+        __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)y[b].bsums);
+        int corr = hsum_epi32(_mm256_madd_epi16(sc16, bs));
         __m256i hm = _mm256_loadu_si256((const __m256i *)(const void *)w);
         __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m256i qs = _mm256_loadu_si256((const __m256i *)(const void *)(w + 32 + 32 * h));
+#pragma GCC unroll 4
             for (int j = 0; j < 4; j++) {
                 int c = 4 * h + j;  /* values 32c .. 32c + 31: sub-blocks 2c, 2c + 1 */
                 __m256i lo = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * j), m3);
                 __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hm, c), m1);
                 __m256i u = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 2));
-                isum = _mm256_add_epi32(
-                    isum, dot32_scaled(u, q8 + 32 * c, scale_pair(sc[2 * c], sc[2 * c + 1])));
+                __m256i pair = _mm256_shuffle_epi8(
+                    _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(c)), spread);
+                isum = _mm256_add_epi32(isum, dot32_scaled(u, q8 + 32 * c, pair));
             }
         }
         int total = hsum_epi32(isum) - 4 * corr;
