@@ -311,8 +311,11 @@ AVX2 static float dot_iq2_xxs(const uint8_t *w, const void *act, size_t cols) {
     return 0.125f * hsum_ps(acc);
 }
 
+#include "cpu_dot_kquant_avx2.h"
+
 const ds4_dot_table ds4_dots_avx2 = {
     dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q2_k, dot_q4_k, dot_iq2_xxs, dot_mxfp4,
+    dot_q3_k, dot_q5_k, dot_q6_k,
 };
 
 #endif

@@ -123,12 +123,12 @@ DS4_SDOT static inline int32x4_t dot16_sdot(int32x4_t acc, int8x16_t a, int8x16_
 
 const ds4_dot_table ds4_dots_neon = {
     dot_f32, dot_f16, dot_bf16, dot_q8_0_base, dot_q2_k_base, dot_q4_k_base, dot_iq2_xxs_base,
-    dot_mxfp4_base,
+    dot_mxfp4_base, dot_q3_k_base, dot_q5_k_base, dot_q6_k_base,
 };
 
 const ds4_dot_table ds4_dots_neon_sdot = {
     dot_f32, dot_f16, dot_bf16, dot_q8_0_sdot, dot_q2_k_sdot, dot_q4_k_sdot, dot_iq2_xxs_sdot,
-    dot_mxfp4_sdot,
+    dot_mxfp4_sdot, dot_q3_k_sdot, dot_q5_k_sdot, dot_q6_k_sdot,
 };
 
 #endif

@@ -145,3 +145,5 @@ NEON_ATTR static float NEON_NAME(dot_iq2_xxs)(const uint8_t *w, const void *act,
     }
     return 0.125f * sumf;
 }
+
+#include "cpu_dot_neon_kquant.h"

@@ -11,7 +11,7 @@
 
 enum {
     T_F32 = 0, T_F16 = 1, T_Q8_0 = 8, T_Q2_K = 10, T_Q4_K = 12, T_IQ2_XXS = 16, T_BF16 = 30,
-    T_MXFP4 = 39
+    T_MXFP4 = 39, T_Q3_K = 11, T_Q5_K = 13, T_Q6_K = 14
 };
 
 /* How the activation is prepared for a weight type. */
@@ -91,6 +91,14 @@ static inline void q4k_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
     }
 }
 
+/* Q3_K sub-block k's signed 6-bit scale (-32..31) from the 12 packed bytes
+ * (docs/reference/formats.md §4.9). */
+static inline int q3k_scale(const uint8_t *sc, int k) {
+    int lo = k < 8 ? (sc[k] & 15) : (sc[k - 8] >> 4);
+    int hi = (sc[8 + k % 4] >> (2 * (k / 4))) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+
 /* Q2_K rows interleaved by 8 (cpu_q2k_x8.c): rows per group, bytes of the group
  * kernel's prepared activation per 256-value block. */
 enum { DS4_Q2K_X8_ROWS = 8, DS4_Q2K_X8_ACT_BYTES = 41 * 64 };
@@ -133,7 +141,7 @@ typedef void (*ds4_rows_fn)(const uint8_t *w, size_t row_stride, size_t n_rows,
                             const void *act, size_t cols, float *y);
 
 typedef struct {
-    ds4_dot_fn f32, f16, bf16, q8_0, q2_k, q4_k, iq2_xxs, mxfp4;
+    ds4_dot_fn f32, f16, bf16, q8_0, q2_k, q4_k, iq2_xxs, mxfp4, q3_k, q5_k, q6_k;
 } ds4_dot_table;
 
 extern const ds4_dot_table ds4_dots_scalar;

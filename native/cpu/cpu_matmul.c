@@ -17,6 +17,9 @@ int ds4_cpu_type_info(int type, int *act_kind, size_t *block_values, size_t *blo
     case T_Q4_K: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 144; return 1;
     case T_IQ2_XXS: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 66; return 1;
     case T_MXFP4: *act_kind = ACT_Q8A; *block_values = 32; *block_bytes = 17; return 1;
+    case T_Q3_K: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 110; return 1;
+    case T_Q5_K: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 176; return 1;
+    case T_Q6_K: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 210; return 1;
     default: return 0;
     }
 }
@@ -31,6 +34,9 @@ ds4_dot_fn ds4_cpu_pick_dot(const ds4_dot_table *t, int type) {
     case T_Q4_K: return t->q4_k;
     case T_IQ2_XXS: return t->iq2_xxs;
     case T_MXFP4: return t->mxfp4;
+    case T_Q3_K: return t->q3_k;
+    case T_Q5_K: return t->q5_k;
+    case T_Q6_K: return t->q6_k;
     default: return NULL;
     }
 }

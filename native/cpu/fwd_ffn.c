@@ -55,7 +55,11 @@ static ds4_cpu_experts experts_of(const ds4_fw_mat *m) {
     return e;
 }
 
-static int q8k_type(int type) { return type == T_Q2_K || type == T_Q4_K || type == T_IQ2_XXS; }
+static int q8k_type(int type) {
+    int act_kind;
+    size_t bv, bb;
+    return ds4_cpu_type_info(type, &act_kind, &bv, &bb) && act_kind == ACT_Q8K;
+}
 
 /* One expert's matrix as a 2-D view. */
 static ds4_fw_mat expert_mat(const ds4_fw_mat *m, int32_t e) {

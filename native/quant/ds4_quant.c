@@ -141,6 +141,49 @@ static void dq_mxfp4(const uint8_t *b, float *y) {
     }
 }
 
+/* Q3_K, Q5_K, Q6_K (docs/reference/formats.md §4.9; twin of adapters/quant/kquant_blocks.py). */
+static void dq_q3_k(const uint8_t *b, float *y) {
+    const uint8_t *hmask = b, *qs = b + 32, *sc = b + 96;
+    float d = rd_f16(b + 108);
+    for (int k = 0; k < 16; k++) {
+        int lo = k < 8 ? (sc[k] & 15) : (sc[k - 8] >> 4);
+        int hi = (sc[8 + k % 4] >> (2 * (k / 4))) & 3;
+        float dl = d * (float)((lo | (hi << 4)) - 32);
+        for (int i = 0; i < 16; i++) {
+            int v = 16 * k + i, h = v / 128, j = (v % 128) / 32, l = v % 32;
+            int q = ((qs[32 * h + l] >> (2 * j)) & 3) - (((hmask[l] >> (v / 32)) & 1) ? 0 : 4);
+            y[v] = dl * (float)q;
+        }
+    }
+}
+
+static void dq_q5_k(const uint8_t *b, float *y) {
+    float d = rd_f16(b), dmin = rd_f16(b + 2);
+    const uint8_t *sc = b + 4, *qh = b + 16, *qs = b + 48;
+    for (int j = 0; j < 8; j++) {
+        int s, m;
+        q4k_scale_min(j, sc, &s, &m);
+        float dl = d * (float)s, ml = dmin * (float)m;
+        for (int l = 0; l < 32; l++) {
+            int q = ((qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15) | (((qh[l] >> j) & 1) << 4);
+            y[32 * j + l] = dl * (float)q - ml;
+        }
+    }
+}
+
+static void dq_q6_k(const uint8_t *b, float *y) {
+    const uint8_t *ql = b, *qh = b + 128;
+    const int8_t *sc = (const int8_t *)(b + 192);
+    float d = rd_f16(b + 208);
+    for (int v = 0; v < 256; v++) {
+        int h = v / 128, r = v % 128;
+        int lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 15;
+        int hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+        float dl = d * (float)sc[v / 16];
+        y[v] = dl * (float)((lo | (hi << 4)) - 32);
+    }
+}
+
 /* ---- dispatch ---------------------------------------------------------- */
 
 size_t ds4_block_bytes(int type) {
@@ -153,6 +196,9 @@ size_t ds4_block_bytes(int type) {
     case DS4_TYPE_Q4_K: return 144;
     case DS4_TYPE_IQ2_XXS: return 66;
     case DS4_TYPE_MXFP4: return 17;
+    case DS4_TYPE_Q3_K: return 110;
+    case DS4_TYPE_Q5_K: return 176;
+    case DS4_TYPE_Q6_K: return 210;
     default: return 0;
     }
 }
@@ -166,7 +212,10 @@ size_t ds4_block_elements(int type) {
     case DS4_TYPE_MXFP4: return 32;
     case DS4_TYPE_Q2_K:
     case DS4_TYPE_Q4_K:
-    case DS4_TYPE_IQ2_XXS: return 256;
+    case DS4_TYPE_IQ2_XXS:
+    case DS4_TYPE_Q3_K:
+    case DS4_TYPE_Q5_K:
+    case DS4_TYPE_Q6_K: return 256;
     default: return 0;
     }
 }
@@ -198,6 +247,9 @@ int ds4_dequantize(int type, const uint8_t *src, size_t n, float *dst) {
         case DS4_TYPE_Q4_K: dq_q4_k(b, y); break;
         case DS4_TYPE_IQ2_XXS: dq_iq2_xxs(b, y); break;
         case DS4_TYPE_MXFP4: dq_mxfp4(b, y); break;
+        case DS4_TYPE_Q3_K: dq_q3_k(b, y); break;
+        case DS4_TYPE_Q5_K: dq_q5_k(b, y); break;
+        case DS4_TYPE_Q6_K: dq_q6_k(b, y); break;
         default: return DS4_QUANT_UNSUPPORTED_TYPE;
         }
     }

@@ -17,7 +17,10 @@ enum {
     DS4_TYPE_Q4_K = 12,
     DS4_TYPE_IQ2_XXS = 16,
     DS4_TYPE_BF16 = 30,
-    DS4_TYPE_MXFP4 = 39
+    DS4_TYPE_MXFP4 = 39,
+    DS4_TYPE_Q3_K = 11,
+    DS4_TYPE_Q5_K = 13,
+    DS4_TYPE_Q6_K = 14
 };
 
 /* Return codes. */

@@ -70,7 +70,10 @@ static size_t block_elements(int type) {
     case DS4Q_TYPE_MXFP4: return 32;
     case DS4Q_TYPE_Q2_K:
     case DS4Q_TYPE_Q4_K:
-    case DS4Q_TYPE_IQ2_XXS: return 256;
+    case DS4Q_TYPE_IQ2_XXS:
+    case DS4Q_TYPE_Q3_K:
+    case DS4Q_TYPE_Q5_K:
+    case DS4Q_TYPE_Q6_K: return 256;
     default: return 0;
     }
 }
@@ -85,6 +88,9 @@ static size_t block_bytes(int type) {
     case DS4Q_TYPE_Q4_K: return 144;
     case DS4Q_TYPE_IQ2_XXS: return 66;
     case DS4Q_TYPE_MXFP4: return 17;
+    case DS4Q_TYPE_Q3_K: return 110;
+    case DS4Q_TYPE_Q5_K: return 176;
+    case DS4Q_TYPE_Q6_K: return 210;
     default: return 0;
     }
 }
@@ -119,6 +125,9 @@ static void quantize_row(int type, const float *x, size_t n, const float *imp, u
         case DS4Q_TYPE_Q4_K: qz_q4_k_block(xb, ib, ob); break;
         case DS4Q_TYPE_IQ2_XXS: qz_iq2_xxs_block(xb, ib, ob); break;
         case DS4Q_TYPE_MXFP4: mxfp4_block(xb, ob); break;
+        case DS4Q_TYPE_Q3_K: qz_q3_k_block(xb, ob); break;
+        case DS4Q_TYPE_Q5_K: qz_q5_k_block(xb, ib, ob); break;
+        case DS4Q_TYPE_Q6_K: qz_q6_k_block(xb, ob); break;
         default: break;
         }
     }

@@ -60,6 +60,9 @@ float qz_make_qp(int n, float nmax, const float *x, const float *w, float *L);
 
 void qz_q2_k_block(const float *x, const float *importance, uint8_t *out);
 void qz_q4_k_block(const float *x, const float *importance, uint8_t *out);
+void qz_q3_k_block(const float *x, uint8_t *out);
+void qz_q5_k_block(const float *x, const float *importance, uint8_t *out);
+void qz_q6_k_block(const float *x, uint8_t *out);
 int qz_iq2_xxs_ready(void);
 int qz_iq2_xxs_init(void);
 void qz_iq2_xxs_block(const float *x, const float *importance, uint8_t *out);

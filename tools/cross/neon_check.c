@@ -102,16 +102,20 @@ static void fill_row(int type, uint8_t *w, size_t cols, int variant) {
         }
         break;
     default: {
-        size_t bytes = type == T_Q2_K ? 84 : type == T_Q4_K ? 144 : 66;
+        int kind;
+        size_t values, bytes;
+        ds4_cpu_type_info(type, &kind, &values, &bytes);
         for (size_t b = 0; b < cols / 256; b++) {
             uint8_t *blk = w + bytes * b;
             for (size_t i = 0; i < bytes; i++) blk[i] = variant ? 0xff : (uint8_t)rnd();
             if (type == T_Q2_K) {
                 put16(blk + 80, f16_scale());
                 put16(blk + 82, f16_scale());
-            } else if (type == T_Q4_K) {
+            } else if (type == T_Q4_K || type == T_Q5_K) {
                 put16(blk, f16_scale());
                 put16(blk + 2, f16_scale());
+            } else if (type == T_Q3_K || type == T_Q6_K) {
+                put16(blk + bytes - 2, f16_scale());
             } else {
                 put16(blk, f16_scale());
             }
@@ -172,7 +176,8 @@ static const struct {
 } TYPES[] = {
     {T_F32, "F32", 1037}, {T_F16, "F16", 1037}, {T_BF16, "BF16", 1037},
     {T_Q8_0, "Q8_0", 1120}, {T_Q2_K, "Q2_K", 2048}, {T_Q4_K, "Q4_K", 2048},
-    {T_IQ2_XXS, "IQ2_XXS", 2048}, {T_MXFP4, "MXFP4", 1120},
+    {T_IQ2_XXS, "IQ2_XXS", 2048}, {T_MXFP4, "MXFP4", 1120}, {T_Q3_K, "Q3_K", 2304},
+    {T_Q5_K, "Q5_K", 2304}, {T_Q6_K, "Q6_K", 2304},
 };
 #define N_TYPES (sizeof TYPES / sizeof TYPES[0])
 

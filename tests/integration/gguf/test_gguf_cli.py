@@ -54,7 +54,7 @@ def test_inspect_text_output(flash_file: Path) -> None:
 @pytest.mark.parametrize(
     ("override", "fragment"),
     [
-        ({"blk.7.attn_kv.weight": ([4096, 512], Q.Q4_K)}, "type Q4_K"),
+        ({"blk.7.attn_norm.weight": ([4096], Q.Q4_K)}, "type Q4_K"),
         ({"blk.5.attn_sinks.weight": ([32], Q.F32)}, "dims [32], expected [64]"),
     ],
 )

@@ -147,9 +147,21 @@ def test_the_validator_accepts_exactly_the_table_roles() -> None:
     g = GGMLType
     today = {
         Role.VECTOR: {g.F32},
-        Role.FLOAT: {g.F16, g.BF16, g.F32},
-        Role.PROJECTION: {g.Q8_0, g.F16, g.BF16, g.F32},
-        Role.EXPERT: {g.IQ2_XXS, g.Q2_K, g.Q4_K, g.MXFP4, g.Q8_0, g.F16, g.BF16, g.F32},
+        Role.FLOAT: {g.F16, g.BF16, g.F32, g.Q8_0, g.Q2_K, g.Q3_K, g.Q4_K, g.Q5_K, g.Q6_K},
+        Role.PROJECTION: {g.Q8_0, g.Q2_K, g.Q3_K, g.Q4_K, g.Q5_K, g.Q6_K, g.F16, g.BF16, g.F32},
+        Role.EXPERT: {
+            g.IQ2_XXS,
+            g.Q2_K,
+            g.Q3_K,
+            g.Q4_K,
+            g.Q5_K,
+            g.Q6_K,
+            g.MXFP4,
+            g.Q8_0,
+            g.F16,
+            g.BF16,
+            g.F32,
+        },
         Role.INDEX: {g.I32},
     }
     assert today == ALLOWED_TYPES
@@ -163,7 +175,7 @@ def test_rows_are_keyed_once_per_type() -> None:
 
 
 def test_a_new_weight_format_without_its_pieces_is_reported_piece_by_piece() -> None:
-    bare = QuantFormat(GGMLType.Q6_K, FormatKind.WEIGHT, frozenset({Role.EXPERT}))
+    bare = QuantFormat(GGMLType.Q4_0, FormatKind.WEIGHT, frozenset({Role.EXPERT}))
     gaps = missing_pieces(bare, found_pieces())
     assert "numpy codec (NUMPY_CODECS)" in gaps
     assert any(g.startswith("native codec in ds4._native_quant ") for g in gaps)

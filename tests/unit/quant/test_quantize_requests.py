@@ -20,7 +20,7 @@ ROWS = np.random.default_rng(0).standard_normal((2, 512)).astype(np.float32)
 @pytest.mark.parametrize(
     ("values", "ggml_type", "importance", "message"),
     [
-        (ROWS, GGMLType.Q5_K, None, "cannot quantize to Q5_K"),
+        (ROWS, GGMLType.Q4_0, None, "cannot quantize to Q4_0"),
         (ROWS[:, :100], GGMLType.Q4_K, None, "not a whole number of Q4_K blocks"),
         (ROWS[:, :48], GGMLType.Q8_0, None, "not a whole number of Q8_0 blocks"),
         (np.where(ROWS > 2, np.nan, ROWS), GGMLType.Q2_K, None, "NaN or infinite"),

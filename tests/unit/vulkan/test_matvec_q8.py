@@ -21,6 +21,9 @@ DOTS = {
     GGMLType.Q4_K: (quant_dots.dot_q4_k, quantize_q8_k),
     GGMLType.IQ2_XXS: (quant_dots.dot_iq2_xxs, quantize_q8_k),
     GGMLType.MXFP4: (quant_dots.dot_mxfp4, quantize_q8_0),
+    GGMLType.Q3_K: (quant_dots.dot_q3_k, quantize_q8_k),
+    GGMLType.Q5_K: (quant_dots.dot_q5_k, quantize_q8_k),
+    GGMLType.Q6_K: (quant_dots.dot_q6_k, quantize_q8_k),
 }
 
 

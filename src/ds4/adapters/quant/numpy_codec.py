@@ -20,6 +20,7 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
+from ds4.adapters.quant import kquant_blocks as kq
 from ds4.adapters.quant.block_quantizers import (
     f16_bits,
     f16_bytes,
@@ -261,6 +262,9 @@ NUMPY_CODECS: dict[str, NumpyCodec] = {
     "Q4_K": _block_codec(GGMLType.Q4_K, _q4_k, quantize_q4_k),
     "IQ2_XXS": _block_codec(GGMLType.IQ2_XXS, _iq2_xxs, _iq2_xxs_encode, chunk=256),
     "MXFP4": _block_codec(GGMLType.MXFP4, _mxfp4, quantize_mxfp4),
+    "Q3_K": _block_codec(GGMLType.Q3_K, kq.decode_q3_k, kq.quantize_q3_k),
+    "Q5_K": _block_codec(GGMLType.Q5_K, kq.decode_q5_k, kq.quantize_q5_k),
+    "Q6_K": _block_codec(GGMLType.Q6_K, kq.decode_q6_k, kq.quantize_q6_k),
 }
 
 

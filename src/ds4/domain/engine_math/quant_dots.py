@@ -186,3 +186,89 @@ def dot_iq2_xxs(raw: U8, act: QuantizedActivation) -> F32:
     total = _sum_blocks([t.astype(np.float32) for t in terms])
     out: F32 = (np.float32(0.125) * total).astype(np.float32)
     return out
+
+
+# --- Q3_K, Q5_K, Q6_K (docs/reference/formats.md §4.9, §5.11): the codes as
+# adapters/quant/kquant_blocks.py unpacks them, restated here (domain/ stays pure).
+
+
+def _q3_k_parts(blocks: U8) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+    """Signed scales (O, nb, 16) and codes (O, nb, 16, 16) of Q3_K blocks (O, nb, 110)."""
+    o, nb = blocks.shape[:2]
+    packed = blocks[..., 96:108]
+    low = np.concatenate([packed[..., :8] & 15, packed[..., :8] >> 4], axis=-1)
+    shifts = np.repeat(np.array([0, 2, 4, 6], dtype=np.uint8), 4)
+    high = (packed[..., 8 + np.arange(16) % 4] >> shifts) & 3
+    scales = (low | (high << 4)).astype(np.int64) - 32
+    qs = blocks[..., 32:96].reshape(o, nb, 2, 1, 32)
+    lo = (qs >> np.array([0, 2, 4, 6], dtype=np.uint8).reshape(1, 1, 1, 4, 1)) & 3
+    hm = blocks[..., :32].reshape(o, nb, 1, 32)
+    hi = (hm >> np.arange(8, dtype=np.uint8).reshape(1, 1, 8, 1)) & 1
+    codes = lo.reshape(o, nb, 256).astype(np.int32) - 4 * (
+        1 - hi.reshape(o, nb, 256).astype(np.int32)
+    )
+    return scales, codes.reshape(o, nb, 16, 16)
+
+
+def _symmetric_dot(
+    d: F32, scales: npt.NDArray[np.int64], codes: npt.NDArray[np.int32], act: QuantizedActivation
+) -> F32:
+    """sum_b (d[:, b] * d_a[b]) * isum[:, b], isum = sum_k s_k * (codes_k . a_k), exact."""
+    q8 = act.codes.reshape(-1, 16, 16)
+    sub = np.einsum("objk,bjk->obj", codes, q8).astype(np.int64)
+    isum = np.sum(scales * sub, axis=-1)
+    terms = [
+        ((d[:, b] * act.scales[b]).astype(np.float32) * isum[:, b].astype(np.float32))
+        for b in range(isum.shape[1])
+    ]
+    return _sum_blocks([t.astype(np.float32) for t in terms])
+
+
+def dot_q3_k(raw: U8, act: QuantizedActivation) -> F32:
+    """Q3_K rows (O, nb*110) . one Q8_K activation (nb, 256) -> (O,)."""
+    blocks = raw.reshape(raw.shape[0], -1, 110)
+    scales, codes = _q3_k_parts(blocks)
+    return _symmetric_dot(_f16(blocks[:, :, 108:110]), scales, codes, act)
+
+
+def dot_q6_k(raw: U8, act: QuantizedActivation) -> F32:
+    """Q6_K rows (O, nb*210) . one Q8_K activation (nb, 256) -> (O,)."""
+    blocks = raw.reshape(raw.shape[0], -1, 210)
+    o, nb = blocks.shape[:2]
+    ql = blocks[..., :128].reshape(o, nb, 2, 1, 64)
+    lo = ((ql >> np.array([0, 4], dtype=np.uint8).reshape(1, 1, 1, 2, 1)) & 15).reshape(o, nb, 256)
+    qh = blocks[..., 128:192].reshape(o, nb, 2, 1, 32)
+    hi = (qh >> np.array([0, 2, 4, 6], dtype=np.uint8).reshape(1, 1, 1, 4, 1)) & 3
+    codes = (lo | (hi.reshape(o, nb, 256) << 4)).astype(np.int32) - 32
+    scales = blocks[..., 192:208].view(np.int8).astype(np.int64)
+    return _symmetric_dot(_f16(blocks[:, :, 208:210]), scales, codes.reshape(o, nb, 16, 16), act)
+
+
+def dot_q5_k(raw: U8, act: QuantizedActivation) -> F32:
+    """Q5_K rows (O, nb*176) . one Q8_K activation (nb, 256) -> (O,) (as Q4_K)."""
+    assert act.bsums is not None
+    blocks = raw.reshape(raw.shape[0], -1, 176)
+    o, nb = blocks.shape[:2]
+    packed = blocks[:, :, 4:16]
+    lo, hi, tail = packed[..., :4], packed[..., 4:8], packed[..., 8:12]
+    sc = np.concatenate([lo & 63, (tail & 15) | ((lo >> 6) << 4)], axis=-1).astype(np.int64)
+    mn = np.concatenate([hi & 63, (tail >> 4) | ((hi >> 6) << 4)], axis=-1).astype(np.int64)
+    qs = blocks[:, :, 48:].reshape(o, nb, 4, 1, 32)
+    low = ((qs >> np.array([0, 4], dtype=np.uint8).reshape(1, 1, 1, 2, 1)) & 15).reshape(
+        o, nb, 8, 32
+    )
+    qh = blocks[:, :, 16:48].reshape(o, nb, 1, 32)
+    high = (qh >> np.arange(8, dtype=np.uint8).reshape(1, 1, 8, 1)) & 1
+    codes = (low | (high << 4)).astype(np.int32)
+    sub = np.einsum("objk,bjk->obj", codes, act.codes.reshape(-1, 8, 32))
+    isum = np.sum(sc * sub, axis=-1)
+    pair = act.bsums.reshape(-1, 8, 2).sum(axis=-1).astype(np.int64)
+    summs = np.sum(mn * pair[None], axis=-1)
+    d = _f16(blocks[:, :, 0:2])
+    dmin = _f16(blocks[:, :, 2:4])
+    terms = []
+    for b in range(nb):
+        t1 = (act.scales[b] * d[:, b]).astype(np.float32) * isum[:, b].astype(np.float32)
+        t2 = (act.scales[b] * dmin[:, b]).astype(np.float32) * summs[:, b].astype(np.float32)
+        terms.append(t1 - t2)
+    return _sum_blocks([t.astype(np.float32) for t in terms])

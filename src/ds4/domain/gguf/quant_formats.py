@@ -53,9 +53,11 @@ class Role(Enum):
     """What a tensor is to the model; the validator allows a type per role."""
 
     VECTOR = "vector"  # norms, HC scale/base, sinks, router bias: F32
-    FLOAT = "float"  # HC fn, router, compressor, indexer, embedding: F16 (or BF16/F32)
-    PROJECTION = "projection"  # attention, shared expert, LM head: Q8_0 (or F16/BF16/F32)
-    EXPERT = "expert"  # routed experts: IQ2_XXS / Q2_K / Q4_K / MXFP4 (or Q8_0/F16/BF16/F32)
+    FLOAT = "float"  # HC fn, router, compressor, indexer, embedding: F16 (or BF16/F32;
+    # llama-quantize's presets also put Q8_0 and the K-quants on all but the router)
+    # attention, shared expert, LM head: Q8_0, Q2_K..Q6_K (or F16/BF16/F32)
+    PROJECTION = "projection"
+    EXPERT = "expert"  # routed experts: IQ2_XXS / Q2_K..Q6_K / MXFP4 (or Q8_0/F16/BF16/F32)
     INDEX = "index"  # token-id -> expert-id table: I32
 
 
@@ -74,10 +76,16 @@ ISAS: tuple[ISA, ...] = ("scalar", "avx2", "avx512", "neon")
 # AVX2's table where it has no kernel of its own; NEON's quantized dots are one header
 # included twice, baseline and SDOT).
 CPU_KERNEL_SOURCES: dict[ISA, tuple[str, ...]] = {
-    "scalar": ("cpu_dot_scalar.c",),
-    "avx2": ("cpu_dot_avx2.c", "cpu_tile_iq2.c"),
-    "avx512": ("cpu_dot_avx2.c", "cpu_dot_avx512.c", "cpu_tile_iq2.c", "cpu_tile_f16.c"),
-    "neon": ("cpu_dot_neon.c", "cpu_dot_neon_quant.h"),
+    "scalar": ("cpu_dot_scalar.c", "cpu_dot_kquant_scalar.h"),
+    "avx2": ("cpu_dot_avx2.c", "cpu_tile_iq2.c", "cpu_dot_kquant_avx2.h"),
+    "avx512": (
+        "cpu_dot_avx2.c",
+        "cpu_dot_avx512.c",
+        "cpu_tile_iq2.c",
+        "cpu_tile_f16.c",
+        "cpu_dot_kquant_avx2.h",
+    ),
+    "neon": ("cpu_dot_neon.c", "cpu_dot_neon_quant.h", "cpu_dot_neon_kquant.h"),
 }
 
 
@@ -165,19 +173,21 @@ QUANT_FORMATS: tuple[QuantFormat, ...] = (
         cpu=_cpu("bf16", sdot=False), vulkan_shaders=("matvec_bf16",),
     ),
     QuantFormat(
-        GGMLType.Q8_0, FormatKind.WEIGHT, frozenset({_R.PROJECTION, _R.EXPERT}),
+        GGMLType.Q8_0, FormatKind.WEIGHT, frozenset({_R.FLOAT, _R.PROJECTION, _R.EXPERT}),
         activation="q8_0",
         cpu=_cpu("q8_0", avx512=("dot_q8_0", "ds4_rows_avx512_q8_0", "ds4_tile_avx512_q8_0")),
         vulkan_shaders=("matvec_q8_0", "matvec_q8_0_q8"),
     ),
     QuantFormat(
-        GGMLType.Q2_K, FormatKind.WEIGHT, frozenset({_R.EXPERT}), importance="optional",
+        GGMLType.Q2_K, FormatKind.WEIGHT, frozenset({_R.FLOAT, _R.PROJECTION, _R.EXPERT}),
+        importance="optional",
         activation="q8_k",
         cpu=_cpu("q2_k", avx512=("ds4_dot_avx512_q2_k", "ds4_rows_avx512_q2_k")),
         vulkan_shaders=("matvec_q2_k", "matvec_q2_k_q8"),
     ),
     QuantFormat(
-        GGMLType.Q4_K, FormatKind.WEIGHT, frozenset({_R.EXPERT}), importance="optional",
+        GGMLType.Q4_K, FormatKind.WEIGHT, frozenset({_R.FLOAT, _R.PROJECTION, _R.EXPERT}),
+        importance="optional",
         activation="q8_k", cpu=_cpu("q4_k"), vulkan_shaders=("matvec_q4_k", "matvec_q4_k_q8"),
     ),
     QuantFormat(
@@ -193,6 +203,22 @@ QUANT_FORMATS: tuple[QuantFormat, ...] = (
         vulkan_shaders=("matvec_mxfp4", "matvec_mxfp4_q8"),
     ),
     QuantFormat(GGMLType.I32, FormatKind.INDEX, frozenset({_R.INDEX})),
+    # The llama-quantize K-quant presets (Q2_K .. Q6_K) put these on every 2-D weight
+    # but the router: projections (attention, shared expert, LM head), routed experts and
+    # the float-role matrices (HC fn, compressor, indexer, embedding).
+    QuantFormat(
+        GGMLType.Q3_K, FormatKind.WEIGHT, frozenset({_R.FLOAT, _R.PROJECTION, _R.EXPERT}),
+        activation="q8_k", cpu=_cpu("q3_k"), vulkan_shaders=("matvec_q3_k", "matvec_q3_k_q8"),
+    ),
+    QuantFormat(
+        GGMLType.Q5_K, FormatKind.WEIGHT, frozenset({_R.FLOAT, _R.PROJECTION, _R.EXPERT}),
+        importance="optional", activation="q8_k", cpu=_cpu("q5_k"),
+        vulkan_shaders=("matvec_q5_k", "matvec_q5_k_q8"),
+    ),
+    QuantFormat(
+        GGMLType.Q6_K, FormatKind.WEIGHT, frozenset({_R.FLOAT, _R.PROJECTION, _R.EXPERT}),
+        activation="q8_k", cpu=_cpu("q6_k"), vulkan_shaders=("matvec_q6_k", "matvec_q6_k_q8"),
+    ),
 )  # fmt: skip
 
 FORMATS_BY_TYPE: dict[GGMLType, QuantFormat] = {f.ggml_type: f for f in QUANT_FORMATS}

@@ -135,6 +135,9 @@ TINY_SHAPES: dict[str, DeepSeekV4HParams] = {
     "tiny-2layer": dataclasses.replace(
         _TINY, n_layer=2, n_hash_layer=1, compress_ratios=(0, 4), swiglu_clamp=(10.0, 10.0)
     ),
+    # tiny with every weight row a multiple of 256 values (the low-rank widths too), so
+    # llama-quantize's K-quant presets need no fallback type anywhere.
+    "tiny-k": dataclasses.replace(_TINY, q_lora_rank=256, o_lora_rank=128),
 }
 DEFAULT_TINY_SHAPE = "tiny"
 

@@ -39,7 +39,10 @@ from ds4.domain.engine_math.quant_dots import (
     dot_iq2_xxs,
     dot_mxfp4,
     dot_q2_k,
+    dot_q3_k,
     dot_q4_k,
+    dot_q5_k,
+    dot_q6_k,
     dot_q8_0,
     quantize_q8_0,
     quantize_q8_k,
@@ -70,6 +73,9 @@ _KQUANT_DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
     GGMLType.Q2_K: dot_q2_k,
     GGMLType.Q4_K: dot_q4_k,
     GGMLType.IQ2_XXS: dot_iq2_xxs,
+    GGMLType.Q3_K: dot_q3_k,
+    GGMLType.Q5_K: dot_q5_k,
+    GGMLType.Q6_K: dot_q6_k,
 }
 
 

@@ -40,6 +40,9 @@ SHADERS = {
     GGMLType.IQ2_XXS: "matvec_iq2_xxs",
     GGMLType.MXFP4: "matvec_mxfp4",
     GGMLType.BF16: "matvec_bf16",
+    GGMLType.Q3_K: "matvec_q3_k",
+    GGMLType.Q5_K: "matvec_q5_k",
+    GGMLType.Q6_K: "matvec_q6_k",
 }
 TOKENS_PER_GROUP = 8  # NT in native/vulkan/matvec_common.glsl
 
@@ -156,6 +159,9 @@ SHADERS_Q8 = {
     GGMLType.Q4_K: "matvec_q4_k_q8",
     GGMLType.IQ2_XXS: "matvec_iq2_xxs_q8",
     GGMLType.MXFP4: "matvec_mxfp4_q8",
+    GGMLType.Q3_K: "matvec_q3_k_q8",
+    GGMLType.Q5_K: "matvec_q5_k_q8",
+    GGMLType.Q6_K: "matvec_q6_k_q8",
 }
 
 
