@@ -17,6 +17,8 @@ int ds4_cpu_type_info(int type, int *act_kind, size_t *block_values, size_t *blo
     case T_Q4_K: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 144; return 1;
     case T_IQ2_XXS: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 66; return 1;
     case T_MXFP4: *act_kind = ACT_Q8A; *block_values = 32; *block_bytes = 17; return 1;
+    case T_IQ4_NL: *act_kind = ACT_Q8A; *block_values = 32; *block_bytes = 18; return 1;
+    case T_IQ4_XS: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 136; return 1;
     default: return 0;
     }
 }
@@ -31,6 +33,8 @@ ds4_dot_fn ds4_cpu_pick_dot(const ds4_dot_table *t, int type) {
     case T_Q4_K: return t->q4_k;
     case T_IQ2_XXS: return t->iq2_xxs;
     case T_MXFP4: return t->mxfp4;
+    case T_IQ4_NL: return t->iq4_nl;
+    case T_IQ4_XS: return t->iq4_xs;
     default: return NULL;
     }
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ds4_iq2xxs_levels.h"
+#include "ds4_iq4_values.h"
 
 /* ---- scalar conversions ------------------------------------------------ */
 
@@ -141,6 +142,27 @@ static void dq_mxfp4(const uint8_t *b, float *y) {
     }
 }
 
+/* IQ4_NL / IQ4_XS (docs/reference/formats.md §4.9, §4.10): 16-byte code runs, value j the
+ * low nibble of byte j and value j + 16 its high nibble, each a signed level times the
+ * (sub-)block scale; IQ4_XS's 6-bit scale is offset by 32 and multiplied into d first. */
+static void dq_iq4_run(float d, const uint8_t *qs, float *y) {
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)DS4_IQ4_KVALUES[qs[j] & 15];
+        y[j + 16] = d * (float)DS4_IQ4_KVALUES[qs[j] >> 4];
+    }
+}
+
+static void dq_iq4_nl(const uint8_t *b, float *y) { dq_iq4_run(rd_f16(b), b + 2, y); }
+
+static void dq_iq4_xs(const uint8_t *b, float *y) {
+    float d = rd_f16(b);
+    unsigned high = rd_u16(b + 2);
+    for (int i = 0; i < 8; i++) {
+        int s = (int)(((b[4 + i / 2] >> (4 * (i % 2))) & 15) | (((high >> (2 * i)) & 3) << 4));
+        dq_iq4_run(d * (float)(s - 32), b + 8 + 16 * i, y + 32 * i);
+    }
+}
+
 /* ---- dispatch ---------------------------------------------------------- */
 
 size_t ds4_block_bytes(int type) {
@@ -153,6 +175,8 @@ size_t ds4_block_bytes(int type) {
     case DS4_TYPE_Q4_K: return 144;
     case DS4_TYPE_IQ2_XXS: return 66;
     case DS4_TYPE_MXFP4: return 17;
+    case DS4_TYPE_IQ4_NL: return 18;
+    case DS4_TYPE_IQ4_XS: return 136;
     default: return 0;
     }
 }
@@ -163,10 +187,12 @@ size_t ds4_block_elements(int type) {
     case DS4_TYPE_F16:
     case DS4_TYPE_BF16: return 1;
     case DS4_TYPE_Q8_0:
-    case DS4_TYPE_MXFP4: return 32;
+    case DS4_TYPE_MXFP4:
+    case DS4_TYPE_IQ4_NL: return 32;
     case DS4_TYPE_Q2_K:
     case DS4_TYPE_Q4_K:
-    case DS4_TYPE_IQ2_XXS: return 256;
+    case DS4_TYPE_IQ2_XXS:
+    case DS4_TYPE_IQ4_XS: return 256;
     default: return 0;
     }
 }
@@ -198,6 +224,8 @@ int ds4_dequantize(int type, const uint8_t *src, size_t n, float *dst) {
         case DS4_TYPE_Q4_K: dq_q4_k(b, y); break;
         case DS4_TYPE_IQ2_XXS: dq_iq2_xxs(b, y); break;
         case DS4_TYPE_MXFP4: dq_mxfp4(b, y); break;
+        case DS4_TYPE_IQ4_NL: dq_iq4_nl(b, y); break;
+        case DS4_TYPE_IQ4_XS: dq_iq4_xs(b, y); break;
         default: return DS4_QUANT_UNSUPPORTED_TYPE;
         }
     }

@@ -17,7 +17,9 @@ enum {
     DS4_TYPE_Q4_K = 12,
     DS4_TYPE_IQ2_XXS = 16,
     DS4_TYPE_BF16 = 30,
-    DS4_TYPE_MXFP4 = 39
+    DS4_TYPE_MXFP4 = 39,
+    DS4_TYPE_IQ4_NL = 20,
+    DS4_TYPE_IQ4_XS = 23
 };
 
 /* Return codes. */

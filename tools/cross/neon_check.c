@@ -85,8 +85,15 @@ static void fill_row(int type, uint8_t *w, size_t cols, int variant) {
             for (int i = 0; i < 32; i++) blk[2 + i] = variant ? 0x80 : (uint8_t)rnd();
         }
         break;
+    case T_IQ4_NL:
+        for (size_t b = 0; b < cols / 32; b++) {
+            uint8_t *blk = w + 18 * b;
+            put16(blk, f16_scale());
+            for (int i = 0; i < 16; i++) blk[2 + i] = variant ? 0x00 : (uint8_t)rnd();  /* 0: -127 */
+        }
+        break;
     default: {
-        size_t bytes = type == T_Q2_K ? 84 : type == T_Q4_K ? 144 : 66;
+        size_t bytes = type == T_Q2_K ? 84 : type == T_Q4_K ? 144 : type == T_IQ4_XS ? 136 : 66;
         for (size_t b = 0; b < cols / 256; b++) {
             uint8_t *blk = w + bytes * b;
             for (size_t i = 0; i < bytes; i++) blk[i] = variant ? 0xff : (uint8_t)rnd();
@@ -156,7 +163,7 @@ static const struct {
 } TYPES[] = {
     {T_F32, "F32", 1037}, {T_F16, "F16", 1037}, {T_BF16, "BF16", 1037},
     {T_Q8_0, "Q8_0", 1120}, {T_Q2_K, "Q2_K", 2048}, {T_Q4_K, "Q4_K", 2048},
-    {T_IQ2_XXS, "IQ2_XXS", 2048},
+    {T_IQ2_XXS, "IQ2_XXS", 2048}, {T_IQ4_NL, "IQ4_NL", 1120}, {T_IQ4_XS, "IQ4_XS", 2048},
 };
 #define N_TYPES (sizeof TYPES / sizeof TYPES[0])
 

@@ -10,7 +10,8 @@ from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 F32 = npt.NDArray[np.float32]
 U8 = npt.NDArray[np.uint8]
 
-QUANT_TYPES = (GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS, GGMLType.MXFP4)
+QUANT_TYPES = (GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS, GGMLType.MXFP4,
+               GGMLType.IQ4_NL, GGMLType.IQ4_XS)  # fmt: skip
 FLOAT_TYPES = (GGMLType.F32, GGMLType.F16, GGMLType.BF16)
 ALL_TYPES = FLOAT_TYPES + QUANT_TYPES
 # Byte offsets of each block's f16 scale fields (MXFP4's one E8M0 byte: see set_scales).
@@ -20,6 +21,8 @@ SCALE_FIELDS = {
     GGMLType.Q4_K: (0, 2),
     GGMLType.IQ2_XXS: (0,),
     GGMLType.MXFP4: (0,),
+    GGMLType.IQ4_NL: (0,),
+    GGMLType.IQ4_XS: (0,),
 }
 E8M0_TYPES = frozenset({GGMLType.MXFP4})
 # zero, -zero, smallest denormal (+-), largest denormal, smallest normal, +-65504, 1, 2^-10

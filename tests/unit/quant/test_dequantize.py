@@ -21,6 +21,8 @@ SCALE_FIELDS = {
     GGMLType.Q2_K: (80, 82),
     GGMLType.Q4_K: (0, 2),
     GGMLType.IQ2_XXS: (0,),
+    GGMLType.IQ4_NL: (0,),
+    GGMLType.IQ4_XS: (0,),
 }
 EDGE_SCALES = np.array(
     [0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x3C00, 0x1400],

@@ -148,8 +148,9 @@ def test_the_validator_accepts_exactly_the_table_roles() -> None:
     today = {
         Role.VECTOR: {g.F32},
         Role.FLOAT: {g.F16, g.F32},
-        Role.PROJECTION: {g.Q8_0, g.F16, g.F32},
-        Role.EXPERT: {g.IQ2_XXS, g.Q2_K, g.Q4_K, g.MXFP4, g.Q8_0, g.F16, g.F32},
+        Role.PROJECTION: {g.Q8_0, g.F16, g.F32, g.IQ4_NL, g.IQ4_XS},
+        Role.EXPERT: {g.IQ2_XXS, g.Q2_K, g.Q4_K, g.MXFP4, g.Q8_0, g.F16, g.F32}
+        | {g.IQ4_NL, g.IQ4_XS},
         Role.INDEX: {g.I32},
     }
     assert today == ALLOWED_TYPES

@@ -19,8 +19,9 @@ from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 
 TYPES = (GGMLType.F32, GGMLType.F16, GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K,
-         GGMLType.IQ2_XXS, GGMLType.MXFP4)  # fmt: skip
-QUANT = (GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS, GGMLType.MXFP4)
+         GGMLType.IQ2_XXS, GGMLType.MXFP4, GGMLType.IQ4_NL, GGMLType.IQ4_XS)  # fmt: skip
+QUANT = (GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS, GGMLType.MXFP4,
+         GGMLType.IQ4_NL, GGMLType.IQ4_XS)  # fmt: skip
 
 
 def _block(t: GGMLType) -> int:

@@ -21,6 +21,8 @@ DOTS = {
     GGMLType.Q4_K: (quant_dots.dot_q4_k, quantize_q8_k),
     GGMLType.IQ2_XXS: (quant_dots.dot_iq2_xxs, quantize_q8_k),
     GGMLType.MXFP4: (quant_dots.dot_mxfp4, quantize_q8_0),
+    GGMLType.IQ4_NL: (quant_dots.dot_iq4_nl, quantize_q8_0),
+    GGMLType.IQ4_XS: (quant_dots.dot_iq4_xs, quantize_q8_k),
 }
 
 

@@ -18,6 +18,8 @@ from ds4.domain.engine_math.layers import clamped_swiglu
 from ds4.domain.engine_math.quant_dots import (
     QuantizedActivation,
     dot_iq2_xxs,
+    dot_iq4_nl,
+    dot_iq4_xs,
     dot_mxfp4,
     dot_q2_k,
     dot_q4_k,
@@ -34,11 +36,13 @@ U8 = npt.NDArray[np.uint8]
 _Q8_0_DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
     GGMLType.Q8_0: dot_q8_0,
     GGMLType.MXFP4: dot_mxfp4,
+    GGMLType.IQ4_NL: dot_iq4_nl,
 }
 _Q8K_DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
     GGMLType.Q2_K: dot_q2_k,
     GGMLType.Q4_K: dot_q4_k,
     GGMLType.IQ2_XXS: dot_iq2_xxs,
+    GGMLType.IQ4_XS: dot_iq4_xs,
 }
 
 

@@ -11,6 +11,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.domain.gguf.iq2xxs_tables import IQ2XXS_GRID, IQ2XXS_SIGNS
+from ds4.domain.gguf.iq4 import KVALUES as IQ4_KVALUES
+from ds4.domain.gguf.iq4 import codes_of_runs as iq4_codes
+from ds4.domain.gguf.iq4 import xs_scales as iq4_xs_scales
 from ds4.domain.gguf.mxfp4 import KVALUES as MXFP4_KVALUES
 from ds4.domain.gguf.mxfp4 import e8m0_half
 
@@ -186,3 +189,28 @@ def dot_iq2_xxs(raw: U8, act: QuantizedActivation) -> F32:
     total = _sum_blocks([t.astype(np.float32) for t in terms])
     out: F32 = (np.float32(0.125) * total).astype(np.float32)
     return out
+
+
+def dot_iq4_nl(raw: U8, act: QuantizedActivation) -> F32:
+    """IQ4_NL rows (O, nb*18) . one Q8_0 activation (nb, 32) -> (O,)
+    (docs/reference/formats.md §5.11): the Q8_0 formula with the f16 scale and the
+    non-linear levels (low nibbles are values 0..15, high nibbles 16..31)."""
+    blocks = raw.reshape(raw.shape[0], -1, 18)
+    wq = IQ4_KVALUES[iq4_codes(blocks[:, :, 2:])].astype(np.int32)
+    return _per32_dot(_f16(blocks[:, :, 0:2]), wq, act)
+
+
+def dot_iq4_xs(raw: U8, act: QuantizedActivation) -> F32:
+    """IQ4_XS rows (O, nb*136) . one Q8_K activation (nb, 256) -> (O,): per block
+    isum = sum_i (s_i - 32) * (levels . codes of run i), exact; acc += (dw * dx) * isum."""
+    blocks = raw.reshape(raw.shape[0], -1, 136)
+    levels = IQ4_KVALUES[iq4_codes(blocks[:, :, 8:])].astype(np.int32)
+    sub = np.einsum("objk,bjk->obj", levels.reshape(raw.shape[0], -1, 8, 32),
+                    act.codes.reshape(-1, 8, 32))  # fmt: skip
+    isum = np.sum(iq4_xs_scales(blocks).astype(np.int64) * sub, axis=-1)
+    d = _f16(blocks[:, :, 0:2])
+    terms = [
+        (d[:, b] * act.scales[b]).astype(np.float32) * isum[:, b].astype(np.float32)
+        for b in range(isum.shape[1])
+    ]
+    return _sum_blocks([t.astype(np.float32) for t in terms])

@@ -39,6 +39,8 @@ SHADERS = {
     GGMLType.Q4_K: "matvec_q4_k",
     GGMLType.IQ2_XXS: "matvec_iq2_xxs",
     GGMLType.MXFP4: "matvec_mxfp4",
+    GGMLType.IQ4_NL: "matvec_iq4_nl",
+    GGMLType.IQ4_XS: "matvec_iq4_xs",
 }
 TOKENS_PER_GROUP = 8  # NT in native/vulkan/matvec_common.glsl
 
@@ -155,6 +157,8 @@ SHADERS_Q8 = {
     GGMLType.Q4_K: "matvec_q4_k_q8",
     GGMLType.IQ2_XXS: "matvec_iq2_xxs_q8",
     GGMLType.MXFP4: "matvec_mxfp4_q8",
+    GGMLType.IQ4_NL: "matvec_iq4_nl_q8",
+    GGMLType.IQ4_XS: "matvec_iq4_xs_q8",
 }
 
 
