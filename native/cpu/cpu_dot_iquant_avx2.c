@@ -10,6 +10,7 @@
 
 #include "cpu_internal.h"
 #include "ds4_iq4_values.h"
+#include "ds4_iq_grids.h"
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -82,6 +83,96 @@ AVX2 float ds4_dot_avx2_iq4_xs(const uint8_t *w, const void *act, size_t cols) {
             __m256i p1 = pairs_i8x32(iq4_levels(w + 24 + 16 * i), load32(y[b].q + 32 * i + 32));
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p0, _mm256_set1_epi16((short)s0)));
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p1, _mm256_set1_epi16((short)s1)));
+        }
+        acc += (_cvtsh_ss(rd_u16(w)) * y[b].d) * (float)hsum8_epi32(isum);
+    }
+    return acc;
+}
+
+/* ---- IQ2_XS, IQ3_XXS, IQ3_S . Q8_K (docs/reference/formats.md §5.12). Per 32-value run the
+ * unsigned grid bytes go into maddubs against the activation codes carrying the values'
+ * signs (sign_epi8 by 0x01 / 0xff byte masks), the int16 pair sums into madd with the
+ * run's odd multiplier: exact int32 lanes, reduced per block and scaled in scalar order,
+ * so the results are bit-identical to the scalar kernels. */
+
+AVX2 static inline __m256i sign_masks(unsigned s0, unsigned s1, unsigned s2, unsigned s3) {
+    return _mm256_set_epi64x((long long)ds4_iq2_sign_mask[s3], (long long)ds4_iq2_sign_mask[s2],
+                             (long long)ds4_iq2_sign_mask[s1], (long long)ds4_iq2_sign_mask[s0]);
+}
+
+AVX2 static inline __m256i run_madd(__m256i grid, __m256i masks, const int8_t *q8, __m256i m) {
+    __m256i x = _mm256_sign_epi8(load32(q8), masks);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(grid, x), m);
+}
+
+AVX2 float ds4_dot_avx2_iq2_xs(const uint8_t *w, const void *act, size_t cols) {
+    const ds4_block_q8k *y = act;
+    float acc = 0.0f;
+    for (size_t b = 0; b < cols / 256; b++, w += 74) {
+        __m256i isum = _mm256_setzero_si256();
+        for (int r = 0; r < 8; r++) {
+            unsigned q0 = rd_u16(w + 2 + 8 * r), q1 = rd_u16(w + 4 + 8 * r);
+            unsigned q2 = rd_u16(w + 6 + 8 * r), q3 = rd_u16(w + 8 + 8 * r);
+            __m256i grid = _mm256_set_epi64x(
+                (long long)DS4_IQ2XS_GRID[q3 & 511], (long long)DS4_IQ2XS_GRID[q2 & 511],
+                (long long)DS4_IQ2XS_GRID[q1 & 511], (long long)DS4_IQ2XS_GRID[q0 & 511]);
+            short m0 = (short)(2 * (w[66 + r] & 15) + 1), m1 = (short)(2 * (w[66 + r] >> 4) + 1);
+            __m256i m = _mm256_set_m128i(_mm_set1_epi16(m1), _mm_set1_epi16(m0));
+            __m256i masks = sign_masks(q0 >> 9, q1 >> 9, q2 >> 9, q3 >> 9);
+            isum = _mm256_add_epi32(isum, run_madd(grid, masks, y[b].q + 32 * r, m));
+        }
+        acc += (_cvtsh_ss(rd_u16(w)) * y[b].d) * (float)hsum8_epi32(isum);
+    }
+    return 0.125f * acc;
+}
+
+AVX2 float ds4_dot_avx2_iq3_xxs(const uint8_t *w, const void *act, size_t cols) {
+    const ds4_block_q8k *y = act;
+    float acc = 0.0f;
+    for (size_t b = 0; b < cols / 256; b++, w += 98) {
+        __m256i isum = _mm256_setzero_si256();
+        for (int r = 0; r < 8; r++) {
+            const uint8_t *g = w + 2 + 8 * r;
+            uint32_t aux = rd_u32(w + 66 + 4 * r);
+            __m256i grid = _mm256_set_epi32(
+                (int)DS4_IQ3XXS_GRID[g[7]], (int)DS4_IQ3XXS_GRID[g[6]], (int)DS4_IQ3XXS_GRID[g[5]],
+                (int)DS4_IQ3XXS_GRID[g[4]], (int)DS4_IQ3XXS_GRID[g[3]], (int)DS4_IQ3XXS_GRID[g[2]],
+                (int)DS4_IQ3XXS_GRID[g[1]], (int)DS4_IQ3XXS_GRID[g[0]]);
+            __m256i masks = sign_masks(aux & 127, (aux >> 7) & 127, (aux >> 14) & 127,
+                                       (aux >> 21) & 127);
+            __m256i m = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
+            isum = _mm256_add_epi32(isum, run_madd(grid, masks, y[b].q + 32 * r, m));
+        }
+        acc += (_cvtsh_ss(rd_u16(w)) * y[b].d) * (float)hsum8_epi32(isum);
+    }
+    return 0.25f * acc;
+}
+
+/* IQ3_S signs are plain bits: byte i of the run's mask is bit i % 8 of sign byte i / 8. */
+AVX2 static inline __m256i bit_sign_masks(const uint8_t *signs) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)rd_u32(signs)), spread);
+    __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(v, bits), bits);
+    return _mm256_or_si256(neg, _mm256_set1_epi8(1));
+}
+
+AVX2 float ds4_dot_avx2_iq3_s(const uint8_t *w, const void *act, size_t cols) {
+    const ds4_block_q8k *y = act;
+    float acc = 0.0f;
+    for (size_t b = 0; b < cols / 256; b++, w += 110) {
+        __m256i isum = _mm256_setzero_si256();
+        for (int r = 0; r < 8; r++) {
+            const uint8_t *lo = w + 2 + 8 * r;
+            unsigned hi = w[66 + r];
+            int e[8];
+            for (int k = 0; k < 8; k++) e[k] = (int)DS4_IQ3S_GRID[lo[k] | (((hi >> k) & 1u) << 8)];
+            __m256i grid = _mm256_setr_epi32(e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]);
+            short m = (short)(2 * ((w[106 + r / 2] >> (4 * (r % 2))) & 15) + 1);
+            __m256i masks = bit_sign_masks(w + 74 + 4 * r);
+            isum = _mm256_add_epi32(isum,
+                                    run_madd(grid, masks, y[b].q + 32 * r, _mm256_set1_epi16(m)));
         }
         acc += (_cvtsh_ss(rd_u16(w)) * y[b].d) * (float)hsum8_epi32(isum);
     }

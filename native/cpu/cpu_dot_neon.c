@@ -14,6 +14,7 @@
 
 #include "cpu_internal.h"
 #include "ds4_iq4_values.h"
+#include "ds4_iq_grids.h"
 
 #if defined(__linux__)
 #include <sys/auxv.h>
@@ -126,12 +127,14 @@ DS4_SDOT static inline int32x4_t dot16_sdot(int32x4_t acc, int8x16_t a, int8x16_
 
 const ds4_dot_table ds4_dots_neon = {
     dot_f32, dot_f16, dot_bf16, dot_q8_0_base, dot_q2_k_base, dot_q4_k_base, dot_iq2_xxs_base,
-    dot_mxfp4_base, dot_iq4_nl_base, dot_iq4_xs_base,
+    dot_mxfp4_base, dot_iq4_nl_base, dot_iq4_xs_base, dot_iq2_xs_base,
+    dot_iq3_xxs_base, dot_iq3_s_base,
 };
 
 const ds4_dot_table ds4_dots_neon_sdot = {
     dot_f32, dot_f16, dot_bf16, dot_q8_0_sdot, dot_q2_k_sdot, dot_q4_k_sdot, dot_iq2_xxs_sdot,
-    dot_mxfp4_sdot, dot_iq4_nl_sdot, dot_iq4_xs_sdot,
+    dot_mxfp4_sdot, dot_iq4_nl_sdot, dot_iq4_xs_sdot, dot_iq2_xs_sdot,
+    dot_iq3_xxs_sdot, dot_iq3_s_sdot,
 };
 
 #endif

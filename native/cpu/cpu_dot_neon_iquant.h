@@ -39,3 +39,89 @@ NEON_ATTR static float NEON_NAME(dot_iq4_xs)(const uint8_t *w, const void *act, 
     }
     return acc;
 }
+
+/* ---- IQ2_XS, IQ3_XXS, IQ3_S (docs/reference/formats.md §5.12): per 16 values the grid
+ * bytes are signed by multiplying with 0x01 / 0xff byte masks (|g| <= 62: exact), then
+ * one NEON_DOT16 with the codes (-128 included); each run's sum times its odd multiplier,
+ * each block's sum scaled as in cpu_dot_iquant_scalar.c: bit-identical results. */
+
+NEON_ATTR static inline int NEON_NAME(grid16)(uint64_t g0, uint64_t g1, uint64_t s0, uint64_t s1,
+                                             const int8_t *q8) {
+    int8x16_t g = vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(g0), vcreate_u64(g1)));
+    int8x16_t s = vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(s0), vcreate_u64(s1)));
+    return vaddvq_s32(NEON_DOT16(vdupq_n_s32(0), vmulq_s8(g, s), vld1q_s8(q8)));
+}
+
+NEON_ATTR static float NEON_NAME(dot_iq2_xs)(const uint8_t *w, const void *act, size_t cols) {
+    const ds4_block_q8k *y = act;
+    float acc = 0.0f;
+    for (size_t b = 0; b < cols / 256; b++, w += 74) {
+        int bsum = 0;
+        for (int h = 0; h < 16; h++) {
+            unsigned q0 = rd_u16(w + 2 + 4 * h), q1 = rd_u16(w + 4 + 4 * h);
+            int m = 2 * ((w[66 + h / 2] >> (4 * (h % 2))) & 15) + 1;
+            bsum += m * NEON_NAME(grid16)(DS4_IQ2XS_GRID[q0 & 511], DS4_IQ2XS_GRID[q1 & 511],
+                                          ds4_iq2_sign_mask[q0 >> 9], ds4_iq2_sign_mask[q1 >> 9],
+                                          y[b].q + 16 * h);
+        }
+        acc += (f16_to_f32(rd_u16(w)) * y[b].d) * (float)bsum;
+    }
+    return 0.125f * acc;
+}
+
+NEON_ATTR static float NEON_NAME(dot_iq3_xxs)(const uint8_t *w, const void *act, size_t cols) {
+    const ds4_block_q8k *y = act;
+    float acc = 0.0f;
+    for (size_t b = 0; b < cols / 256; b++, w += 98) {
+        int bsum = 0;
+        for (int r = 0; r < 8; r++) {
+            const uint8_t *g = w + 2 + 8 * r;
+            uint32_t aux = rd_u32(w + 66 + 4 * r);
+            int sub = 0;
+            for (int c = 0; c < 2; c++) {
+                const uint8_t *gc = g + 4 * c;
+                uint64_t g0 = DS4_IQ3XXS_GRID[gc[0]] | ((uint64_t)DS4_IQ3XXS_GRID[gc[1]] << 32);
+                uint64_t g1 = DS4_IQ3XXS_GRID[gc[2]] | ((uint64_t)DS4_IQ3XXS_GRID[gc[3]] << 32);
+                sub += NEON_NAME(grid16)(g0, g1, ds4_iq2_sign_mask[(aux >> (14 * c)) & 127],
+                                         ds4_iq2_sign_mask[(aux >> (14 * c + 7)) & 127],
+                                         y[b].q + 32 * r + 16 * c);
+            }
+            bsum += (2 * (int)(aux >> 28) + 1) * sub;
+        }
+        acc += (f16_to_f32(rd_u16(w)) * y[b].d) * (float)bsum;
+    }
+    return 0.25f * acc;
+}
+
+/* 8 byte masks (0x01 / 0xff) from the bits of one IQ3_S sign byte. */
+static inline uint64_t NEON_NAME(bit_masks)(unsigned bits) {
+    uint64_t m = 0;
+    for (int i = 0; i < 8; i++) m |= (uint64_t)((bits >> i) & 1 ? 0xffu : 0x01u) << (8 * i);
+    return m;
+}
+
+NEON_ATTR static float NEON_NAME(dot_iq3_s)(const uint8_t *w, const void *act, size_t cols) {
+    const ds4_block_q8k *y = act;
+    float acc = 0.0f;
+    for (size_t b = 0; b < cols / 256; b++, w += 110) {
+        int bsum = 0;
+        for (int r = 0; r < 8; r++) {
+            unsigned hi = w[66 + r];
+            int sub = 0;
+            for (int c = 0; c < 2; c++) {
+                uint64_t e[4];
+                for (int k = 0; k < 4; k++) {
+                    int idx = 4 * c + k;
+                    e[k] = DS4_IQ3S_GRID[w[2 + 8 * r + idx] | (((hi >> idx) & 1u) << 8)];
+                }
+                const uint8_t *sb = w + 74 + 4 * r + 2 * c;
+                sub += NEON_NAME(grid16)(e[0] | (e[1] << 32), e[2] | (e[3] << 32),
+                                         NEON_NAME(bit_masks)(sb[0]), NEON_NAME(bit_masks)(sb[1]),
+                                         y[b].q + 32 * r + 16 * c);
+            }
+            bsum += (2 * ((w[106 + r / 2] >> (4 * (r % 2))) & 15) + 1) * sub;
+        }
+        acc += (f16_to_f32(rd_u16(w)) * y[b].d) * (float)bsum;
+    }
+    return acc;
+}

@@ -4,6 +4,7 @@
 
 #include "ds4_iq2xxs_levels.h"
 #include "ds4_iq4_values.h"
+#include "ds4_iq_grids.h"
 
 /* ---- scalar conversions ------------------------------------------------ */
 
@@ -163,6 +164,62 @@ static void dq_iq4_xs(const uint8_t *b, float *y) {
     }
 }
 
+/* IQ2_XS, IQ3_XXS, IQ3_S (docs/reference/formats.md §4.11-§4.13): grid rows packed one
+ * byte per position; value = (db * g) * sign with db as gguf-py forms it. */
+static float grid_value(float db, unsigned g, int negative) {
+    /* a multiply by a variable sign, not a negation: NaN keeps numpy's sign bit */
+    float sign = negative ? -1.0f : 1.0f;
+    return db * (float)g * sign;
+}
+
+static unsigned even_signs(unsigned sidx) { return sidx | ((unsigned)parity7(sidx) << 7); }
+
+static void dq_iq2_xs(const uint8_t *b, float *y) {
+    float d = rd_f16(b);
+    for (int k = 0; k < 32; k++) {  /* 8 values per u16 */
+        unsigned q = rd_u16(b + 2 + 2 * k);
+        unsigned s = (b[66 + k / 4] >> (4 * ((k / 2) % 2))) & 15u;
+        float db = d * (0.5f + (float)s) * 0.25f;
+        uint64_t g = DS4_IQ2XS_GRID[q & 511u];
+        unsigned signs = even_signs(q >> 9);
+        for (int i = 0; i < 8; i++)
+            y[8 * k + i] = grid_value(db, (unsigned)(g >> (8 * i)) & 255u, (signs >> i) & 1u);
+    }
+}
+
+static void dq_iq3_xxs(const uint8_t *b, float *y) {
+    float d = rd_f16(b);
+    for (int r = 0; r < 8; r++) {  /* 32 values per u32 of signs and scale */
+        uint32_t aux = rd_u32(b + 66 + 4 * r);
+        float db = d * (0.5f + (float)(aux >> 28)) * 0.5f;
+        for (int k = 0; k < 8; k++) {  /* 4 values per grid byte */
+            uint32_t g = DS4_IQ3XXS_GRID[b[2 + 8 * r + k]];
+            unsigned signs = even_signs((aux >> (7 * (k / 2))) & 127u);
+            for (int i = 0; i < 4; i++) {
+                int j = 4 * (k % 2) + i;
+                y[32 * r + 4 * k + i] = grid_value(db, (g >> (8 * i)) & 255u, (signs >> j) & 1u);
+            }
+        }
+    }
+}
+
+static void dq_iq3_s(const uint8_t *b, float *y) {
+    float d = rd_f16(b);
+    for (int r = 0; r < 8; r++) {
+        unsigned s = (b[106 + r / 2] >> (4 * (r % 2))) & 15u;
+        float db = d * (float)(1u + 2u * s);
+        for (int k = 0; k < 8; k++) {
+            int idx = 8 * r + k;
+            unsigned gi = b[2 + idx] | (((unsigned)(b[66 + idx / 8] >> (idx % 8)) & 1u) << 8);
+            uint32_t g = DS4_IQ3S_GRID[gi];
+            for (int i = 0; i < 4; i++) {
+                int v = 4 * idx + i;
+                y[v] = grid_value(db, (g >> (8 * i)) & 255u, (b[74 + v / 8] >> (v % 8)) & 1u);
+            }
+        }
+    }
+}
+
 /* ---- dispatch ---------------------------------------------------------- */
 
 size_t ds4_block_bytes(int type) {
@@ -177,6 +234,9 @@ size_t ds4_block_bytes(int type) {
     case DS4_TYPE_MXFP4: return 17;
     case DS4_TYPE_IQ4_NL: return 18;
     case DS4_TYPE_IQ4_XS: return 136;
+    case DS4_TYPE_IQ2_XS: return 74;
+    case DS4_TYPE_IQ3_XXS: return 98;
+    case DS4_TYPE_IQ3_S: return 110;
     default: return 0;
     }
 }
@@ -192,7 +252,10 @@ size_t ds4_block_elements(int type) {
     case DS4_TYPE_Q2_K:
     case DS4_TYPE_Q4_K:
     case DS4_TYPE_IQ2_XXS:
-    case DS4_TYPE_IQ4_XS: return 256;
+    case DS4_TYPE_IQ4_XS:
+    case DS4_TYPE_IQ2_XS:
+    case DS4_TYPE_IQ3_XXS:
+    case DS4_TYPE_IQ3_S: return 256;
     default: return 0;
     }
 }
@@ -226,6 +289,9 @@ int ds4_dequantize(int type, const uint8_t *src, size_t n, float *dst) {
         case DS4_TYPE_MXFP4: dq_mxfp4(b, y); break;
         case DS4_TYPE_IQ4_NL: dq_iq4_nl(b, y); break;
         case DS4_TYPE_IQ4_XS: dq_iq4_xs(b, y); break;
+        case DS4_TYPE_IQ2_XS: dq_iq2_xs(b, y); break;
+        case DS4_TYPE_IQ3_XXS: dq_iq3_xxs(b, y); break;
+        case DS4_TYPE_IQ3_S: dq_iq3_s(b, y); break;
         default: return DS4_QUANT_UNSUPPORTED_TYPE;
         }
     }

@@ -19,7 +19,10 @@ enum {
     DS4_TYPE_BF16 = 30,
     DS4_TYPE_MXFP4 = 39,
     DS4_TYPE_IQ4_NL = 20,
-    DS4_TYPE_IQ4_XS = 23
+    DS4_TYPE_IQ4_XS = 23,
+    DS4_TYPE_IQ2_XS = 17,
+    DS4_TYPE_IQ3_XXS = 18,
+    DS4_TYPE_IQ3_S = 21
 };
 
 /* Return codes. */

@@ -93,7 +93,8 @@ static void fill_row(int type, uint8_t *w, size_t cols, int variant) {
         }
         break;
     default: {
-        size_t bytes = type == T_Q2_K ? 84 : type == T_Q4_K ? 144 : type == T_IQ4_XS ? 136 : 66;
+        size_t bytes = type == T_Q2_K ? 84 : type == T_Q4_K ? 144 : type == T_IQ4_XS ? 136
+                     : type == T_IQ2_XS ? 74 : type == T_IQ3_XXS ? 98 : type == T_IQ3_S ? 110 : 66;
         for (size_t b = 0; b < cols / 256; b++) {
             uint8_t *blk = w + bytes * b;
             for (size_t i = 0; i < bytes; i++) blk[i] = variant ? 0xff : (uint8_t)rnd();
@@ -164,6 +165,7 @@ static const struct {
     {T_F32, "F32", 1037}, {T_F16, "F16", 1037}, {T_BF16, "BF16", 1037},
     {T_Q8_0, "Q8_0", 1120}, {T_Q2_K, "Q2_K", 2048}, {T_Q4_K, "Q4_K", 2048},
     {T_IQ2_XXS, "IQ2_XXS", 2048}, {T_IQ4_NL, "IQ4_NL", 1120}, {T_IQ4_XS, "IQ4_XS", 2048},
+    {T_IQ2_XS, "IQ2_XS", 2048}, {T_IQ3_XXS, "IQ3_XXS", 2048}, {T_IQ3_S, "IQ3_S", 2048},
 };
 #define N_TYPES (sizeof TYPES / sizeof TYPES[0])
 

@@ -19,9 +19,11 @@ from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 
 TYPES = (GGMLType.F32, GGMLType.F16, GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K,
-         GGMLType.IQ2_XXS, GGMLType.MXFP4, GGMLType.IQ4_NL, GGMLType.IQ4_XS)  # fmt: skip
+         GGMLType.IQ2_XXS, GGMLType.MXFP4, GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.IQ2_XS,
+         GGMLType.IQ3_XXS, GGMLType.IQ3_S)  # fmt: skip
 QUANT = (GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS, GGMLType.MXFP4,
-         GGMLType.IQ4_NL, GGMLType.IQ4_XS)  # fmt: skip
+         GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.IQ2_XS, GGMLType.IQ3_XXS,
+         GGMLType.IQ3_S)  # fmt: skip
 
 
 def _block(t: GGMLType) -> int:

@@ -17,7 +17,10 @@ import numpy.typing as npt
 from ds4.domain.engine_math.layers import clamped_swiglu
 from ds4.domain.engine_math.quant_dots import (
     QuantizedActivation,
+    dot_iq2_xs,
     dot_iq2_xxs,
+    dot_iq3_s,
+    dot_iq3_xxs,
     dot_iq4_nl,
     dot_iq4_xs,
     dot_mxfp4,
@@ -43,6 +46,9 @@ _Q8K_DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
     GGMLType.Q4_K: dot_q4_k,
     GGMLType.IQ2_XXS: dot_iq2_xxs,
     GGMLType.IQ4_XS: dot_iq4_xs,
+    GGMLType.IQ2_XS: dot_iq2_xs,
+    GGMLType.IQ3_XXS: dot_iq3_xxs,
+    GGMLType.IQ3_S: dot_iq3_s,
 }
 
 

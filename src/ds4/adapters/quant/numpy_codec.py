@@ -32,6 +32,7 @@ from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 from ds4.domain.gguf.iq2xxs_tables import IQ2XXS_GRID, IQ2XXS_SIGNS
 from ds4.domain.gguf.iq4 import decode_nl as _iq4_nl
 from ds4.domain.gguf.iq4 import decode_xs as _iq4_xs
+from ds4.domain.gguf.iq_grid_types import decode_iq2_xs, decode_iq3_s, decode_iq3_xxs
 from ds4.domain.gguf.mxfp4 import decode_blocks as _mxfp4
 from ds4.domain.gguf.mxfp4 import encode_blocks as encode_mxfp4
 from ds4.domain.gguf.quant_formats import ENCODABLE, FORMATS_BY_TYPE
@@ -274,6 +275,9 @@ NUMPY_CODECS: dict[str, NumpyCodec] = {
     "MXFP4": _block_codec(GGMLType.MXFP4, _mxfp4, quantize_mxfp4),
     "IQ4_NL": _read_only(GGMLType.IQ4_NL, _iq4_nl),
     "IQ4_XS": _read_only(GGMLType.IQ4_XS, _iq4_xs),
+    "IQ2_XS": _read_only(GGMLType.IQ2_XS, decode_iq2_xs),
+    "IQ3_XXS": _read_only(GGMLType.IQ3_XXS, decode_iq3_xxs),
+    "IQ3_S": _read_only(GGMLType.IQ3_S, decode_iq3_s),
 }
 
 

@@ -14,7 +14,8 @@ wrappers read one list instead of keeping their own:
 - `activation`: what the integer dots quantize x to first ("q8_0", "q8_k"; "f32" for
   the float dots), on the CPU and in the Vulkan _q8 shaders.
 - `encodes`: whether ds4 also writes the type (numpy and native quantizers); False for
-  types ds4 only reads (IQ4_NL, IQ4_XS: gguf-py has no quantizer for them either), whose
+  types ds4 only reads (the i-quants IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XS: gguf-py
+  has no quantizer for them either), whose
   native quantize module need not know them.
 - `importance`: whether the quantizer uses an importance vector ("unused",
   "optional", or "required": then uniform importance is synthesized when none is given).
@@ -213,6 +214,27 @@ QUANT_FORMATS: tuple[QuantFormat, ...] = (
         cpu=_cpu("iq4_xs", scalar=("ds4_dot_scalar_iq4_xs",), avx2=("ds4_dot_avx2_iq4_xs",),
                  avx512=("ds4_dot_avx2_iq4_xs",)),
         vulkan_shaders=("matvec_iq4_xs", "matvec_iq4_xs_q8"),
+    ),
+    QuantFormat(
+        GGMLType.IQ2_XS, FormatKind.WEIGHT, frozenset({_R.PROJECTION, _R.EXPERT}),
+        activation="q8_k", encodes=False,
+        cpu=_cpu("iq2_xs", scalar=("ds4_dot_scalar_iq2_xs",), avx2=("ds4_dot_avx2_iq2_xs",),
+                 avx512=("ds4_dot_avx2_iq2_xs",)),
+        vulkan_shaders=("matvec_iq2_xs", "matvec_iq2_xs_q8"),
+    ),
+    QuantFormat(
+        GGMLType.IQ3_XXS, FormatKind.WEIGHT, frozenset({_R.PROJECTION, _R.EXPERT}),
+        activation="q8_k", encodes=False,
+        cpu=_cpu("iq3_xxs", scalar=("ds4_dot_scalar_iq3_xxs",), avx2=("ds4_dot_avx2_iq3_xxs",),
+                 avx512=("ds4_dot_avx2_iq3_xxs",)),
+        vulkan_shaders=("matvec_iq3_xxs", "matvec_iq3_xxs_q8"),
+    ),
+    QuantFormat(
+        GGMLType.IQ3_S, FormatKind.WEIGHT, frozenset({_R.PROJECTION, _R.EXPERT}),
+        activation="q8_k", encodes=False,
+        cpu=_cpu("iq3_s", scalar=("ds4_dot_scalar_iq3_s",), avx2=("ds4_dot_avx2_iq3_s",),
+                 avx512=("ds4_dot_avx2_iq3_s",)),
+        vulkan_shaders=("matvec_iq3_s", "matvec_iq3_s_q8"),
     ),
 )  # fmt: skip
 

@@ -36,7 +36,10 @@ from ds4.domain.engine_math.layers import (
 from ds4.domain.engine_math.lowprec import Numerics, fp8_kv_sim, indexer_qat
 from ds4.domain.engine_math.quant_dots import (
     QuantizedActivation,
+    dot_iq2_xs,
     dot_iq2_xxs,
+    dot_iq3_s,
+    dot_iq3_xxs,
     dot_iq4_nl,
     dot_iq4_xs,
     dot_mxfp4,
@@ -74,6 +77,9 @@ _KQUANT_DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
     GGMLType.Q4_K: dot_q4_k,
     GGMLType.IQ2_XXS: dot_iq2_xxs,
     GGMLType.IQ4_XS: dot_iq4_xs,
+    GGMLType.IQ2_XS: dot_iq2_xs,
+    GGMLType.IQ3_XXS: dot_iq3_xxs,
+    GGMLType.IQ3_S: dot_iq3_s,
 }
 
 
