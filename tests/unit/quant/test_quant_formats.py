@@ -150,8 +150,7 @@ def test_the_validator_accepts_exactly_the_table_roles() -> None:
         Role.VECTOR: {g.F32},
         Role.FLOAT: {g.F16, g.F32},
         Role.PROJECTION: {g.Q8_0, g.F16, g.F32} | read_only,
-        Role.EXPERT: {g.IQ2_XXS, g.Q2_K, g.Q4_K, g.MXFP4, g.Q8_0, g.F16, g.F32}
-        | read_only,
+        Role.EXPERT: {g.IQ2_XXS, g.Q2_K, g.Q4_K, g.MXFP4, g.Q8_0, g.F16, g.F32} | read_only,
         Role.INDEX: {g.I32},
     }
     assert today == ALLOWED_TYPES
