@@ -55,7 +55,12 @@ static ds4_cpu_experts experts_of(const ds4_fw_mat *m) {
     return e;
 }
 
-static int q8k_type(int type) { return type == T_Q2_K || type == T_Q4_K || type == T_IQ2_XXS; }
+/* Whether the type's dots take a Q8_K activation (ds4_cpu_type_info: every such type). */
+static int q8k_type(int type) {
+    int kind;
+    size_t bv, bb;
+    return ds4_cpu_type_info(type, &kind, &bv, &bb) && kind == ACT_Q8K;
+}
 
 /* One expert's matrix as a 2-D view. */
 static ds4_fw_mat expert_mat(const ds4_fw_mat *m, int32_t e) {
