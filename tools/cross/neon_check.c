@@ -1,6 +1,6 @@
 /* NEON vs scalar cross check (built by tools/cross/neon_check.sh for aarch64, run under
  * qemu-aarch64). Random weight rows of every supported type, with edge scales (zero,
- * subnormal, largest finite, negative) and edge codes, are dotted with prepared
+ * subnormal, largest finite, negative; MXFP4's E8M0 0, 1 and the largest) and edge codes, are dotted with prepared
  * activations by the scalar kernels and by each NEON table this CPU can run.
  *
  * Tolerance: quantized types must be bit-identical (their integer block sums are exact
@@ -47,6 +47,14 @@ static uint16_t f16_scale(void) {
     return (uint16_t)(((rnd() & 1) << 15) | (exp << 10) | (rnd() & 0x3ff));
 }
 
+/* An E8M0 block scale (2^(e-127)): mostly near 1, sometimes an edge (0, 1, 2^0, the
+ * largest finite ones, whose products overflow alike in both kernels). */
+static uint8_t e8m0_scale(void) {
+    static const uint8_t edge[] = {0, 1, 127, 128, 250, 254};
+    if (rnd() % 8 == 0) return edge[rnd() % (sizeof edge / sizeof edge[0])];
+    return (uint8_t)(112 + rnd() % 24);  /* about 2^-15 .. 2^8 */
+}
+
 static float f32_value(void) {
     switch (rnd() % 16) {
     case 0: return 0.0f;
@@ -83,6 +91,14 @@ static void fill_row(int type, uint8_t *w, size_t cols, int variant) {
             uint8_t *blk = w + 34 * b;
             put16(blk, f16_scale());
             for (int i = 0; i < 32; i++) blk[2 + i] = variant ? 0x80 : (uint8_t)rnd();
+        }
+        break;
+    case T_MXFP4:
+        for (size_t b = 0; b < cols / 32; b++) {
+            uint8_t *blk = w + 17 * b;
+            blk[0] = e8m0_scale();
+            /* variant 1: every code 0x7 / 0xf, the largest E2M1 magnitudes (+-12 doubled) */
+            for (int i = 0; i < 16; i++) blk[1 + i] = variant ? 0xf7 : (uint8_t)rnd();
         }
         break;
     case T_IQ4_NL:
@@ -164,8 +180,9 @@ static const struct {
 } TYPES[] = {
     {T_F32, "F32", 1037}, {T_F16, "F16", 1037}, {T_BF16, "BF16", 1037},
     {T_Q8_0, "Q8_0", 1120}, {T_Q2_K, "Q2_K", 2048}, {T_Q4_K, "Q4_K", 2048},
-    {T_IQ2_XXS, "IQ2_XXS", 2048}, {T_IQ4_NL, "IQ4_NL", 1120}, {T_IQ4_XS, "IQ4_XS", 2048},
-    {T_IQ2_XS, "IQ2_XS", 2048}, {T_IQ3_XXS, "IQ3_XXS", 2048}, {T_IQ3_S, "IQ3_S", 2048},
+    {T_IQ2_XXS, "IQ2_XXS", 2048}, {T_MXFP4, "MXFP4", 1120}, {T_IQ4_NL, "IQ4_NL", 1120},
+    {T_IQ4_XS, "IQ4_XS", 2048}, {T_IQ2_XS, "IQ2_XS", 2048}, {T_IQ3_XXS, "IQ3_XXS", 2048},
+    {T_IQ3_S, "IQ3_S", 2048},
 };
 #define N_TYPES (sizeof TYPES / sizeof TYPES[0])
 

@@ -7,7 +7,8 @@
 #
 # Leaves CACHE/llama_cpp_python-0.3.36/ (the unpacked sdist: vendor/llama.cpp with its
 # convert_hf_to_gguf.py and gguf-py, and the ctypes binding llama_cpp/) and
-# CACHE/llama.cpp-build/bin/ (libllama.so, llama-bench, llama-quantize, llama-tokenize).
+# CACHE/llama.cpp-build/bin/ (libllama.so, llama-bench, llama-quantize, llama-tokenize,
+# libmtmd.so and llama-mtmd-cli for the vision test, docs/vision.md).
 # Running it again reuses what is there. Needs pip, cmake, a C++17 compiler; no network
 # after the one download.
 set -euo pipefail
@@ -29,5 +30,6 @@ cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD" \
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
     > "$CACHE/cmake-config.log"
 cmake --build "$BUILD" -j "$JOBS" --target llama llama-bench llama-quantize llama-tokenize \
+    llama-mtmd-cli \
     > "$CACHE/build.log"
 echo "peer llama.cpp $VERSION built: $BUILD/bin (export DS4_PEER_CACHE=$CACHE for the tests)"

@@ -11,11 +11,13 @@ a command loads only the backend it runs.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ds4.apps import wiring
 from ds4.apps.options import EngineOptions
+from ds4.domain.dist_transport import HopRecord
 from ds4.domain.engine_math.lowprec import numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.expert_cache import ExpertCacheStats, cache_slots
@@ -39,6 +41,7 @@ RunnerFactory = Callable[
     [wiring.OpenedModel | None, EngineOptions, Tokenizer | None, Log | None], ModelRunner
 ]
 DrafterFactory = Callable[[str, ModelRunner, DeepSeekV4HParams], DraftModel]
+HopObserver = Callable[[HopRecord], None]
 ExpertCacheReader = Callable[[ModelRunner], Callable[[], ExpertCacheStats] | None]
 StepReporter = Callable[[ModelRunner], str | None]
 # the memory plan at start (domain/memory.py) over a model, its options, ctx and sessions
@@ -188,8 +191,17 @@ def _ray_runner(
         threads=options.threads,
         piece=spread.piece,
         transport="values" if spread.transport == "values" else "refs",
+        activation_bits=spread.activation_bits,
         log=log,
+        trace=_trace_to_stderr if spread.trace else None,
     )
+
+
+RAY_PACKAGE = "ds4.adapters.compute.ray"
+
+
+def _trace_to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _cpu_drafter(path: str, runner: ModelRunner, main: DeepSeekV4HParams) -> DraftModel:
@@ -504,6 +516,18 @@ def device_step_report(runner: ModelRunner) -> str | None:
     fallbacks), else None (ds4 bench prints it)."""
     spec = backend_of(runner)
     return spec.step_report(runner) if spec is not None else None
+
+
+def hop_feed(runner: ModelRunner) -> Callable[[HopObserver], None] | None:
+    """With --distributed: how to subscribe to every hop record of the runner's passes
+    through its layer ranges (the server's /metrics, ds4 bench); None for other runners."""
+    if not type(runner).__module__.startswith(RAY_PACKAGE + "."):
+        return None  # not imported for other runners: it needs the native kernels
+    from ds4.adapters.compute.ray import RayRunner
+
+    if not isinstance(runner, RayRunner):
+        return None
+    return runner.pipeline.observers.append
 
 
 def names_where(has: Callable[[BackendSpec], bool]) -> str:

@@ -9,6 +9,10 @@ the snapshot (not timed) and go on. One CSV row per frontier, flushed as it is w
 With --mtp the same tokens are decoded a second time from the snapshot with speculative
 decoding (docs/mtp.md), timed the same way; the row adds that rate and the share of
 drafted tokens accepted, and the run stops with an error if the two token streams differ.
+
+With --distributed, stderr ends with one line per layer range (and the way back to the
+coordinator) and operation: its passes, tokens and mean eval, wait and transfer time
+per pass (docs/distributed.md#per-hop-telemetry).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from ds4.apps import backends, flag_types
 from ds4.apps.bootstrap import load_engine
 from ds4.apps.cli_generate import chat_prompt
 from ds4.apps.engine_flags import (
+    add_distributed_flags,
     add_engine_flags,
     add_mtp_flags,
     add_repack_flag,
@@ -37,6 +42,7 @@ from ds4.apps.engine_flags import (
 )
 from ds4.apps.flag_types import MAX_CTX, DefaultsHelpFormatter, read_utf8
 from ds4.domain.chat import ThinkMode
+from ds4.domain.dist_transport import HopSummary
 from ds4.domain.engine.session import EngineSession
 from ds4.domain.errors import Ds4Error
 from ds4.domain.expert_cache import ExpertCacheStats
@@ -114,6 +120,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_ssd_streaming_flags(bench)
     add_repack_flag(bench)
     add_mtp_flags(bench)
+    add_distributed_flags(bench)
     tokens = flag_types.int_in(1, MAX_CTX)
     bench.add_argument("--ctx-start", type=tokens, default=2048,
                        help=f"first frontier (1..{MAX_CTX}, at most --ctx-max)")  # fmt: skip
@@ -294,6 +301,10 @@ def run(args: argparse.Namespace) -> int:
     model = model_path(args)
     engine = load_engine(engine_options(args, model))
     ssd_stats = backends.expert_cache_stats(engine.runner)
+    hops = HopSummary()
+    feed = backends.hop_feed(engine.runner)  # --distributed: each range's share
+    if feed is not None:
+        feed(hops.add)
     ids, eos = prompt_ids(args, engine.tokenizer)
     session = engine.runner.new_session(alloc)
     speculative = engine.session_over(session) if args.mtp is not None else None
@@ -319,6 +330,8 @@ def run(args: argparse.Namespace) -> int:
             out.close()
     if speculative is not None and rows:
         print(mtp_summary(rows, args.mtp_draft), file=sys.stderr)
+    for line in hops.lines():
+        print(f"ds4 bench: distributed {line}", file=sys.stderr)
     device = backends.device_step_report(engine.runner)
     if device is not None:
         print(device, file=sys.stderr)

@@ -172,10 +172,14 @@ def _stderr_line(line: str) -> None:
     print(f"ds4: {line}", file=sys.stderr)
 
 
+def _distributed_line(line: str) -> None:
+    print(f"ds4: distributed {line}", file=sys.stderr)
+
+
 def load_engine(
     options: EngineOptions,
     *,
-    log: Log | None = None,
+    log: Log | None = _distributed_line,
     ctx: int | None = None,
     plan_log: Log | None = _stderr_line,
 ) -> Engine:
@@ -184,7 +188,8 @@ def load_engine(
     (the scripted backend's case). options.mtp: the MTP GGUF for speculative decoding;
     options.power: the duty cycle in percent (None: no pacing at all, as `ds4 bench`);
     options.steering: the --dir-steering-* flags; options.distributed: the layers on
-    Ray workers (docs/distributed.md), where `log` gets where each range runs.
+    Ray workers (docs/distributed.md), where `log` gets where each range runs (default:
+    `ds4: distributed ...` lines on stderr).
     ctx: the context the memory plan counts KV for (None: the options' own --ctx and
     --sessions where the command has them; docs/ssd-streaming.md#the-memory-plan);
     plan_log: where the plan's line goes (None: unsaid, for a command whose stderr is

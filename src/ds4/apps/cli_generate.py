@@ -75,11 +75,7 @@ def open_session(args: argparse.Namespace) -> tuple[EngineSession, Tokenizer, Du
     """The live session, the tokenizer and the session's duty cycle (--power)."""
     if args.ctx < 2:
         raise Ds4Error(f"--ctx {args.ctx} is too small (at least 2 tokens)")
-    engine = load_engine(
-        engine_options(args, model_path(args)),
-        log=lambda line: print(f"ds4: distributed {line}", file=sys.stderr),
-        ctx=args.ctx,
-    )
+    engine = load_engine(engine_options(args, model_path(args)), ctx=args.ctx)
     return engine.new_session(args.ctx, chunk=args.chunk), engine.tokenizer, engine.duty
 
 

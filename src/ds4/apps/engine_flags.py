@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from ds4.apps import backends, flag_types
 from ds4.apps.flag_types import MAX_CTX, MAX_THREADS
 from ds4.apps.options import DEFAULT_MTP_DRAFT, MAX_MTP_DRAFT, EngineOptions, SteeringRequest
+from ds4.domain.dist_transport import ACTIVATION_BITS, DEFAULT_ACTIVATION_BITS
 from ds4.domain.distributed import (
     MAX_LOCAL_WORKERS,
     DistributedOptions,
@@ -415,6 +416,25 @@ def add_distributed_flags(parser: argparse.ArgumentParser) -> None:
         "ref (the chain is submitted at once); values fetches every output to this process "
         "first (docs/distributed.md compares them)",
     )
+    g.add_argument(
+        "--dist-activation-bits",
+        type=int,
+        choices=ACTIVATION_BITS,
+        default=DEFAULT_ACTIVATION_BITS,
+        metavar="32|16|8",
+        help="with --distributed: how hidden states cross a range boundary, prefill pieces "
+        "and decode alike: 32 as float32 (bit-identical to one process), 16 as bfloat16 "
+        "(half the bytes), 8 as int8 with a float32 scale per row (about a quarter); the "
+        "layers always compute in float32 (default: 32; measured effect on logits: "
+        "docs/distributed.md)",
+    )
+    g.add_argument(
+        "--dist-trace",
+        action="store_true",
+        help="with --distributed: print one line per hop of every pass (per decoded token "
+        "and per prefill piece) to stderr: each range's eval time, downstream wait, "
+        "transfer time and bytes in/out (docs/distributed.md#per-hop-telemetry; default: off)",
+    )
 
 
 def distributed_options(args: argparse.Namespace) -> DistributedOptions | None:
@@ -429,6 +449,8 @@ def distributed_options(args: argparse.Namespace) -> DistributedOptions | None:
                 ("--dist-prefill-piece", args.dist_prefill_piece, DEFAULT_PIECE),
                 ("--dist-transport", args.dist_transport, "refs"),
                 ("--layer-files", args.layer_files, ()),
+                ("--dist-activation-bits", args.dist_activation_bits, DEFAULT_ACTIVATION_BITS),
+                ("--dist-trace", args.dist_trace, False),
             )
             if value != default
         ]
@@ -443,7 +465,13 @@ def distributed_options(args: argparse.Namespace) -> DistributedOptions | None:
     if args.layer_files and vars(args).get("model") is not None:
         raise Ds4Error("-m and --layer-files each name the model: give one")
     return DistributedOptions(
-        target, args.layer_split, args.dist_prefill_piece, args.dist_transport, args.layer_files
+        target,
+        args.layer_split,
+        args.dist_prefill_piece,
+        args.dist_transport,
+        args.layer_files,
+        args.dist_activation_bits,
+        args.dist_trace,
     )
 
 

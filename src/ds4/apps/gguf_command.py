@@ -15,7 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from ds4.apps import flag_types, gguf_convert, gguf_score, gguf_split, gguf_tiny, wiring
+from ds4.apps import (
+    flag_types,
+    gguf_convert,
+    gguf_score,
+    gguf_split,
+    gguf_tiny,
+    gguf_tiny_vision,
+    wiring,
+)
 from ds4.apps.flag_types import DefaultsHelpFormatter
 from ds4.domain.convert.hf_config import hparams_from_config
 from ds4.domain.errors import Ds4Error
@@ -29,6 +37,8 @@ from ds4.domain.model.validation import (
     ValidationReport,
     validate_model_file,
 )
+from ds4.domain.vision.catalog import validate_vision
+from ds4.domain.vision.hparams import ARCH as VISION_ARCH
 from ds4.ports.model_file import ModelFile
 
 EXIT_INVALID = 1
@@ -98,6 +108,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     dump.set_defaults(run=run_dump)
 
     gguf_tiny.register(tools)
+    gguf_tiny_vision.register(tools)
     gguf_convert.register(tools)
     gguf_score.register(tools)
     gguf_split.register(tools)
@@ -137,6 +148,11 @@ def required_shape(args: argparse.Namespace) -> tuple[str, DeepSeekV4HParams] | 
 def run_inspect(args: argparse.Namespace) -> int:
     shape = required_shape(args)
     model = wiring.open_model_file(args.file)
+    if _meta_str(model.metadata, "general.architecture") == VISION_ARCH and shape is None:
+        try:
+            return _inspect_vision(model, as_json=args.json)
+        finally:
+            model.close()
     try:
         report = validate_model_file(model, require_shape=shape)
         hp = report.hparams
@@ -160,6 +176,46 @@ def run_inspect(args: argparse.Namespace) -> int:
             f"{len(errors)} error{'s' if len(errors) != 1 else ''}, first: {errors[0]}",
             file=sys.stderr,
         )
+    return 0 if report.ok else EXIT_INVALID
+
+
+def _inspect_vision(model: ModelFile, *, as_json: bool) -> int:
+    """An mmproj file (docs/vision.md §1): its keys and directory against the deepseek4v
+    catalog, every problem listed."""
+    report = validate_vision(model.metadata, model.tensors)
+    rows = [_tensor_row(t) for t in sorted(model.tensors.values(), key=lambda t: t.offset)]
+    data: dict[str, Any] = {
+        "file": model.path,
+        "file_bytes": model.file_size,
+        "kind": "vision encoder",
+        "projector": _meta_str(model.metadata, "clip.projector_type"),
+        "name": _meta_str(model.metadata, "general.name"),
+        "hparams": asdict(report.hparams) if report.hparams else None,
+        "tensor_count": len(model.tensors),
+        "tensors": rows,
+        "valid": report.ok,
+        "problems": [asdict(p) for p in report.problems],
+    }
+    if as_json:
+        json.dump(data, sys.stdout, ensure_ascii=False, indent=1)
+        sys.stdout.write("\n")
+        return 0 if report.ok else EXIT_INVALID
+    lines = [
+        f"file:         {model.path} ({_size(model.file_size)})",
+        f"kind:         vision encoder (projector {data['projector']})   name: "
+        f"{data['name'] or '-'}",
+    ]
+    if report.hparams is not None:
+        items = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                 for k, v in asdict(report.hparams).items()]  # fmt: skip
+        lines.append("hyperparameters:")
+        lines += ["  " + "  ".join(items[i : i + 6]) for i in range(0, len(items), 6)]
+    lines.append(f"tensors:      {len(model.tensors)}")
+    lines += _tensor_lines(rows)
+    verdict = "OK" if report.ok else f"INVALID ({len(report.problems)} errors)"
+    lines.append(f"validation:   {verdict}")
+    lines += [f"  error: {p}" for p in report.problems]
+    print("\n".join(lines))
     return 0 if report.ok else EXIT_INVALID
 
 

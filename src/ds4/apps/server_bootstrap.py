@@ -118,6 +118,7 @@ def bootstrap_server(
         active_sessions=lambda: inference.running,
         kv_disk_bytes=wiring.kv_disk_usage(kv_dir) if kv_dir is not None else None,
         expert_cache=backends.expert_cache_stats(engine.runner),
+        hops=backends.hop_feed(engine.runner),
     )
     state = ServerState(
         config,

@@ -32,6 +32,7 @@ from ds4.ports.model_hub import ModelHub
 from ds4.ports.response_archive import ResponseArchive
 from ds4.ports.system import Clock, MemoryRoom, Pacer, RandomSource, Timer
 from ds4.ports.tokenizer import Tokenizer
+from ds4.ports.vision import ImageDecoder, VisionEncoder
 
 if TYPE_CHECKING:
     from ds4.adapters.eval.answerers import EndpointAnswerer
@@ -149,6 +150,28 @@ def quantizer(backend: DequantBackend = "native", threads: int | None = None) ->
     from ds4.adapters.quant.native_codec import NativeQuantizer
 
     return NativeQuantizer(threads=threads or os.cpu_count() or 1)
+
+
+# ---- images in (docs/vision.md) ------------------------------------------------------
+
+
+def vision_encoder(path: str, backend: DequantBackend = "native") -> VisionEncoder:
+    """The reference encoder over a validated deepseek4v mmproj file (`--vision FILE`)."""
+    from ds4.adapters.compute.reference.vision import ReferenceVisionEncoder
+    from ds4.adapters.gguf.vision_files import load_vision
+
+    model, hp = load_vision(path)
+    try:
+        return ReferenceVisionEncoder(model, hp, dequantizer(backend))
+    finally:
+        model.close()  # the weights are decoded copies; the mapping can go
+
+
+def image_decoder() -> ImageDecoder:
+    """PNG / JPEG bytes to pixels (Pillow)."""
+    from ds4.adapters.vision.pillow_decoder import PillowDecoder
+
+    return PillowDecoder()
 
 
 def open_checkpoint(directory: str | os.PathLike[str]) -> Checkpoint:

@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ds4.domain.dist_transport import DEFAULT_ACTIVATION_BITS
 from ds4.domain.errors import Ds4Error
 
 # --- layer split ---
@@ -195,3 +196,5 @@ class DistributedOptions:
     # --layer-files: one layer-shard file per range, in order (domain/model/shards.py);
     # empty: every worker opens the whole model (-m)
     layer_files: tuple[str, ...] = ()
+    activation_bits: int = DEFAULT_ACTIVATION_BITS  # across a boundary: 32, 16 or 8
+    trace: bool = False  # one telemetry line per hop of every pass (--dist-trace)

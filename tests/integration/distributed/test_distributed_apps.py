@@ -1,10 +1,13 @@
-"""`ds4 cli` and `ds4 server` with `--distributed local:2`, as a user runs them: the
-CLI's greedy continuation equals the single-process one; killing a server worker's
-process mid-stream ends that stream in the API's own error shape, and the next request
-answers with the same text as before the failure."""
+"""`ds4 cli`, `ds4 bench` and `ds4 server` with `--distributed local:2`, as a user runs
+them: the CLI's greedy continuation equals the single-process one; the bench reports
+each range's share and, with --dist-trace, one parseable line per hop whose bytes are
+the documented formula's; killing a server worker's process mid-stream ends that stream
+in the API's own error shape, and the next request answers with the same text as
+before the failure."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -22,6 +25,7 @@ from tests.integration.server.server_process import free_port, server_process
 from tools.demo.files import DEMO
 
 from ds4.adapters.compute.ray.runner import ray_available
+from ds4.domain.dist_transport import parse_trace_line
 
 pytestmark = pytest.mark.skipif(
     not ray_available(), reason="Ray is not installed (pip install 'ds4[distributed]')"
@@ -45,6 +49,71 @@ def test_cli_distributed_continuation_equals_the_single_process_one() -> None:
     assert split.stdout == alone.stdout and alone.stdout.strip()
     placed = re.findall(r"ds4: distributed layers (\d-\d): pid \d+", split.stderr)
     assert placed == ["0-1", "2-3"]
+
+
+def test_bench_reports_each_range_and_traces_every_hop(tmp_path: Path) -> None:
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text(PROMPT * 8, encoding="utf-8")
+    done = subprocess.run(
+        [*DS4, "bench", "-m", str(DEMO), "--prompt-file", str(prompt), "--ctx-start", "16",
+         "--ctx-max", "32", "--step-incr", "16", "-n", "3", "-t", "2",
+         "--distributed", "local:2", "--dist-activation-bits", "8", "--dist-trace",
+         "--dist-prefill-piece", "8"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (
+        done.stdout.splitlines()[0].startswith("ctx_tokens,") and len(done.stdout.splitlines()) == 3
+    )
+    per_token = 4 * (128 + 4)  # the demo model at 8 bits: n_hc * (n_embd + 4)
+    assert f"at 8 bits: {per_token} B per token" in done.stderr
+    trace = [parse_trace_line(line) for line in done.stderr.splitlines()
+             if line.startswith("ds4 dist-trace:")]  # fmt: skip
+    assert {r["to"] for r in trace} == {"layers:0-1", "layers:2-3", "coordinator"}
+    assert all(int(r["bytes_in"]) == int(r["tokens"]) * per_token for r in trace)
+    # two frontiers: 16 prefill tokens each (two pieces of 8), 3 decoded tokens each
+    decode = [r for r in trace if r["op"] == "decode" and r["hop"] == "0"]
+    prefill = [r for r in trace if r["op"] == "prefill" and r["hop"] == "0"]
+    assert len(decode) == 6 and len(prefill) == 4
+    summary = re.findall(r"ds4 bench: distributed to=(\S+) op=(\w+) passes=(\d+) tokens=(\d+) "
+                         r"eval_ms_per_pass=([\d.]+)", done.stderr)  # fmt: skip
+    assert [(to, op, int(n)) for to, op, n, _, _ in summary] == [
+        ("layers:0-1", "decode", 6), ("layers:0-1", "prefill", 4),
+        ("layers:2-3", "decode", 6), ("layers:2-3", "prefill", 4),
+        ("coordinator", "decode", 6), ("coordinator", "prefill", 2),
+    ]  # fmt: skip
+    assert all(float(ms) > 0 for to, _, _, _, ms in summary if to != "coordinator")
+
+
+@pytest.mark.slow
+def test_agent_and_eval_answer_as_one_process_does(tmp_path: Path) -> None:
+    """The shared engine flags reach `ds4 agent` and `ds4 eval`: greedy, the split
+    model's answer is the single process's (the agent has no --numerics and runs ds4's;
+    its greedy answer on the demo model is the same split or not)."""
+    agent = ["agent", "-m", str(DEMO), "--non-interactive", "-p", "hello", "-n", "16",
+             "-c", "4096", "-t", "2", "--nothink", "--no-web", "--temp", "0"]  # fmt: skip
+    evals = ["eval", "-m", str(DEMO), "--questions", "1", "-n", "64", "--numerics", "exact",
+             "--hard-limit-reply-budget", "16", "--soft-limit-reply-budget", "32", "--plain",
+             "-t", "2", "--nothink", "--json", ""]  # fmt: skip
+    env = {**os.environ, "DS4_AGENT_HOME": str(tmp_path / "agent")}
+    for argv in (agent, evals):
+        outs = []
+        for split in ([], ["--distributed", "local:2", "--layer-split", "0-1,2-3"]):
+            report = tmp_path / f"{argv[0]}{len(split)}.json"
+            args = [str(report) if a == "" else a for a in argv] + split
+            done = subprocess.run(
+                [*DS4, *args], capture_output=True, text=True, timeout=300, check=False,
+                env=env, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+            assert done.returncode in (0, 1), done.stderr[-2000:]  # eval: 1 = a failed case
+            assert ("distributed layers 0-1" in done.stderr) == bool(split)
+            outs.append(done.stdout if argv is agent else _answers(report))
+        assert outs[0] == outs[1] and outs[0]
+
+
+def _answers(report: Path) -> list[object]:
+    cases = json.loads(report.read_text(encoding="utf-8"))["cases"]
+    return [(c["id"], c["state"], c["answer_given"]) for c in cases]
 
 
 @pytest.mark.slow
@@ -128,6 +197,12 @@ def test_a_worker_killed_mid_stream_fails_the_stream_and_the_server_recovers() -
         before = httpx.post(url, json=anthropic_body(False, 24), timeout=120)
         assert before.status_code == 200
         text = before.json()["content"][0]["text"]
+        scrape = httpx.get(server.url + "/metrics", timeout=60).text
+        for to in ("0-1", "2-3", "coordinator"):  # every hop of the request's passes
+            count = re.search(
+                rf'ds4_dist_eval_seconds_count{{op="decode",to="{to}"}} (\d+)', scrape
+            )
+            assert count is not None and int(count.group(1)) >= 1, scrape[-3000:]
 
         events = []
         with httpx.stream("POST", url, json=anthropic_body(True, 400), timeout=120) as reply:

@@ -296,3 +296,22 @@ def test_a_refused_step_leaves_the_device_state_as_it_was(
         vk.eval(10**7)  # outside the vocabulary
     assert list(vk.tokens) == prompt
     assert np.array_equal(vk.eval(5), twin.eval(5))
+
+
+def test_a_bf16_model_runs_on_the_device(
+    tmp_path_factory: pytest.TempPathFactory, vulkan_ok: None, prompt: list[int]
+) -> None:
+    """`--quant bf16` (every float tensor BF16, as llama.cpp's converter writes the
+    embedding, compressor and indexer): matvec_bf16 and the BF16 embedding gather, within
+    the fp32 contract of the reference, each decode step one submission."""
+    path = make_tiny(tmp_path_factory.mktemp("vk_bf16") / "bf16.gguf", "bf16")
+    vk = _vulkan(path)
+    got = vk.new_session(16).prefill(prompt, all_logits=True)
+    want = open_reference_runner(str(path), numerics="fp32").new_session(16)
+    expected = want.prefill(prompt, all_logits=True)
+    assert _close(got, expected)
+    assert np.array_equal(got.argmax(axis=1), expected.argmax(axis=1))
+    session = vk.new_session(16)
+    session.prefill(prompt[:-1])
+    assert _close(session.eval(prompt[-1]), expected[-1])
+    assert _one_submission(vk)

@@ -148,9 +148,9 @@ def test_the_validator_accepts_exactly_the_table_roles() -> None:
     read_only = {g.IQ4_NL, g.IQ4_XS, g.IQ2_XS, g.IQ3_XXS, g.IQ3_S}  # the i-quants, both roles
     today = {
         Role.VECTOR: {g.F32},
-        Role.FLOAT: {g.F16, g.F32},
-        Role.PROJECTION: {g.Q8_0, g.F16, g.F32} | read_only,
-        Role.EXPERT: {g.IQ2_XXS, g.Q2_K, g.Q4_K, g.MXFP4, g.Q8_0, g.F16, g.F32} | read_only,
+        Role.FLOAT: {g.F16, g.BF16, g.F32},
+        Role.PROJECTION: {g.Q8_0, g.F16, g.BF16, g.F32} | read_only,
+        Role.EXPERT: {g.IQ2_XXS, g.Q2_K, g.Q4_K, g.MXFP4, g.Q8_0, g.F16, g.BF16, g.F32} | read_only,
         Role.INDEX: {g.I32},
     }
     assert today == ALLOWED_TYPES
@@ -197,7 +197,7 @@ def test_loader_roles_follow_the_kind() -> None:
     no_roles = dataclasses.replace(FORMATS_BY_TYPE[GGMLType.Q8_0], roles=frozenset())
     assert missing_pieces(no_roles, found) == ["loader roles (none listed)"]
     loaded_source = dataclasses.replace(
-        FORMATS_BY_TYPE[GGMLType.BF16], roles=frozenset({Role.FLOAT})
+        FORMATS_BY_TYPE[GGMLType.BF16], kind=FormatKind.SOURCE, roles=frozenset({Role.FLOAT})
     )
     assert missing_pieces(loaded_source, found) == [
         "a source type must not be accepted by the loader (roles)"

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from ds4.adapters.http.inference_worker import JobFailed, JobOutput
+from ds4.domain.dist_transport import HopRecord
 from ds4.domain.expert_cache import ExpertCacheStats
 from ds4.domain.generation.events import Finished
 from ds4.domain.serving.exchange import PromptReady
@@ -30,6 +31,12 @@ CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the text format every Prometheus read
 # Prefill of a long prompt on the CPU backend takes minutes, so the buckets reach far.
 TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 INTER_TOKEN_BUCKETS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5)
+# --distributed's hops: a demo-model hop takes tens of microseconds, a Flash prefill
+# piece seconds; bytes from one demo token (528 B at 8 bits) to a 16 MiB Flash piece
+HOP_SECONDS_BUCKETS = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1,
+                       0.25, 0.5, 1, 2.5, 5, 10, 30)  # fmt: skip
+HOP_BYTES_BUCKETS = tuple(float(4**k) for k in range(4, 16))  # 256 B .. 256 MiB
+HopFeed = Callable[[Callable[[HopRecord], None]], None]
 MISS = "none"  # the cache decision's source when no cached state was chosen
 
 
@@ -41,7 +48,10 @@ class ServerMetrics:
         active_sessions: Callable[[], int],
         kv_disk_bytes: Callable[[], int] | None = None,
         expert_cache: Callable[[], ExpertCacheStats] | None = None,
+        hops: HopFeed | None = None,
     ) -> None:
+        """hops: subscribes a callback to every hop record of a --distributed runner
+        (its passes through the layer ranges), for the ds4_dist_* histograms."""
         self.registry = registry = CollectorRegistry()
         api = ("api",)
         self.requests = Counter(
@@ -97,6 +107,43 @@ class ServerMetrics:
             ).set_function(kv_disk_bytes)
         if expert_cache is not None:
             _expert_cache_gauges(registry, expert_cache)
+        if hops is not None:
+            self._hop_histograms(registry)
+            hops(self.hop)
+
+    # ---- --distributed: one observation per hop of every pass -----------------------
+
+    def _hop_histograms(self, registry: CollectorRegistry) -> None:
+        labels = ("to", "op")
+        seconds = HOP_SECONDS_BUCKETS
+        self.hop_eval = Histogram(
+            "ds4_dist_eval_seconds", "a layer range's forward per pass (decode, layers, encode)",
+            labels, buckets=seconds, registry=registry,
+        )  # fmt: skip
+        self.hop_wait = Histogram(
+            "ds4_dist_wait_seconds",
+            "from a hop's end to its pass being done at the coordinator (downstream wait)",
+            labels, buckets=seconds, registry=registry,
+        )  # fmt: skip
+        self.hop_transfer = Histogram(
+            "ds4_dist_transfer_seconds",
+            "from a hop's input being ready and its worker free to its start",
+            labels, buckets=seconds, registry=registry,
+        )  # fmt: skip
+        self.hop_bytes = Histogram(
+            "ds4_dist_hop_bytes",
+            "hidden-state payload bytes per hop, received (in) and sent (out)",
+            (*labels, "direction"), buckets=HOP_BYTES_BUCKETS, registry=registry,
+        )  # fmt: skip
+
+    def hop(self, record: HopRecord) -> None:
+        to = record.to.removeprefix("layers ")
+        self.hop_eval.labels(to, record.op).observe(record.eval_s)
+        self.hop_wait.labels(to, record.op).observe(record.wait_s)
+        self.hop_transfer.labels(to, record.op).observe(record.transfer_s)
+        self.hop_bytes.labels(to, record.op, "in").observe(record.bytes_in)
+        if record.bytes_out:
+            self.hop_bytes.labels(to, record.op, "out").observe(record.bytes_out)
 
     # ---- TokenTiming: on the inference thread ---------------------------------------
 

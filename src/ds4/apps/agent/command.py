@@ -19,6 +19,7 @@ from ds4.apps.cli_command import add_sampling_flags, add_think_flags, read_promp
 from ds4.apps.cli_generate import sampling, think_mode
 from ds4.apps.engine_flags import (
     add_backend_flags,
+    add_distributed_flags,
     add_model_flag,
     app_options,
     engine_options,
@@ -55,6 +56,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_model_flag(p)
     add_backend_flags(p, scripted=True)
+    add_distributed_flags(p)
     p.add_argument(
         "-c",
         "--ctx",

@@ -11,6 +11,7 @@ from ds4.apps.bootstrap import shipped_sample_suite
 from ds4.apps.cli_command import add_sampling_flags
 from ds4.apps.engine_flags import (
     add_backend_flags,
+    add_distributed_flags,
     add_model_flag,
     add_numerics_flag,
     scripted_flags_problem,
@@ -139,6 +140,8 @@ def check_run_flags(args: argparse.Namespace) -> None:
             parser.error("--api-key needs --endpoint")
     elif args.script is not None or args.model is not None:
         parser.error("--endpoint runs on another server: drop -m/--model and --script")
+    elif args.distributed is not None or args.layer_files:
+        parser.error("--endpoint runs on another server: drop --distributed and --layer-files")
 
 
 # ---- eval flags ----------------------------------------------------------------------
@@ -171,6 +174,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_model_flag(p)
     add_backend_flags(p, scripted=True)
     add_numerics_flag(p)
+    add_distributed_flags(p)
     _budgets(p)
     _sampling(p)
     _cases(p)

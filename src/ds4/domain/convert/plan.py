@@ -24,7 +24,7 @@ from ds4.domain.model.hparams import DeepSeekV4HParams
 #
 # Non-expert tensors follow the published ds4 mixture (attention, shared experts and
 # the LM head Q8_0; HC, router, compressor, indexer and embedding F16; norms and other
-# vectors F32); the presets differ in the routed experts, except f32/f16, which keep
+# vectors F32); the presets differ in the routed experts, except f32/f16/bf16, which keep
 # everything at that precision (oracle and debugging models). One `QuantPreset` row per
 # `--quant` name.
 
@@ -36,7 +36,7 @@ class QuantPreset:
     gate_up: GGMLType  # ffn_gate_exps, ffn_up_exps
     down: GGMLType  # ffn_down_exps
     last_layers: GGMLType | None = None  # every expert of the final layers (--q4-last-layers)
-    everything: GGMLType | None = None  # f32/f16: every tensor but I32 and F32 vectors
+    everything: GGMLType | None = None  # f32/f16/bf16: every tensor but I32 and F32 vectors
 
 
 _G = GGMLType
@@ -49,6 +49,8 @@ PRESETS: dict[str, QuantPreset] = {
     "q2-q4": QuantPreset(_G.IQ2_XXS, _G.Q2_K, last_layers=_G.Q4_K),
     # The release's FP4 experts repacked as they are (docs/reference/formats.md §3.6).
     "mxfp4": QuantPreset(_G.MXFP4, _G.MXFP4),
+    # llama.cpp's converter's float type, for comparing with its files.
+    "bf16": QuantPreset(_G.BF16, _G.BF16, everything=_G.BF16),
 }
 QUANT_PRESETS = tuple(PRESETS)
 DEFAULT_Q4_LAST_LAYERS_DIVISOR = 4  # q2-q4: the last quarter of the layers gets Q4_K experts

@@ -57,9 +57,9 @@ class Role(Enum):
     """What a tensor is to the model; the validator allows a type per role."""
 
     VECTOR = "vector"  # norms, HC scale/base, sinks, router bias: F32
-    FLOAT = "float"  # HC fn, router, compressor, indexer, embedding: F16 (or F32)
-    PROJECTION = "projection"  # attention, shared expert, LM head: Q8_0 (or F16/F32)
-    EXPERT = "expert"  # routed experts: IQ2_XXS / Q2_K / Q4_K / MXFP4 (or Q8_0/F16/F32)
+    FLOAT = "float"  # HC fn, router, compressor, indexer, embedding: F16 (or BF16/F32)
+    PROJECTION = "projection"  # attention, shared expert, LM head: Q8_0 (or F16/BF16/F32)
+    EXPERT = "expert"  # routed experts: IQ2_XXS / Q2_K / Q4_K / MXFP4 (or Q8_0/F16/BF16/F32)
     INDEX = "index"  # token-id -> expert-id table: I32
 
 
@@ -171,7 +171,10 @@ QUANT_FORMATS: tuple[QuantFormat, ...] = (
         cpu=_cpu("f16", sdot=False, avx512=("dot_f16", "ds4_tile_avx512_f16")),
         vulkan_shaders=("matvec_f16",),
     ),
-    QuantFormat(GGMLType.BF16, FormatKind.SOURCE, cpu=_cpu("bf16", sdot=False)),
+    QuantFormat(
+        GGMLType.BF16, FormatKind.WEIGHT, frozenset({_R.FLOAT, _R.PROJECTION, _R.EXPERT}),
+        cpu=_cpu("bf16", sdot=False), vulkan_shaders=("matvec_bf16",),
+    ),
     QuantFormat(
         GGMLType.Q8_0, FormatKind.WEIGHT, frozenset({_R.PROJECTION, _R.EXPERT}),
         activation="q8_0",

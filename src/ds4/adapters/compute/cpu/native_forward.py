@@ -10,6 +10,7 @@ state to native code; Python only looks up the embedding rows and hands pointers
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,26 @@ _ERRORS = {
     20: "layer state missing or too small",
     21: "token id outside the hash-routing table",
     22: "compressed-row capacity exceeded",
+}
+
+
+U16 = npt.NDArray[np.uint16]
+
+
+def _bf16_rows(bits: U16) -> F32:
+    out: F32 = (bits.astype(np.uint32) << 16).view(np.float32)
+    return out
+
+
+def _f16_rows(bits: U16) -> F32:
+    out: F32 = bits.view("<f2").astype(np.float32)
+    return out
+
+
+# Embedding tables read straight from the mapped file: type -> bits (n, D) to f32 rows.
+_HALF_EMBEDDINGS: dict[GGMLType, Callable[[U16], F32]] = {
+    GGMLType.F16: _f16_rows,
+    GGMLType.BF16: _bf16_rows,
 }
 
 
@@ -78,9 +99,9 @@ class NativeForward:
         self.layout = NativeLayout(model, hp, values, layers=layers, head=head)
         self.layer_range = self.layout.layer_range
         embd = model.tensors.get("token_embd.weight")  # absent from a later layer shard
-        self._embd_f16 = (
-            model.raw("token_embd.weight").view("<f2")
-            if embd is not None and embd.ggml_type is GGMLType.F16
+        self._embd_half = (  # F16 / BF16 tables: rows widened here (exact), no codec call
+            (model.raw("token_embd.weight").view("<u2"), embd.ggml_type)
+            if embd is not None and embd.ggml_type in _HALF_EMBEDDINGS
             else None
         )
         self.opts = _ffi.new(
@@ -103,8 +124,9 @@ class NativeForward:
 
     def embed_rows(self, tokens: I64) -> F32:
         """The embedding rows (n, D) of tokens, as f32 (the MTP block's input)."""
-        if self._embd_f16 is not None:
-            return self._embd_f16[tokens].astype(np.float32)
+        if self._embd_half is not None:
+            bits, kind = self._embd_half
+            return _HALF_EMBEDDINGS[kind](bits[tokens])
         return np.asarray(self.values.rows("token_embd.weight", tokens), dtype=np.float32)
 
     def new_seq(self) -> Any:
@@ -146,8 +168,10 @@ class NativeForward:
 
     def embed(self, tokens: I64, streams: F32) -> None:
         """Fill streams (n, S, D) with each token's embedding row on every stream."""
-        if self._embd_f16 is not None:  # the usual F16 table: convert while broadcasting
-            streams[:] = self._embd_f16[tokens][:, None, :]
+        if self._embd_half is not None and self._embd_half[1] is GGMLType.F16:
+            streams[:] = self._embd_half[0][tokens].view("<f2")[:, None, :]  # the usual table
+        elif self._embd_half is not None:
+            streams[:] = self.embed_rows(tokens)[:, None, :]
         else:
             streams[:] = self.values.rows("token_embd.weight", tokens)[:, None, :]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 import weakref
 from array import array
 from collections import deque
@@ -18,7 +19,16 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.adapters.compute.cpu.native_forward import NativeForward
-from ds4.adapters.compute.ray.stage import StageRefusedError, WorkItem
+from ds4.adapters.compute.ray.stage import StageRefusedError, StageReport, WorkItem
+from ds4.domain.dist_transport import (
+    DEFAULT_ACTIVATION_BITS,
+    HopRecord,
+    PackedRows,
+    check_bits,
+    decode,
+    encode,
+    hop_gaps,
+)
 from ds4.domain.distributed import EMPTY, extend_hash, range_text, rolling_hashes
 from ds4.domain.engine.dsv4_payload import LayerSnapshot, SessionSnapshot
 from ds4.domain.errors import ComputeUnavailableError, Ds4Error
@@ -42,6 +52,7 @@ F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
 T = TypeVar("T")
 Transport = Literal["refs", "values"]
+HopObserver = Callable[[HopRecord], None]
 
 
 class WorkerLostError(ComputeUnavailableError):
@@ -90,13 +101,27 @@ class PipelineOptions:
     piece: int = 256  # tokens per pipelined prefill piece
     window: int = 0  # pieces in flight at once (0: ranges + 2, at most 8)
     transport: Transport = "refs"
+    activation_bits: int = DEFAULT_ACTIVATION_BITS  # hidden states across a boundary
+
+
+@dataclass(frozen=True)
+class PassInfo:
+    """What a pass is, for its telemetry."""
+
+    op: str  # prefill | decode | batch | replay
+    piece: int
+    pos: int
 
 
 @dataclass
 class _Pass:
     final: Any  # the last range's output streams (pending, or a value with `values`)
-    reports: list[Any]  # each range's result hashes (pending)
+    reports: list[Any]  # each range's StageReport (pending)
     want: bool  # keep the output streams (for logits)
+    info: PassInfo
+    tokens: int
+    bytes_in: int  # the packed embedding sent to the first range
+    submitted: float  # time.time() before the first call
 
 
 class Pipeline:
@@ -117,6 +142,10 @@ class Pipeline:
         self.window = options.window or min(len(stages.ranges) + 2, 8)
         self.replays = 0  # sessions replayed (tests and the bench read it)
         self.bytes_sent = 0  # hidden-state bytes handed between processes (the bench reads it)
+        self.bits = check_bits(options.activation_bits)
+        self.passes = 0  # passes through the chain (the trace numbers them)
+        # each hop's telemetry goes to these (--dist-trace, the server's /metrics, bench)
+        self.observers: list[HopObserver] = []
         self._lock = threading.RLock()  # one operation on the workers at a time
         self._dead: set[int] = set()
         # deque and count: appended to from finalizers, which must not take a lock
@@ -192,32 +221,69 @@ class Pipeline:
 
     # ---- passes through the chain ------------------------------------------
 
-    def _submit(self, items: list[WorkItem], streams: F32, want: bool) -> _Pass:
-        x: Any = streams
+    def _submit(self, items: list[WorkItem], streams: F32, want: bool, info: PassInfo) -> _Pass:
+        packed = encode(streams, self.bits)
+        x: Any = packed
         reports = []
+        submitted = time.time()
         for k in range(len(self.stages.ranges)):
             out, report = self.stages.submit(k, "forward", items, x, num_returns=2)
             x = self.get(k, out) if self.options.transport == "values" else out
             reports.append(report)
         # into every range, and back out of the last one when the output is wanted
-        self.bytes_sent += streams.nbytes * (len(self.stages.ranges) + int(want))
-        return _Pass(x, reports, want)
+        self.bytes_sent += packed.nbytes * (len(self.stages.ranges) + int(want))
+        return _Pass(x, reports, want, info, int(streams.shape[0]), packed.nbytes, submitted)
 
     def _finish(self, p: _Pass, expected: list[int]) -> F32 | None:
         """Wait for a pass; its output streams if wanted. Every range must report the
         hashes the coordinator expects after the pass."""
-        for k, report in enumerate(p.reports):
-            got = self.get(k, report)
-            if got != expected:
+        got: list[StageReport] = []
+        for k, pending in enumerate(p.reports):
+            report = self.get(k, pending)
+            got.append(report)
+            if report.hashes != expected:
                 raise StageRefusedError(
-                    f"layers {range_text(self.stages.ranges[k])} report prefix hashes {got}, "
-                    f"expected {expected}"
+                    f"layers {range_text(self.stages.ranges[k])} report prefix hashes "
+                    f"{report.hashes}, expected {expected}"
                 )
-        if not p.want:
-            return None
-        last = len(self.stages.ranges) - 1
-        out = p.final if self.options.transport == "values" else self.get(last, p.final)
-        return np.asarray(out, dtype=np.float32)
+        out: F32 | None = None
+        fetch_from = time.time()
+        if p.want:
+            last = len(self.stages.ranges) - 1
+            packed = p.final if self.options.transport == "values" else self.get(last, p.final)
+            assert isinstance(packed, PackedRows)
+            out = decode(packed)
+        done = time.time()
+        self.passes += 1
+        if self.observers:
+            self._observe(p, got, fetch_from, done)
+        return out
+
+    def _observe(self, p: _Pass, got: list[StageReport], fetch_from: float, done: float) -> None:
+        starts = [r.started for r in got]
+        ends = [r.ended for r in got]
+        gaps = hop_gaps(p.submitted, starts, ends, [r.idle_since for r in got])
+        info = p.info
+        records = [
+            HopRecord(
+                self.passes, info.op, info.piece, info.pos, p.tokens, k,
+                f"layers {range_text(self.stages.ranges[k])}", r.eval_s,
+                max(0.0, done - r.ended), gaps[k], r.bytes_in, r.bytes_out,
+            )
+            for k, r in enumerate(got)
+        ]  # fmt: skip
+        if p.want:  # the way back: from the last range's end (or the fetch) to here
+            back = max(0.0, done - max(ends[-1], fetch_from))
+            records.append(
+                HopRecord(
+                    self.passes, info.op, info.piece, info.pos, p.tokens, len(got),
+                    "coordinator", 0.0, max(0.0, done - p.submitted), back,
+                    got[-1].bytes_out, 0,
+                )
+            )  # fmt: skip
+        for record in records:
+            for observe in self.observers:
+                observe(record)
 
     def _embed(self, ids: I64) -> F32:
         streams = np.empty((ids.size, self.hp.n_hc, self.hp.n_embd), dtype=np.float32)
@@ -232,6 +298,7 @@ class Pipeline:
         *,
         want: Literal["last", "all", "none"],
         reset: bool = False,
+        op: str = "prefill",
     ) -> list[F32]:
         """Evaluate ids at positions pos.. of the session in pipelined pieces (the
         workers hold its first pos tokens, or nothing with reset); the final streams of
@@ -255,7 +322,8 @@ class Pipeline:
             item = state.work_item(pos + begin, prefix, piece, reset=reset and begin == 0)
             keep = want == "all" or (want == "last" and i == len(starts) - 1)
             expected = [hashes[begin + piece.size - 1]]
-            flight.append((self._submit([item], self._embed(piece), keep), expected))
+            info = PassInfo(op, i, pos + begin)
+            flight.append((self._submit([item], self._embed(piece), keep, info), expected))
             if len(flight) >= self.window:
                 finish_one()
         while flight:
@@ -271,7 +339,8 @@ class Pipeline:
             items.append(s.work_item(n, s.hash_at(n), t))
             expected.append(extend_hash(s.hash_at(n), t.tolist()))
         streams = self._embed(np.concatenate(list(ids)))
-        out = self._finish(self._submit(items, streams, True), expected)
+        info = PassInfo("batch", 0, states[0].length if states else 0)
+        out = self._finish(self._submit(items, streams, True, info), expected)
         assert out is not None
         return out
 
@@ -297,7 +366,7 @@ class Pipeline:
                 self.get(k, p)
         ids = state.token_array(start)
         if ids.size:
-            self.stream_pieces(state, start, ids, want="none", reset=base is None)
+            self.stream_pieces(state, start, ids, want="none", reset=base is None, op="replay")
         elif base is None:
             self.call_all("free", [state.sid])
 
@@ -375,8 +444,12 @@ class DistributedState:
         pipe = self._pipe
         every = all_logits or keep > 1  # the final streams of more than the last row
 
+        kind = "decode" if ids.size == 1 else "prefill"
+
         def op() -> list[F32]:
-            return pipe.stream_pieces(self, self.length, ids, want="all" if every else "last")
+            return pipe.stream_pieces(
+                self, self.length, ids, want="all" if every else "last", op=kind
+            )
 
         pieces = pipe.run(op, [self])
         streams = np.concatenate(pieces) if every else pieces[-1][-1:]

@@ -30,6 +30,12 @@ from ds4.adapters.compute.ray.stage import LayerStage, StageRefusedError, StageS
 from ds4.adapters.gguf.model_files import TensorValues, routed_quant_bits
 from ds4.adapters.gguf.shard_set import ShardSet
 from ds4.adapters.quant.native_codec import NativeDequantizer
+from ds4.domain.dist_transport import (
+    DEFAULT_ACTIVATION_BITS,
+    bytes_per_token,
+    check_bits,
+    trace_line,
+)
 from ds4.domain.distributed import (
     DistributedTarget,
     auto_split,
@@ -147,7 +153,9 @@ def ray_runner(
     impl: str = "auto",
     piece: int = 256,
     transport: Transport = "refs",
+    activation_bits: int = DEFAULT_ACTIVATION_BITS,
     log: Callable[[str], None] | None = None,
+    trace: Callable[[str], None] | None = None,
     make_stages: Callable[[list[StageSpec], list[str | None]], Stages] | None = None,
 ) -> RayRunner:
     """The model split by layer ranges over Ray workers (`target`: local:N or ray://).
@@ -157,9 +165,12 @@ def ray_runner(
     local:N each worker gets an equal share (on a cluster each worker uses its own
     machine's cores). piece: tokens per pipelined prefill piece. transport: `refs`
     (ranges hand their output on as Ray object refs) or `values` (the coordinator
-    fetches each range's output). log: one line per placed range. make_stages: how the
-    workers are started (default: Ray actors; tests pass in-process ones).
+    fetches each range's output). activation_bits: 32, 16 or 8, how hidden states cross
+    a range boundary (domain/dist_transport.py). log: one line per placed range. trace:
+    one line per hop of every pass (--dist-trace). make_stages: how the workers are
+    started (default: Ray actors; tests pass in-process ones).
     """
+    check_bits(activation_bits)
     chosen = numerics_named(numerics)
     check_numerics_fit(chosen, hparams)
     if chosen.name == "exact":
@@ -191,7 +202,7 @@ def ray_runner(
     else:
         tag = model_tag_for(hparams, model.metadata, model.tensors.values())
     specs = [
-        StageSpec(path, r, chosen.name, impl, worker_threads, tag)
+        StageSpec(path, r, chosen.name, impl, worker_threads, tag, activation_bits)
         for path, r in zip(paths, ranges, strict=True)
     ]
     nodes = [places[k % len(places)].node for k in range(len(ranges))]
@@ -202,11 +213,16 @@ def ray_runner(
     else:
         stages = make_stages(specs, nodes)
     head = coordinator_forward(model, hparams, chosen, impl)
-    pipeline = Pipeline(hparams, stages, head, PipelineOptions(piece, 0, transport))
+    options = PipelineOptions(piece, 0, transport, activation_bits)
+    pipeline = Pipeline(hparams, stages, head, options)
     runner = RayRunner(model, hparams, pipeline)
+    if trace is not None:
+        pipeline.observers.append(lambda record: trace(trace_line(record)))
     if log is not None:
         for line in runner.describe():
             log(line)
+        per_token = bytes_per_token(hparams.n_hc, hparams.n_embd, activation_bits)
+        log(f"hidden states cross each boundary at {activation_bits} bits: {per_token} B per token")
     return runner
 
 
@@ -328,7 +344,13 @@ def slots(target: DistributedTarget) -> list[Slot]:
             found.append(Slot(str(node["NodeID"]), memory, str(node.get("NodeManagerAddress"))))
     if not found:
         raise Ds4Error(f"the Ray cluster at {target.address} has no live node")
-    return sorted(found, key=lambda s: s.label)
+    # several nodes on one machine share an address: tell them apart by their node id
+    shared = {s.label for s in found if sum(o.label == s.label for o in found) > 1}
+    found = [
+        Slot(s.node, s.memory, f"{s.label} (node {str(s.node)[:8]})") if s.label in shared else s
+        for s in found
+    ]
+    return sorted(found, key=lambda s: (s.label, s.node or ""))
 
 
 # --- The workers as Ray actors --------------------------------------------------------
@@ -472,9 +494,11 @@ class RayStages:
         info = self.info[k]
         size = int(info.get("weight_bytes") or 0)
         weights = f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
+        node = self._nodes[k]
+        pinned = f" (node {node[:8]})" if node is not None else ""
         return (
             f"layers {range_text(self._specs[k].layers)}: pid {info.get('pid')} on "
-            f"{info.get('host')}, {weights} of weights"
+            f"{info.get('host')}{pinned}, {weights} of weights"
         )
 
 

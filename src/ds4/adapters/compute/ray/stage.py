@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,13 +33,12 @@ from ds4.adapters.compute.cpu.sequence_state import CpuState
 from ds4.adapters.gguf.model_files import TensorValues, load_model
 from ds4.adapters.gguf.shard_set import file_model_tag
 from ds4.adapters.quant.native_codec import NativeDequantizer
+from ds4.domain.dist_transport import DEFAULT_ACTIVATION_BITS, PackedRows, decode, encode
 from ds4.domain.distributed import EMPTY, layer_bytes, range_text, rolling_hashes
 from ds4.domain.engine.dsv4_payload import LayerSnapshot, SessionSnapshot
 from ds4.domain.engine_math.lowprec import numerics_named
 from ds4.domain.errors import Ds4Error
 from ds4.domain.model.shards import part_of
-
-F32 = npt.NDArray[np.float32]
 
 
 class StageRefusedError(Exception):
@@ -56,6 +56,7 @@ class StageSpec:
     impl: str  # kernel set (scalar under exact numerics)
     threads: int  # kernel threads in this worker (0: every core of its machine)
     model_tag: int  # the coordinator's model identity: a worker with another file refuses
+    activation_bits: int = DEFAULT_ACTIVATION_BITS  # how this worker's output travels
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,20 @@ class WorkItem:
     tokens: npt.NDArray[np.int32]
     trim_from: int = 0  # forget history before this position first (0: nothing)
     reset: bool = False
+
+
+@dataclass(frozen=True)
+class StageReport:
+    """What a forward reports besides its output: each item's hash after its tokens,
+    and its telemetry (wall-clock times of this worker's machine, seconds)."""
+
+    hashes: list[int]
+    started: float  # time.time() when the call began
+    ended: float  # ... and when it returned its output
+    idle_since: float  # when this worker's previous forward ended (0: none before)
+    eval_s: float  # decode, layers and encode (a monotonic clock's duration)
+    bytes_in: int  # hidden-state payload bytes received
+    bytes_out: int  # ... and sent on
 
 
 @dataclass
@@ -93,6 +108,7 @@ class LayerStage:
         self.error: str | None = None
         self._held: dict[int, _Held] = {}
         self._weight_bytes = 0
+        self._idle_since = 0.0
         where = f"layers {range_text(spec.layers)} on {socket.gethostname()}"
         try:
             self._fwd = self._open(spec)
@@ -178,10 +194,15 @@ class LayerStage:
 
     # ---- operations --------------------------------------------------------
 
-    def forward(self, items: Sequence[WorkItem], streams: F32) -> tuple[F32, list[int]]:
-        """This range's layers over `streams` (the items' rows in order); returns the
-        streams for the next range and each item's hash after its tokens. Every item is
-        checked before anything runs; on any error no session changes."""
+    def forward(
+        self, items: Sequence[WorkItem], streams: PackedRows
+    ) -> tuple[PackedRows, StageReport]:
+        """This range's layers over `streams` (the items' rows in order, packed as the
+        previous hop sent them); returns the streams for the next range, packed at this
+        worker's activation bits, and the report: each item's hash after its tokens and
+        the call's telemetry. Every item is checked before anything runs; on any error
+        no session changes."""
+        started, clock = time.time(), time.perf_counter()
         held: list[_Held] = []
         for item in items:
             if item.reset:
@@ -194,7 +215,7 @@ class LayerStage:
             if any(current is other for other in held):
                 raise Ds4Error(f"session {item.sid} appears twice in one pass")
             held.append(current)
-        out = np.array(streams, dtype=np.float32, order="C")  # Ray hands read-only views
+        out = decode(streams)  # a new writable array (Ray hands read-only views)
         ids = np.concatenate([item.tokens for item in items]).astype(np.int32)
         counts = [int(item.tokens.size) for item in items]
         self._fwd.run_rows([h.state.seq for h in held], counts, out, ids)
@@ -202,7 +223,14 @@ class LayerStage:
         for item, h in zip(items, held, strict=True):
             h.hashes.extend(rolling_hashes(h.hashes[-1], item.tokens.tolist()))
             results.append(h.hashes[-1])
-        return out, results
+        packed = encode(out, self.spec.activation_bits)
+        eval_s = time.perf_counter() - clock
+        ended = time.time()
+        report = StageReport(
+            results, started, ended, self._idle_since, eval_s, streams.nbytes, packed.nbytes
+        )
+        self._idle_since = ended
+        return packed, report
 
     def history_ok(self, sid: int, n: int, h: int, trim_from: int, ms: Sequence[int]) -> bytes:
         """For each m of ms, 1 if the kept history rebuilds the state after m positions."""

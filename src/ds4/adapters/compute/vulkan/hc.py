@@ -249,9 +249,9 @@ def record_head(
 
 # -----------------------------------------------------------------------------
 # The token embedding on the GPU (native/vulkan/embed_rows.comp): each token's row of the
-# resident F16/F32 token_embd, widened to f32 (exact) into all n_hc streams.
+# resident F16/BF16/F32 token_embd, widened to f32 (exact) into all n_hc streams.
 
-EMBED_TYPES = (GGMLType.F16, GGMLType.F32)
+EMBED_TYPES = (GGMLType.F32, GGMLType.F16, GGMLType.BF16)  # push code: the index
 
 
 def record_embed(
@@ -266,5 +266,5 @@ def record_embed(
     groups = -(-(n_tok * table.cols) // WG)
     gx = min(groups, MAX_GROUPS)
     push = struct.pack("<5I", n_tok, table.cols, n_hc, table.row_bytes // 4,
-                       int(table.ggml_type is GGMLType.F16))  # fmt: skip
+                       EMBED_TYPES.index(table.ggml_type))  # fmt: skip
     rec.dispatch("embed_rows", [table.buffer, ids, out], push, (gx, -(-groups // gx), 1))

@@ -59,7 +59,7 @@ I64 = npt.NDArray[np.int64]
 
 # Host detours the device forward can take (docs/vulkan.md#status): none inside a
 # step. Outside it, steering and activation capture run the reference forward on the
-# same device weights (VulkanState); an embedding table that is neither F16 nor F32 is
+# same device weights (VulkanState); an embedding table that is neither F16, BF16 nor F32 is
 # gathered on the host and uploaded (n * n_hc * D floats per step).
 HOST_FALLBACKS: tuple[str, ...] = ()
 
@@ -152,7 +152,7 @@ class VulkanForward:
 
     def _embed(self, step: DeviceStep, tokens: I64) -> Value:
         """The first streams (n, S, D): the tokens' embedding rows in every stream,
-        gathered on the device from the resident table (F16/F32; other types on the host)."""
+        gathered on the device from the resident table (F16/BF16/F32; other types on the host)."""
         hp, n = self.hp, int(tokens.size)
         table = self.store.device("token_embd.weight")
         if table.ggml_type not in EMBED_TYPES:

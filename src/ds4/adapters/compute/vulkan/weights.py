@@ -5,7 +5,7 @@ tensor as one buffer, experts addressed by offset) and the shaders decode them i
 registers. fp32 numerics: f32 dots against f32 activations (`record_matmul`). ds4
 numerics: quantized weights take integer dots (`record_matmul_q8`) against activations
 quantized as the engine's own quantizers do, on the host (`stage_activations`) or on the
-device (`record_quantize_for`); F32/F16 weights keep the f32 dots. `VulkanWeightStore`
+device (`record_quantize_for`); F32/F16/BF16 weights keep the f32 dots. `VulkanWeightStore`
 serves both the device forward and the reference forward's host path.
 """
 
@@ -40,6 +40,7 @@ SHADERS = {
     GGMLType.Q4_K: "matvec_q4_k",
     GGMLType.IQ2_XXS: "matvec_iq2_xxs",
     GGMLType.MXFP4: "matvec_mxfp4",
+    GGMLType.BF16: "matvec_bf16",
     GGMLType.IQ4_NL: "matvec_iq4_nl",
     GGMLType.IQ4_XS: "matvec_iq4_xs",
     GGMLType.IQ2_XS: "matvec_iq2_xs",

@@ -1,0 +1,1 @@
+"""Image file decoding (docs/vision.md §2)."""
