@@ -37,6 +37,8 @@ ffibuilder.set_source(
         "native/cpu/cpu_dot_avx2.c",
         "native/cpu/cpu_dot_avx512.c",
         "native/cpu/cpu_dot_neon.c",
+        "native/cpu/cpu_dot_iquant_scalar.c",
+        "native/cpu/cpu_dot_iquant_avx2.c",
         "native/cpu/cpu_matmul.c",
         "native/cpu/cpu_moe.c",
         "native/cpu/cpu_pool.c",

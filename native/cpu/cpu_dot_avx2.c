@@ -316,6 +316,8 @@ AVX2 static float dot_iq2_xxs(const uint8_t *w, const void *act, size_t cols) {
 const ds4_dot_table ds4_dots_avx2 = {
     dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q2_k, dot_q4_k, dot_iq2_xxs, dot_mxfp4,
     dot_q3_k, dot_q5_k, dot_q6_k,
+    ds4_dot_avx2_iq4_nl, ds4_dot_avx2_iq4_xs, ds4_dot_avx2_iq2_xs, ds4_dot_avx2_iq3_xxs,
+    ds4_dot_avx2_iq3_s,
 };
 
 #endif

@@ -1,4 +1,4 @@
-/* Q3_K, Q5_K and Q6_K . Q8_K scalar dots (docs/reference/formats.md §5.11), included by
+/* Q3_K, Q5_K and Q6_K . Q8_K scalar dots (docs/reference/formats.md §5.13), included by
  * cpu_dot_scalar.c: the exact reference. Each block's integer sum is exact in int32
  * (|isum| < 2^27), then scaled in f32 in block order:
  *   Q3_K, Q6_K: acc += (d * d_a) * isum,  isum = sum_k s_k * sum_{v in k} q_v * a_v

@@ -13,6 +13,8 @@
 #include <arm_neon.h>
 
 #include "cpu_internal.h"
+#include "ds4_iq4_values.h"
+#include "ds4_iq_grids.h"
 
 #if defined(__linux__)
 #include <sys/auxv.h>
@@ -109,6 +111,7 @@ DS4_SDOT static inline int32x4_t dot16_sdot(int32x4_t acc, int8x16_t a, int8x16_
 #define NEON_DOT16 dot16_base
 #define NEON_NAME(n) n##_base
 #include "cpu_dot_neon_quant.h"
+#include "cpu_dot_neon_iquant.h"
 #undef NEON_ATTR
 #undef NEON_DOT16
 #undef NEON_NAME
@@ -117,6 +120,7 @@ DS4_SDOT static inline int32x4_t dot16_sdot(int32x4_t acc, int8x16_t a, int8x16_
 #define NEON_DOT16 dot16_sdot
 #define NEON_NAME(n) n##_sdot
 #include "cpu_dot_neon_quant.h"
+#include "cpu_dot_neon_iquant.h"
 #undef NEON_ATTR
 #undef NEON_DOT16
 #undef NEON_NAME
@@ -124,11 +128,15 @@ DS4_SDOT static inline int32x4_t dot16_sdot(int32x4_t acc, int8x16_t a, int8x16_
 const ds4_dot_table ds4_dots_neon = {
     dot_f32, dot_f16, dot_bf16, dot_q8_0_base, dot_q2_k_base, dot_q4_k_base, dot_iq2_xxs_base,
     dot_mxfp4_base, dot_q3_k_base, dot_q5_k_base, dot_q6_k_base,
+    dot_iq4_nl_base, dot_iq4_xs_base, dot_iq2_xs_base,
+    dot_iq3_xxs_base, dot_iq3_s_base,
 };
 
 const ds4_dot_table ds4_dots_neon_sdot = {
     dot_f32, dot_f16, dot_bf16, dot_q8_0_sdot, dot_q2_k_sdot, dot_q4_k_sdot, dot_iq2_xxs_sdot,
     dot_mxfp4_sdot, dot_q3_k_sdot, dot_q5_k_sdot, dot_q6_k_sdot,
+    dot_iq4_nl_sdot, dot_iq4_xs_sdot, dot_iq2_xs_sdot,
+    dot_iq3_xxs_sdot, dot_iq3_s_sdot,
 };
 
 #endif

@@ -11,7 +11,9 @@
 
 enum {
     T_F32 = 0, T_F16 = 1, T_Q8_0 = 8, T_Q2_K = 10, T_Q4_K = 12, T_IQ2_XXS = 16, T_BF16 = 30,
-    T_MXFP4 = 39, T_Q3_K = 11, T_Q5_K = 13, T_Q6_K = 14
+    T_MXFP4 = 39, T_Q3_K = 11, T_Q5_K = 13, T_Q6_K = 14,
+    T_IQ4_NL = 20, T_IQ4_XS = 23,
+    T_IQ2_XS = 17, T_IQ3_XXS = 18, T_IQ3_S = 21
 };
 
 /* How the activation is prepared for a weight type. */
@@ -92,7 +94,7 @@ static inline void q4k_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
 }
 
 /* Q3_K sub-block k's signed 6-bit scale (-32..31) from the 12 packed bytes
- * (docs/reference/formats.md §4.9). */
+ * (docs/reference/formats.md §4.14). */
 static inline int q3k_scale(const uint8_t *sc, int k) {
     int lo = k < 8 ? (sc[k] & 15) : (sc[k - 8] >> 4);
     int hi = (sc[8 + k % 4] >> (2 * (k / 4))) & 3;
@@ -141,8 +143,25 @@ typedef void (*ds4_rows_fn)(const uint8_t *w, size_t row_stride, size_t n_rows,
                             const void *act, size_t cols, float *y);
 
 typedef struct {
-    ds4_dot_fn f32, f16, bf16, q8_0, q2_k, q4_k, iq2_xxs, mxfp4, q3_k, q5_k, q6_k;
+    ds4_dot_fn f32, f16, bf16, q8_0, q2_k, q4_k, iq2_xxs, mxfp4, q3_k, q5_k, q6_k, iq4_nl,
+        iq4_xs, iq2_xs, iq3_xxs, iq3_s;
 } ds4_dot_table;
+
+/* IQ4_NL . Q8_0 and IQ4_XS . Q8_K (cpu_dot_iquant_*.c; docs/reference/formats.md §5.11):
+ * the scalar reference and the AVX2 kernels (AVX-512 uses AVX2's). */
+float ds4_dot_scalar_iq4_nl(const uint8_t *w, const void *act, size_t cols);
+float ds4_dot_scalar_iq4_xs(const uint8_t *w, const void *act, size_t cols);
+/* IQ2_XS, IQ3_XXS, IQ3_S . Q8_K (§5.12): the scalar reference, and the AVX2 kernels. */
+float ds4_dot_scalar_iq2_xs(const uint8_t *w, const void *act, size_t cols);
+float ds4_dot_scalar_iq3_xxs(const uint8_t *w, const void *act, size_t cols);
+float ds4_dot_scalar_iq3_s(const uint8_t *w, const void *act, size_t cols);
+#if defined(__x86_64__) || defined(__i386__)
+float ds4_dot_avx2_iq4_nl(const uint8_t *w, const void *act, size_t cols);
+float ds4_dot_avx2_iq4_xs(const uint8_t *w, const void *act, size_t cols);
+float ds4_dot_avx2_iq2_xs(const uint8_t *w, const void *act, size_t cols);
+float ds4_dot_avx2_iq3_xxs(const uint8_t *w, const void *act, size_t cols);
+float ds4_dot_avx2_iq3_s(const uint8_t *w, const void *act, size_t cols);
+#endif
 
 extern const ds4_dot_table ds4_dots_scalar;
 #if defined(__x86_64__) || defined(__i386__)

@@ -20,6 +20,11 @@ int ds4_cpu_type_info(int type, int *act_kind, size_t *block_values, size_t *blo
     case T_Q3_K: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 110; return 1;
     case T_Q5_K: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 176; return 1;
     case T_Q6_K: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 210; return 1;
+    case T_IQ4_NL: *act_kind = ACT_Q8A; *block_values = 32; *block_bytes = 18; return 1;
+    case T_IQ4_XS: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 136; return 1;
+    case T_IQ2_XS: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 74; return 1;
+    case T_IQ3_XXS: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 98; return 1;
+    case T_IQ3_S: *act_kind = ACT_Q8K; *block_values = 256; *block_bytes = 110; return 1;
     default: return 0;
     }
 }
@@ -37,6 +42,11 @@ ds4_dot_fn ds4_cpu_pick_dot(const ds4_dot_table *t, int type) {
     case T_Q3_K: return t->q3_k;
     case T_Q5_K: return t->q5_k;
     case T_Q6_K: return t->q6_k;
+    case T_IQ4_NL: return t->iq4_nl;
+    case T_IQ4_XS: return t->iq4_xs;
+    case T_IQ2_XS: return t->iq2_xs;
+    case T_IQ3_XXS: return t->iq3_xxs;
+    case T_IQ3_S: return t->iq3_s;
     default: return NULL;
     }
 }

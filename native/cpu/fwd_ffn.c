@@ -55,10 +55,11 @@ static ds4_cpu_experts experts_of(const ds4_fw_mat *m) {
     return e;
 }
 
+/* Whether the type's dots take a Q8_K activation (ds4_cpu_type_info: every such type). */
 static int q8k_type(int type) {
-    int act_kind;
+    int kind;
     size_t bv, bb;
-    return ds4_cpu_type_info(type, &act_kind, &bv, &bb) && act_kind == ACT_Q8K;
+    return ds4_cpu_type_info(type, &kind, &bv, &bb) && kind == ACT_Q8K;
 }
 
 /* One expert's matrix as a 2-D view. */

@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include "ds4_iq2xxs_levels.h"
+#include "ds4_iq4_values.h"
+#include "ds4_iq_grids.h"
 
 /* ---- scalar conversions ------------------------------------------------ */
 
@@ -141,7 +143,84 @@ static void dq_mxfp4(const uint8_t *b, float *y) {
     }
 }
 
-/* Q3_K, Q5_K, Q6_K (docs/reference/formats.md §4.9; twin of adapters/quant/kquant_blocks.py). */
+/* IQ4_NL / IQ4_XS (docs/reference/formats.md §4.9, §4.10): 16-byte code runs, value j the
+ * low nibble of byte j and value j + 16 its high nibble, each a signed level times the
+ * (sub-)block scale; IQ4_XS's 6-bit scale is offset by 32 and multiplied into d first. */
+static void dq_iq4_run(float d, const uint8_t *qs, float *y) {
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)DS4_IQ4_KVALUES[qs[j] & 15];
+        y[j + 16] = d * (float)DS4_IQ4_KVALUES[qs[j] >> 4];
+    }
+}
+
+static void dq_iq4_nl(const uint8_t *b, float *y) { dq_iq4_run(rd_f16(b), b + 2, y); }
+
+static void dq_iq4_xs(const uint8_t *b, float *y) {
+    float d = rd_f16(b);
+    unsigned high = rd_u16(b + 2);
+    for (int i = 0; i < 8; i++) {
+        int s = (int)(((b[4 + i / 2] >> (4 * (i % 2))) & 15) | (((high >> (2 * i)) & 3) << 4));
+        dq_iq4_run(d * (float)(s - 32), b + 8 + 16 * i, y + 32 * i);
+    }
+}
+
+/* IQ2_XS, IQ3_XXS, IQ3_S (docs/reference/formats.md §4.11-§4.13): grid rows packed one
+ * byte per position; value = (db * g) * sign with db as gguf-py forms it. */
+static float grid_value(float db, unsigned g, int negative) {
+    /* a multiply by a variable sign, not a negation: NaN keeps numpy's sign bit */
+    float sign = negative ? -1.0f : 1.0f;
+    return db * (float)g * sign;
+}
+
+static unsigned even_signs(unsigned sidx) { return sidx | ((unsigned)parity7(sidx) << 7); }
+
+static void dq_iq2_xs(const uint8_t *b, float *y) {
+    float d = rd_f16(b);
+    for (int k = 0; k < 32; k++) {  /* 8 values per u16 */
+        unsigned q = rd_u16(b + 2 + 2 * k);
+        unsigned s = (b[66 + k / 4] >> (4 * ((k / 2) % 2))) & 15u;
+        float db = d * (0.5f + (float)s) * 0.25f;
+        uint64_t g = DS4_IQ2XS_GRID[q & 511u];
+        unsigned signs = even_signs(q >> 9);
+        for (int i = 0; i < 8; i++)
+            y[8 * k + i] = grid_value(db, (unsigned)(g >> (8 * i)) & 255u, (signs >> i) & 1u);
+    }
+}
+
+static void dq_iq3_xxs(const uint8_t *b, float *y) {
+    float d = rd_f16(b);
+    for (int r = 0; r < 8; r++) {  /* 32 values per u32 of signs and scale */
+        uint32_t aux = rd_u32(b + 66 + 4 * r);
+        float db = d * (0.5f + (float)(aux >> 28)) * 0.5f;
+        for (int k = 0; k < 8; k++) {  /* 4 values per grid byte */
+            uint32_t g = DS4_IQ3XXS_GRID[b[2 + 8 * r + k]];
+            unsigned signs = even_signs((aux >> (7 * (k / 2))) & 127u);
+            for (int i = 0; i < 4; i++) {
+                int j = 4 * (k % 2) + i;
+                y[32 * r + 4 * k + i] = grid_value(db, (g >> (8 * i)) & 255u, (signs >> j) & 1u);
+            }
+        }
+    }
+}
+
+static void dq_iq3_s(const uint8_t *b, float *y) {
+    float d = rd_f16(b);
+    for (int r = 0; r < 8; r++) {
+        unsigned s = (b[106 + r / 2] >> (4 * (r % 2))) & 15u;
+        float db = d * (float)(1u + 2u * s);
+        for (int k = 0; k < 8; k++) {
+            int idx = 8 * r + k;
+            unsigned gi = b[2 + idx] | (((unsigned)(b[66 + idx / 8] >> (idx % 8)) & 1u) << 8);
+            uint32_t g = DS4_IQ3S_GRID[gi];
+            for (int i = 0; i < 4; i++) {
+                int v = 4 * idx + i;
+                y[v] = grid_value(db, (g >> (8 * i)) & 255u, (b[74 + v / 8] >> (v % 8)) & 1u);
+            }
+        }
+    }
+}
+
+/* Q3_K, Q5_K, Q6_K (docs/reference/formats.md §4.14; twin of adapters/quant/kquant_blocks.py). */
 static void dq_q3_k(const uint8_t *b, float *y) {
     const uint8_t *hmask = b, *qs = b + 32, *sc = b + 96;
     float d = rd_f16(b + 108);
@@ -199,6 +278,11 @@ size_t ds4_block_bytes(int type) {
     case DS4_TYPE_Q3_K: return 110;
     case DS4_TYPE_Q5_K: return 176;
     case DS4_TYPE_Q6_K: return 210;
+    case DS4_TYPE_IQ4_NL: return 18;
+    case DS4_TYPE_IQ4_XS: return 136;
+    case DS4_TYPE_IQ2_XS: return 74;
+    case DS4_TYPE_IQ3_XXS: return 98;
+    case DS4_TYPE_IQ3_S: return 110;
     default: return 0;
     }
 }
@@ -209,13 +293,18 @@ size_t ds4_block_elements(int type) {
     case DS4_TYPE_F16:
     case DS4_TYPE_BF16: return 1;
     case DS4_TYPE_Q8_0:
-    case DS4_TYPE_MXFP4: return 32;
+    case DS4_TYPE_MXFP4:
+    case DS4_TYPE_IQ4_NL: return 32;
     case DS4_TYPE_Q2_K:
     case DS4_TYPE_Q4_K:
     case DS4_TYPE_IQ2_XXS:
     case DS4_TYPE_Q3_K:
     case DS4_TYPE_Q5_K:
-    case DS4_TYPE_Q6_K: return 256;
+    case DS4_TYPE_Q6_K:
+    case DS4_TYPE_IQ4_XS:
+    case DS4_TYPE_IQ2_XS:
+    case DS4_TYPE_IQ3_XXS:
+    case DS4_TYPE_IQ3_S: return 256;
     default: return 0;
     }
 }
@@ -250,6 +339,11 @@ int ds4_dequantize(int type, const uint8_t *src, size_t n, float *dst) {
         case DS4_TYPE_Q3_K: dq_q3_k(b, y); break;
         case DS4_TYPE_Q5_K: dq_q5_k(b, y); break;
         case DS4_TYPE_Q6_K: dq_q6_k(b, y); break;
+        case DS4_TYPE_IQ4_NL: dq_iq4_nl(b, y); break;
+        case DS4_TYPE_IQ4_XS: dq_iq4_xs(b, y); break;
+        case DS4_TYPE_IQ2_XS: dq_iq2_xs(b, y); break;
+        case DS4_TYPE_IQ3_XXS: dq_iq3_xxs(b, y); break;
+        case DS4_TYPE_IQ3_S: dq_iq3_s(b, y); break;
         default: return DS4_QUANT_UNSUPPORTED_TYPE;
         }
     }

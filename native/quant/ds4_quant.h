@@ -20,7 +20,12 @@ enum {
     DS4_TYPE_MXFP4 = 39,
     DS4_TYPE_Q3_K = 11,
     DS4_TYPE_Q5_K = 13,
-    DS4_TYPE_Q6_K = 14
+    DS4_TYPE_Q6_K = 14,
+    DS4_TYPE_IQ4_NL = 20,
+    DS4_TYPE_IQ4_XS = 23,
+    DS4_TYPE_IQ2_XS = 17,
+    DS4_TYPE_IQ3_XXS = 18,
+    DS4_TYPE_IQ3_S = 21
 };
 
 /* Return codes. */

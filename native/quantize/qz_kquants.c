@@ -121,7 +121,7 @@ void qz_q4_k_block(const float *x, const float *qw, uint8_t *out) {
     }
 }
 
-/* Q3_K, Q5_K, Q6_K (docs/reference/formats.md §4.9); twin of adapters/quant/kquant_blocks.py. */
+/* Q3_K, Q5_K, Q6_K (docs/reference/formats.md §4.14); twin of adapters/quant/kquant_blocks.py. */
 
 /* Symmetric round-to-nearest over 16 sub-blocks of 16: sub-scale amax / qmax, super
  * scale and scale codes 0..smax (super_scale), codes from the stored f16 super scale in

@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Q3_K: 110-byte blocks of 256 values: hmask[32], qs[64], 12 bytes of packed 6-bit
-// scales (s - 32) for 16 sub-blocks of 16, f16 d (docs/reference/formats.md §4.9).
+// scales (s - 32) for 16 sub-blocks of 16, f16 d (docs/reference/formats.md §4.14).
 // w = (d * s) * q, q = ((qs[32h + l] >> 2j) & 3) - 4 * (1 - hmask bit v/32).
 // One invocation handles one 16-value sub-block per step.
 #include "matvec_common.glsl"

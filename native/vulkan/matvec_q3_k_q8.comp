@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Q3_K weights . Q8_K activation: (d * d_a) * sum_k s_k * dot_k, s_k the signed 6-bit
-// sub-block scale (docs/reference/formats.md §5.11).
+// sub-block scale (docs/reference/formats.md §5.13).
 #include "matvec_q8_common.glsl"
 
 uint n_blocks() { return p.cols / 256u; }

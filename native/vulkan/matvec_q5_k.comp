@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Q5_K: 176-byte blocks of 256 values: f16 d, f16 dmin, Q4_K's 12 packed (scale, min)
-// bytes, qh[32], qs[128] (docs/reference/formats.md §4.9). Sub-block j of 32: code =
+// bytes, qh[32], qs[128] (docs/reference/formats.md §4.14). Sub-block j of 32: code =
 // nibble j%2 of qs[32(j/2) + l] | (bit j of qh[l]) << 4; w = d*sc*q - dmin*mn.
 // One invocation handles one 32-value sub-block per step.
 #include "matvec_common.glsl"

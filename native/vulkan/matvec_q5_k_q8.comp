@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Q5_K weights . Q8_K activation, as Q4_K: (d_a*d) * sum_j sc_j*dot_j
-// - (d_a*dmin) * sum_j mn_j*pair_j (docs/reference/formats.md §5.11).
+// - (d_a*dmin) * sum_j mn_j*pair_j (docs/reference/formats.md §5.13).
 #include "matvec_q8_common.glsl"
 
 uint n_blocks() { return p.cols / 256u; }

@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Q6_K: 210-byte blocks of 256 values: ql[128], qh[64], int8 scales[16], f16 d
-// (docs/reference/formats.md §4.9). Value v = 128h + r: low nibble r/64 of
+// (docs/reference/formats.md §4.14). Value v = 128h + r: low nibble r/64 of
 // ql[64h + r%64], bits 2(r/32) of qh[32h + r%32] on top, minus 32; w = (d * sc) * q.
 // One invocation handles one 16-value sub-block per step.
 #include "matvec_common.glsl"

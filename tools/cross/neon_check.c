@@ -101,6 +101,13 @@ static void fill_row(int type, uint8_t *w, size_t cols, int variant) {
             for (int i = 0; i < 16; i++) blk[1 + i] = variant ? 0xf7 : (uint8_t)rnd();
         }
         break;
+    case T_IQ4_NL:
+        for (size_t b = 0; b < cols / 32; b++) {
+            uint8_t *blk = w + 18 * b;
+            put16(blk, f16_scale());
+            for (int i = 0; i < 16; i++) blk[2 + i] = variant ? 0x00 : (uint8_t)rnd();  /* 0: -127 */
+        }
+        break;
     default: {
         int kind;
         size_t values, bytes;
@@ -178,6 +185,9 @@ static const struct {
     {T_Q8_0, "Q8_0", 1120}, {T_Q2_K, "Q2_K", 2048}, {T_Q4_K, "Q4_K", 2048},
     {T_IQ2_XXS, "IQ2_XXS", 2048}, {T_MXFP4, "MXFP4", 1120}, {T_Q3_K, "Q3_K", 2304},
     {T_Q5_K, "Q5_K", 2304}, {T_Q6_K, "Q6_K", 2304},
+    {T_IQ4_NL, "IQ4_NL", 1120},
+    {T_IQ4_XS, "IQ4_XS", 2048}, {T_IQ2_XS, "IQ2_XS", 2048}, {T_IQ3_XXS, "IQ3_XXS", 2048},
+    {T_IQ3_S, "IQ3_S", 2048},
 };
 #define N_TYPES (sizeof TYPES / sizeof TYPES[0])
 

@@ -11,7 +11,8 @@ F32 = npt.NDArray[np.float32]
 U8 = npt.NDArray[np.uint8]
 
 QUANT_TYPES = (GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS, GGMLType.MXFP4,
-               GGMLType.Q3_K, GGMLType.Q5_K, GGMLType.Q6_K)  # fmt: skip
+               GGMLType.Q3_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS,
+               GGMLType.IQ2_XS, GGMLType.IQ3_XXS, GGMLType.IQ3_S)  # fmt: skip
 FLOAT_TYPES = (GGMLType.F32, GGMLType.F16, GGMLType.BF16)
 ALL_TYPES = FLOAT_TYPES + QUANT_TYPES
 # Byte offsets of each block's f16 scale fields (MXFP4's one E8M0 byte: see set_scales).
@@ -24,6 +25,11 @@ SCALE_FIELDS = {
     GGMLType.Q3_K: (108,),
     GGMLType.Q5_K: (0, 2),
     GGMLType.Q6_K: (208,),
+    GGMLType.IQ4_NL: (0,),
+    GGMLType.IQ4_XS: (0,),
+    GGMLType.IQ2_XS: (0,),
+    GGMLType.IQ3_XXS: (0,),
+    GGMLType.IQ3_S: (0,),
 }
 E8M0_TYPES = frozenset({GGMLType.MXFP4})
 # zero, -zero, smallest denormal (+-), largest denormal, smallest normal, +-65504, 1, 2^-10

@@ -80,3 +80,21 @@ def test_bad_moe_inputs_raise() -> None:
     wrong_down = ExpertWeights(DOWN_W.raw[:, :256], DOWN)
     with pytest.raises(Ds4Error):
         moe_forward(X, GATE, UP, wrong_down, IDS, WTS, clamp=10.0)
+
+
+@pytest.mark.parametrize(
+    ("gate_up", "down"),
+    [(GGMLType.IQ3_XXS, GGMLType.IQ4_XS), (GGMLType.IQ2_XS, GGMLType.IQ3_S)],
+    ids=lambda t: t.name,
+)
+def test_iquant_experts_take_the_fused_path_exactly(gate_up: GGMLType, down: GGMLType) -> None:
+    """The read-only i-quants as llama-quantize puts them on routed experts: scalar ==
+    the numpy composition bit for bit, SIMD within the stated tolerance."""
+    gate, up = experts(gate_up, N_FF, N_EMBD, 5), experts(gate_up, N_FF, N_EMBD, 6)
+    dn = experts(down, N_EMBD, N_FF, 7)
+    parts = [(p.raw, p.ggml_type) for p in (gate, up, dn)]
+    ref = moe_reference(X, parts[0], parts[1], parts[2], IDS, WTS, 10.0)
+    out = moe_forward(X, gate, up, dn, IDS, WTS, clamp=10.0, impl="scalar")
+    assert same_bits(out, ref)
+    fast = moe_forward(X, gate, up, dn, IDS, WTS, clamp=10.0, impl="auto")
+    assert np.max(np.abs(fast - ref)) <= 2e-3 * np.max(np.abs(ref))

@@ -24,6 +24,11 @@ SCALE_FIELDS = {
     GGMLType.Q3_K: (108,),
     GGMLType.Q5_K: (0, 2),
     GGMLType.Q6_K: (208,),
+    GGMLType.IQ4_NL: (0,),
+    GGMLType.IQ4_XS: (0,),
+    GGMLType.IQ2_XS: (0,),
+    GGMLType.IQ3_XXS: (0,),
+    GGMLType.IQ3_S: (0,),
 }
 EDGE_SCALES = np.array(
     [0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x3C00, 0x1400],

@@ -20,9 +20,11 @@ from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 
 TYPES = (GGMLType.F32, GGMLType.F16, GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K,
          GGMLType.IQ2_XXS, GGMLType.MXFP4, GGMLType.BF16, GGMLType.Q3_K, GGMLType.Q5_K,
-         GGMLType.Q6_K)  # fmt: skip
+         GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.IQ2_XS, GGMLType.IQ3_XXS,
+         GGMLType.IQ3_S)  # fmt: skip
 QUANT = (GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q4_K, GGMLType.IQ2_XXS, GGMLType.MXFP4,
-         GGMLType.Q3_K, GGMLType.Q5_K, GGMLType.Q6_K)  # fmt: skip
+         GGMLType.Q3_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS,
+         GGMLType.IQ2_XS, GGMLType.IQ3_XXS, GGMLType.IQ3_S)  # fmt: skip
 
 
 def _block(t: GGMLType) -> int:

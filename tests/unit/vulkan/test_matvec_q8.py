@@ -24,6 +24,11 @@ DOTS = {
     GGMLType.Q3_K: (quant_dots.dot_q3_k, quantize_q8_k),
     GGMLType.Q5_K: (quant_dots.dot_q5_k, quantize_q8_k),
     GGMLType.Q6_K: (quant_dots.dot_q6_k, quantize_q8_k),
+    GGMLType.IQ4_NL: (quant_dots.dot_iq4_nl, quantize_q8_0),
+    GGMLType.IQ4_XS: (quant_dots.dot_iq4_xs, quantize_q8_k),
+    GGMLType.IQ2_XS: (quant_dots.dot_iq2_xs, quantize_q8_k),
+    GGMLType.IQ3_XXS: (quant_dots.dot_iq3_xxs, quantize_q8_k),
+    GGMLType.IQ3_S: (quant_dots.dot_iq3_s, quantize_q8_k),
 }
 
 

@@ -38,6 +38,7 @@ from ds4.adapters.compute.vulkan.weights import (
     per32_activation,
     upload_weights,
 )
+from ds4.domain.engine_math import quant_dots
 from ds4.domain.engine_math.layers import clamped_swiglu
 from ds4.domain.engine_math.quant_dots import (
     QuantizedActivation,
@@ -59,6 +60,9 @@ REL = 1e-4
 DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
     GGMLType.Q8_0: dot_q8_0, GGMLType.Q2_K: dot_q2_k, GGMLType.Q4_K: dot_q4_k,
     GGMLType.IQ2_XXS: dot_iq2_xxs, GGMLType.MXFP4: dot_mxfp4,
+    GGMLType.IQ4_NL: quant_dots.dot_iq4_nl, GGMLType.IQ4_XS: quant_dots.dot_iq4_xs,
+    GGMLType.IQ2_XS: quant_dots.dot_iq2_xs, GGMLType.IQ3_XXS: quant_dots.dot_iq3_xxs,
+    GGMLType.IQ3_S: quant_dots.dot_iq3_s,
 }  # fmt: skip
 
 
@@ -231,6 +235,8 @@ def _reference_ffn(dense: dict[str, npt.NDArray[np.float64]], g: F32, ids: I64, 
     (1, (GGMLType.IQ2_XXS, GGMLType.Q2_K, GGMLType.Q8_0)),
     (11, (GGMLType.Q4_K, GGMLType.Q8_0, GGMLType.F16)),
     (5, (GGMLType.MXFP4, GGMLType.MXFP4, GGMLType.Q8_0)),
+    (6, (GGMLType.IQ3_XXS, GGMLType.IQ4_XS, GGMLType.IQ4_NL)),
+    (3, (GGMLType.IQ2_XS, GGMLType.IQ3_S, GGMLType.Q8_0)),
 ])  # fmt: skip
 def test_whole_ffn_matches_reference(
     vk: VulkanRuntime, n_tok: int, types: tuple[GGMLType, GGMLType, GGMLType]

@@ -260,7 +260,8 @@ def moe_forward(
         raise Ds4Error(f"moe_forward: x {xv.shape}, ids {ids.shape}, weights {wts.shape}")
     for part in (gate, up, down):
         if part.ggml_type not in Q8K_TYPES or part.raw.ndim != 3:
-            raise Ds4Error(f"moe_forward: expert weights must be 3-D Q2_K/Q4_K/IQ2_XXS, got "
+            names = "/".join(t.name for t in sorted(Q8K_TYPES))
+            raise Ds4Error(f"moe_forward: expert weights must be 3-D {names}, got "
                            f"{GGMLType(part.ggml_type).name} {part.raw.shape}")  # fmt: skip
     n_embd, n_expert = xv.shape[0], gate.raw.shape[0]
     n_ff, _ = _check_rows(gate.raw[0], gate.ggml_type, n_embd, "gate")

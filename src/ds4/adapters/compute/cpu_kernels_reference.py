@@ -17,7 +17,12 @@ import numpy.typing as npt
 from ds4.domain.engine_math.layers import clamped_swiglu
 from ds4.domain.engine_math.quant_dots import (
     QuantizedActivation,
+    dot_iq2_xs,
     dot_iq2_xxs,
+    dot_iq3_s,
+    dot_iq3_xxs,
+    dot_iq4_nl,
+    dot_iq4_xs,
     dot_mxfp4,
     dot_q2_k,
     dot_q3_k,
@@ -37,6 +42,7 @@ U8 = npt.NDArray[np.uint8]
 _Q8_0_DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
     GGMLType.Q8_0: dot_q8_0,
     GGMLType.MXFP4: dot_mxfp4,
+    GGMLType.IQ4_NL: dot_iq4_nl,
 }
 _Q8K_DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
     GGMLType.Q2_K: dot_q2_k,
@@ -45,6 +51,10 @@ _Q8K_DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
     GGMLType.Q3_K: dot_q3_k,
     GGMLType.Q5_K: dot_q5_k,
     GGMLType.Q6_K: dot_q6_k,
+    GGMLType.IQ4_XS: dot_iq4_xs,
+    GGMLType.IQ2_XS: dot_iq2_xs,
+    GGMLType.IQ3_XXS: dot_iq3_xxs,
+    GGMLType.IQ3_S: dot_iq3_s,
 }
 
 

@@ -1,4 +1,4 @@
-"""Q3_K, Q5_K and Q6_K blocks (docs/reference/formats.md §4.9): the numpy decoders,
+"""Q3_K, Q5_K and Q6_K blocks (docs/reference/formats.md §4.14): the numpy decoders,
 bit-identical to gguf-py's, and ds4's encoders, the executable spec the native twins in
 native/quant/ds4_quant.c and native/quantize/qz_kquants.c match byte for byte.
 

@@ -31,15 +31,18 @@ from ds4.adapters.quant.block_quantizers import (
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 from ds4.domain.gguf.iq2xxs_tables import IQ2XXS_GRID, IQ2XXS_SIGNS
+from ds4.domain.gguf.iq4 import decode_nl as _iq4_nl
+from ds4.domain.gguf.iq4 import decode_xs as _iq4_xs
+from ds4.domain.gguf.iq_grid_types import decode_iq2_xs, decode_iq3_s, decode_iq3_xxs
 from ds4.domain.gguf.mxfp4 import decode_blocks as _mxfp4
 from ds4.domain.gguf.mxfp4 import encode_blocks as encode_mxfp4
-from ds4.domain.gguf.quant_formats import DEQUANTIZABLE, FORMATS_BY_TYPE
+from ds4.domain.gguf.quant_formats import ENCODABLE, FORMATS_BY_TYPE
 
 F32 = npt.NDArray[np.float32]
 U8 = npt.NDArray[np.uint8]
 
-# Every type ds4 decodes it can also encode.
-QUANTIZABLE: frozenset[GGMLType] = DEQUANTIZABLE
+# The types ds4 encodes (every decoded type but the read-only ones, QUANT_FORMATS' encodes).
+QUANTIZABLE: frozenset[GGMLType] = ENCODABLE
 # Blocks per numpy pass; bounds the reference's temporaries (IQ2_XXS's neighbour
 # search builds (runs, up to 150 neighbours, 8) arrays, hence its smaller chunk).
 _DEFAULT_CHUNK_BLOCKS = 2048
@@ -243,6 +246,15 @@ def _block_codec(
     return NumpyCodec(decode, encode)
 
 
+def _read_only(ggml_type: GGMLType, decode: Callable[[U8], F32]) -> NumpyCodec:
+    """A type ds4 reads but does not write; check_request refuses it before encode."""
+
+    def encode(rows: F32, importance: F32 | None) -> U8:
+        raise Ds4Error(f"cannot quantize to {ggml_type.name}: ds4 only reads it")
+
+    return NumpyCodec(decode, encode)
+
+
 def _decode_bf16(blocks: U8) -> F32:
     bits: F32 = (blocks.view("<u2").astype(np.uint32) << 16).view(np.float32)
     return bits
@@ -265,6 +277,11 @@ NUMPY_CODECS: dict[str, NumpyCodec] = {
     "Q3_K": _block_codec(GGMLType.Q3_K, kq.decode_q3_k, kq.quantize_q3_k),
     "Q5_K": _block_codec(GGMLType.Q5_K, kq.decode_q5_k, kq.quantize_q5_k),
     "Q6_K": _block_codec(GGMLType.Q6_K, kq.decode_q6_k, kq.quantize_q6_k),
+    "IQ4_NL": _read_only(GGMLType.IQ4_NL, _iq4_nl),
+    "IQ4_XS": _read_only(GGMLType.IQ4_XS, _iq4_xs),
+    "IQ2_XS": _read_only(GGMLType.IQ2_XS, decode_iq2_xs),
+    "IQ3_XXS": _read_only(GGMLType.IQ3_XXS, decode_iq3_xxs),
+    "IQ3_S": _read_only(GGMLType.IQ3_S, decode_iq3_s),
 }
 
 

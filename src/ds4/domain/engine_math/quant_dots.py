@@ -5,14 +5,24 @@ products.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from ds4.domain.gguf.iq2xxs_tables import IQ2XXS_GRID, IQ2XXS_SIGNS
+from ds4.domain.gguf.iq4 import KVALUES as IQ4_KVALUES
+from ds4.domain.gguf.iq4 import codes_of_runs as iq4_codes
+from ds4.domain.gguf.iq4 import xs_scales as iq4_xs_scales
+from ds4.domain.gguf.iq_grid_types import iq2_xs_parts, iq3_s_parts, iq3_xxs_parts
 from ds4.domain.gguf.mxfp4 import KVALUES as MXFP4_KVALUES
 from ds4.domain.gguf.mxfp4 import e8m0_half
+
+GridParts = Callable[
+    [npt.NDArray[np.uint8]],
+    tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32]],
+]
 
 # --- actquant ---
 # Activation quantization before quantized matmuls (docs/reference/model.md §4.2,
@@ -188,7 +198,67 @@ def dot_iq2_xxs(raw: U8, act: QuantizedActivation) -> F32:
     return out
 
 
-# --- Q3_K, Q5_K, Q6_K (docs/reference/formats.md §4.9, §5.11): the codes as
+def dot_iq4_nl(raw: U8, act: QuantizedActivation) -> F32:
+    """IQ4_NL rows (O, nb*18) . one Q8_0 activation (nb, 32) -> (O,)
+    (docs/reference/formats.md §5.11): the Q8_0 formula with the f16 scale and the
+    non-linear levels (low nibbles are values 0..15, high nibbles 16..31)."""
+    blocks = raw.reshape(raw.shape[0], -1, 18)
+    wq = IQ4_KVALUES[iq4_codes(blocks[:, :, 2:])].astype(np.int32)
+    return _per32_dot(_f16(blocks[:, :, 0:2]), wq, act)
+
+
+def dot_iq4_xs(raw: U8, act: QuantizedActivation) -> F32:
+    """IQ4_XS rows (O, nb*136) . one Q8_K activation (nb, 256) -> (O,): per block
+    isum = sum_i (s_i - 32) * (levels . codes of run i), exact; acc += (dw * dx) * isum."""
+    blocks = raw.reshape(raw.shape[0], -1, 136)
+    levels = IQ4_KVALUES[iq4_codes(blocks[:, :, 8:])].astype(np.int32)
+    sub = np.einsum("objk,bjk->obj", levels.reshape(raw.shape[0], -1, 8, 32),
+                    act.codes.reshape(-1, 8, 32))  # fmt: skip
+    isum = np.sum(iq4_xs_scales(blocks).astype(np.int64) * sub, axis=-1)
+    d = _f16(blocks[:, :, 0:2])
+    terms = [
+        (d[:, b] * act.scales[b]).astype(np.float32) * isum[:, b].astype(np.float32)
+        for b in range(isum.shape[1])
+    ]
+    return _sum_blocks([t.astype(np.float32) for t in terms])
+
+
+def _grid_dot(
+    raw: U8, act: QuantizedActivation, parts: GridParts, block_bytes: int, run: int, post: float
+) -> F32:
+    """Grid i-quant rows . one Q8_K activation (docs/reference/formats.md §5.12): per block
+    bsum = sum over runs of `run` values of (2s + 1) * (signed grid . codes), exact;
+    acc += (dw * dx) * bsum in block order, then acc * post (a power of two)."""
+    blocks = raw.reshape(raw.shape[0], -1, block_bytes)
+    values, s, d = parts(blocks)
+    sub = np.einsum("objk,bjk->obj", values.reshape(raw.shape[0], -1, 256 // run, run),
+                    act.codes.reshape(-1, 256 // run, run))  # fmt: skip
+    bsum = np.sum((2 * s.astype(np.int64) + 1) * sub, axis=-1)
+    terms = [
+        (d[:, b] * act.scales[b]).astype(np.float32) * bsum[:, b].astype(np.float32)
+        for b in range(bsum.shape[1])
+    ]
+    total = _sum_blocks([t.astype(np.float32) for t in terms])
+    out: F32 = (np.float32(post) * total).astype(np.float32)
+    return out
+
+
+def dot_iq2_xs(raw: U8, act: QuantizedActivation) -> F32:
+    """IQ2_XS rows (O, nb*74) . one Q8_K activation -> (O,): scale per 16 values, x 1/8."""
+    return _grid_dot(raw, act, iq2_xs_parts, 74, 16, 0.125)
+
+
+def dot_iq3_xxs(raw: U8, act: QuantizedActivation) -> F32:
+    """IQ3_XXS rows (O, nb*98) . one Q8_K activation -> (O,): scale per 32 values, x 1/4."""
+    return _grid_dot(raw, act, iq3_xxs_parts, 98, 32, 0.25)
+
+
+def dot_iq3_s(raw: U8, act: QuantizedActivation) -> F32:
+    """IQ3_S rows (O, nb*110) . one Q8_K activation -> (O,): scale per 32 values."""
+    return _grid_dot(raw, act, iq3_s_parts, 110, 32, 1.0)
+
+
+# --- Q3_K, Q5_K, Q6_K (docs/reference/formats.md §4.14, §5.13): the codes as
 # adapters/quant/kquant_blocks.py unpacks them, restated here (domain/ stays pure).
 
 

@@ -13,6 +13,10 @@ wrappers read one list instead of keeping their own:
   (`domain/model/catalog.py` reads `allowed_types`).
 - `activation`: what the integer dots quantize x to first ("q8_0", "q8_k"; "f32" for
   the float dots), on the CPU and in the Vulkan _q8 shaders.
+- `encodes`: whether ds4 also writes the type (numpy and native quantizers); False for
+  types ds4 only reads (the i-quants IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XS: gguf-py
+  has no quantizer for them either), whose
+  native quantize module need not know them.
 - `importance`: whether the quantizer uses an importance vector ("unused",
   "optional", or "required": then uniform importance is synthesized when none is given).
 - `cpu`: the native CPU dot kernels (native/cpu): the type's slot in `ds4_dot_table`
@@ -76,16 +80,18 @@ ISAS: tuple[ISA, ...] = ("scalar", "avx2", "avx512", "neon")
 # AVX2's table where it has no kernel of its own; NEON's quantized dots are one header
 # included twice, baseline and SDOT).
 CPU_KERNEL_SOURCES: dict[ISA, tuple[str, ...]] = {
-    "scalar": ("cpu_dot_scalar.c", "cpu_dot_kquant_scalar.h"),
-    "avx2": ("cpu_dot_avx2.c", "cpu_tile_iq2.c", "cpu_dot_kquant_avx2.h"),
+    "scalar": ("cpu_dot_scalar.c", "cpu_dot_kquant_scalar.h", "cpu_dot_iquant_scalar.c"),
+    "avx2": ("cpu_dot_avx2.c", "cpu_tile_iq2.c", "cpu_dot_kquant_avx2.h", "cpu_dot_iquant_avx2.c"),
     "avx512": (
         "cpu_dot_avx2.c",
         "cpu_dot_avx512.c",
         "cpu_tile_iq2.c",
         "cpu_tile_f16.c",
         "cpu_dot_kquant_avx2.h",
+        "cpu_dot_iquant_avx2.c",
     ),
-    "neon": ("cpu_dot_neon.c", "cpu_dot_neon_quant.h", "cpu_dot_neon_kquant.h"),
+    "neon": ("cpu_dot_neon.c", "cpu_dot_neon_quant.h", "cpu_dot_neon_kquant.h",
+             "cpu_dot_neon_iquant.h"),
 }
 
 
@@ -111,6 +117,7 @@ class QuantFormat:
     activation: Activation = "f32"  # what x is quantized to for the dot (CPU, Vulkan _q8)
     cpu: CpuKernels | None = None
     vulkan_shaders: tuple[str, ...] = ()
+    encodes: bool = True  # ds4 writes it too (False: read-only, decoded and multiplied)
 
     @property
     def name(self) -> str:
@@ -219,12 +226,51 @@ QUANT_FORMATS: tuple[QuantFormat, ...] = (
         GGMLType.Q6_K, FormatKind.WEIGHT, frozenset({_R.FLOAT, _R.PROJECTION, _R.EXPERT}),
         activation="q8_k", cpu=_cpu("q6_k"), vulkan_shaders=("matvec_q6_k", "matvec_q6_k_q8"),
     ),
+    QuantFormat(
+        GGMLType.IQ4_NL, FormatKind.WEIGHT, frozenset({_R.PROJECTION, _R.EXPERT}),
+        activation="q8_0", encodes=False,
+        cpu=_cpu("iq4_nl", scalar=("ds4_dot_scalar_iq4_nl",), avx2=("ds4_dot_avx2_iq4_nl",),
+                 avx512=("ds4_dot_avx2_iq4_nl",)),
+        vulkan_shaders=("matvec_iq4_nl", "matvec_iq4_nl_q8"),
+    ),
+    QuantFormat(
+        GGMLType.IQ4_XS, FormatKind.WEIGHT, frozenset({_R.PROJECTION, _R.EXPERT}),
+        activation="q8_k", encodes=False,
+        cpu=_cpu("iq4_xs", scalar=("ds4_dot_scalar_iq4_xs",), avx2=("ds4_dot_avx2_iq4_xs",),
+                 avx512=("ds4_dot_avx2_iq4_xs",)),
+        vulkan_shaders=("matvec_iq4_xs", "matvec_iq4_xs_q8"),
+    ),
+    QuantFormat(
+        GGMLType.IQ2_XS, FormatKind.WEIGHT, frozenset({_R.PROJECTION, _R.EXPERT}),
+        activation="q8_k", encodes=False,
+        cpu=_cpu("iq2_xs", scalar=("ds4_dot_scalar_iq2_xs",), avx2=("ds4_dot_avx2_iq2_xs",),
+                 avx512=("ds4_dot_avx2_iq2_xs",)),
+        vulkan_shaders=("matvec_iq2_xs", "matvec_iq2_xs_q8"),
+    ),
+    QuantFormat(
+        GGMLType.IQ3_XXS, FormatKind.WEIGHT, frozenset({_R.PROJECTION, _R.EXPERT}),
+        activation="q8_k", encodes=False,
+        cpu=_cpu("iq3_xxs", scalar=("ds4_dot_scalar_iq3_xxs",), avx2=("ds4_dot_avx2_iq3_xxs",),
+                 avx512=("ds4_dot_avx2_iq3_xxs",)),
+        vulkan_shaders=("matvec_iq3_xxs", "matvec_iq3_xxs_q8"),
+    ),
+    QuantFormat(
+        GGMLType.IQ3_S, FormatKind.WEIGHT, frozenset({_R.PROJECTION, _R.EXPERT}),
+        activation="q8_k", encodes=False,
+        cpu=_cpu("iq3_s", scalar=("ds4_dot_scalar_iq3_s",), avx2=("ds4_dot_avx2_iq3_s",),
+                 avx512=("ds4_dot_avx2_iq3_s",)),
+        vulkan_shaders=("matvec_iq3_s", "matvec_iq3_s_q8"),
+    ),
 )  # fmt: skip
 
 FORMATS_BY_TYPE: dict[GGMLType, QuantFormat] = {f.ggml_type: f for f in QUANT_FORMATS}
 
 # Types ds4 turns into float32 and back (numpy and native codecs).
 DEQUANTIZABLE: frozenset[GGMLType] = frozenset(f.ggml_type for f in QUANT_FORMATS if f.has_codec)
+# Those ds4 also writes (the rest it only reads).
+ENCODABLE: frozenset[GGMLType] = frozenset(
+    f.ggml_type for f in QUANT_FORMATS if f.has_codec and f.encodes
+)
 # Weight types the native CPU products take, and those whose activation is Q8_K.
 CPU_MATMUL_TYPES: frozenset[GGMLType] = frozenset(f.ggml_type for f in QUANT_FORMATS if f.cpu)
 Q8K_ACTIVATION_TYPES: frozenset[GGMLType] = frozenset(
@@ -273,6 +319,8 @@ def _codec_gaps(fmt: QuantFormat, found: FoundPieces) -> list[str]:
         out.append("numpy codec (NUMPY_CODECS)")
     geometry = (fmt.block_elements, fmt.block_bytes)
     for module, table in found.native_geometry.items():
+        if module == "ds4._native_quantize" and not fmt.encodes:
+            continue  # read-only: the quantize module need not know it
         got = table.get(fmt.type_id)
         if got != geometry:
             out.append(f"native codec in {module} (block {got}, expected {geometry})")

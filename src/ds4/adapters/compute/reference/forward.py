@@ -36,7 +36,12 @@ from ds4.domain.engine_math.layers import (
 from ds4.domain.engine_math.lowprec import Numerics, fp8_kv_sim, indexer_qat
 from ds4.domain.engine_math.quant_dots import (
     QuantizedActivation,
+    dot_iq2_xs,
     dot_iq2_xxs,
+    dot_iq3_s,
+    dot_iq3_xxs,
+    dot_iq4_nl,
+    dot_iq4_xs,
     dot_mxfp4,
     dot_q2_k,
     dot_q3_k,
@@ -68,6 +73,7 @@ U8 = npt.NDArray[np.uint8]
 _Q8_0_DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
     GGMLType.Q8_0: dot_q8_0,
     GGMLType.MXFP4: dot_mxfp4,
+    GGMLType.IQ4_NL: dot_iq4_nl,
 }
 _KQUANT_DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
     GGMLType.Q2_K: dot_q2_k,
@@ -76,6 +82,10 @@ _KQUANT_DOTS: dict[GGMLType, Callable[[U8, QuantizedActivation], F32]] = {
     GGMLType.Q3_K: dot_q3_k,
     GGMLType.Q5_K: dot_q5_k,
     GGMLType.Q6_K: dot_q6_k,
+    GGMLType.IQ4_XS: dot_iq4_xs,
+    GGMLType.IQ2_XS: dot_iq2_xs,
+    GGMLType.IQ3_XXS: dot_iq3_xxs,
+    GGMLType.IQ3_S: dot_iq3_s,
 }
 
 

@@ -25,6 +25,7 @@ from ds4.domain.engine_math.quant_dots import QuantizedActivation, quantize_q8_0
 from ds4.domain.errors import Ds4Error
 from ds4.domain.gguf.ggml_types import BLOCK_GEOMETRY, GGMLType
 from ds4.domain.gguf.iq2xxs_tables import IQ2XXS_LEVELS
+from ds4.domain.gguf.iq_grids import IQ2XS_GRID, IQ3S_GRID, IQ3XXS_GRID
 from ds4.domain.gguf.quant_formats import FORMATS_BY_TYPE
 from ds4.ports.model_file import Dequantizer, ModelFile
 
@@ -43,6 +44,11 @@ SHADERS = {
     GGMLType.Q3_K: "matvec_q3_k",
     GGMLType.Q5_K: "matvec_q5_k",
     GGMLType.Q6_K: "matvec_q6_k",
+    GGMLType.IQ4_NL: "matvec_iq4_nl",
+    GGMLType.IQ4_XS: "matvec_iq4_xs",
+    GGMLType.IQ2_XS: "matvec_iq2_xs",
+    GGMLType.IQ3_XXS: "matvec_iq3_xxs",
+    GGMLType.IQ3_S: "matvec_iq3_s",
 }
 TOKENS_PER_GROUP = 8  # NT in native/vulkan/matvec_common.glsl
 
@@ -118,7 +124,18 @@ def kernel_tables(rt: VulkanRuntime, w: VulkanWeights) -> list[Buffer]:
     a submission of its own)."""
     if w.ggml_type is GGMLType.IQ2_XXS:
         return [rt.constant("iq2xxs.grid", np.array(IQ2XXS_LEVELS, dtype=np.uint32))]
+    grid = _GRIDS.get(w.ggml_type)
+    if grid is not None:  # packed one byte per position (native/vulkan/iq_grid_fields.glsl)
+        name, entries, dtype = grid
+        return [rt.constant(name, np.array(entries, dtype=dtype).view(np.uint32))]
     return []
+
+
+_GRIDS: dict[GGMLType, tuple[str, tuple[int, ...], str]] = {
+    GGMLType.IQ2_XS: ("iq2xs.grid", IQ2XS_GRID, "<u8"),
+    GGMLType.IQ3_XXS: ("iq3xxs.grid", IQ3XXS_GRID, "<u4"),
+    GGMLType.IQ3_S: ("iq3s.grid", IQ3S_GRID, "<u4"),
+}
 
 
 def record_matmul(
@@ -162,6 +179,11 @@ SHADERS_Q8 = {
     GGMLType.Q3_K: "matvec_q3_k_q8",
     GGMLType.Q5_K: "matvec_q5_k_q8",
     GGMLType.Q6_K: "matvec_q6_k_q8",
+    GGMLType.IQ4_NL: "matvec_iq4_nl_q8",
+    GGMLType.IQ4_XS: "matvec_iq4_xs_q8",
+    GGMLType.IQ2_XS: "matvec_iq2_xs_q8",
+    GGMLType.IQ3_XXS: "matvec_iq3_xxs_q8",
+    GGMLType.IQ3_S: "matvec_iq3_s_q8",
 }
 
 
