@@ -73,7 +73,7 @@ def test_bad_moe_inputs_raise() -> None:
     with pytest.raises(Ds4Error):
         moe_forward(X, GATE, UP, DOWN_W, [1, 2], [1.0], clamp=10.0)
     q8 = ExpertWeights(np.zeros((N_EXPERT, N_FF, N_EMBD // 32 * 34), np.uint8), GGMLType.Q8_0)
-    with pytest.raises(Ds4Error, match="Q2_K/Q4_K/IQ2_XXS"):
+    with pytest.raises(Ds4Error, match="Q2_K/Q3_K/Q4_K/Q5_K/Q6_K/IQ2_XXS/IQ2_XS"):
         moe_forward(X, q8, UP, DOWN_W, IDS, WTS, clamp=10.0)
     with pytest.raises(Ds4Error):
         moe_forward(X[:256], GATE, UP, DOWN_W, IDS, WTS, clamp=10.0)

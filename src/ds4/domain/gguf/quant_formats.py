@@ -90,8 +90,12 @@ CPU_KERNEL_SOURCES: dict[ISA, tuple[str, ...]] = {
         "cpu_dot_kquant_avx2.h",
         "cpu_dot_iquant_avx2.c",
     ),
-    "neon": ("cpu_dot_neon.c", "cpu_dot_neon_quant.h", "cpu_dot_neon_kquant.h",
-             "cpu_dot_neon_iquant.h"),
+    "neon": (
+        "cpu_dot_neon.c",
+        "cpu_dot_neon_quant.h",
+        "cpu_dot_neon_kquant.h",
+        "cpu_dot_neon_iquant.h",
+    ),
 }
 
 
