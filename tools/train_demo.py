@@ -30,7 +30,8 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 
 from ds4.apps import wiring  # noqa: E402
 from ds4.apps.cli import main as ds4_main  # noqa: E402
-from tools.demo import evaluate, export, train_loop  # noqa: E402
+from tools.demo import agent_eval, evaluate, export, train_loop, warm_start  # noqa: E402
+from tools.demo.agent_dialogues import AgentRenderer  # noqa: E402
 from tools.demo.batches import Batch, make_batches  # noqa: E402
 from tools.demo.check_logits import check  # noqa: E402
 from tools.demo.check_weights import max_differences  # noqa: E402
@@ -83,6 +84,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--work", type=Path, default=REPO / "build" / "demo", help="checkpoint dir")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1: reproducible)")
     p.add_argument("--no-check", action="store_true", help="skip the engine-vs-torch check")
+    p.add_argument(
+        "--init", type=Path, default=None,
+        help="warm start from this demo.gguf (and the demo-mtp.gguf next to it)",
+    )  # fmt: skip
+    p.add_argument("--probe-every", type=int, default=100, help="copy probe interval (steps)")
     return p.parse_args(argv)
 
 
@@ -94,19 +100,43 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = wiring.tokenizer(None)
     corpus = build_corpus(tokenizer, args.text, EPOCHS, args.seed)
     seen = seen_tokens(corpus.epochs)
+    if args.init is not None:  # keep every row the warm start has
+        seen = np.union1d(seen, warm_start.rows_of(args.init))
     vocab = tokenizer.vocab_size
     row_of = row_index(seen, vocab)
     model = DemoModel(len(seen), args.seed)
     install_hash_routes(model, seen, args.seed)
+    init = ""
+    if args.init is not None:
+        fresh = warm_start.load(
+            model, seen, args.init, args.init.with_name("demo-mtp.gguf"), args.seed
+        )
+        digest = hashlib.sha256(args.init.read_bytes()).hexdigest()
+        init = f"{args.init.name} sha256:{digest}"
+        print(f"warm start from {init}: {fresh} new token rows", file=sys.stderr)
     print(f"data ready: {len(seen)} token rows, {time.perf_counter() - t0:.0f}s", file=sys.stderr)
+
+    renderer = AgentRenderer(tokenizer)
+    probes: list[dict[str, object]] = []
+
+    def probe(step: int) -> None:
+        short = agent_eval.score(model, renderer, corpus.agent_held_out, row_of, 60, args.seed)
+        full = agent_eval.score(model, renderer, corpus.agent_held_out[:4], row_of, None, args.seed)
+        for label, s in (("tail 60", short), ("full prompt", full)):
+            print(f"copy probe step {step} {s.line(label)}", file=sys.stderr, flush=True)
+        probes.append({"step": step, "tail60": short.__dict__, "full4": full.__dict__})
 
     skip = ("hf.model.embed_tokens.", "hf.lm_head.", "mtp.")
     params = [p for n, p in model.named_parameters() if not n.startswith(skip)]
     stream = batch_stream(corpus, row_of, args.batch_tokens, args.seed, 0)
     main_log = train_loop.run(
         model, params, lambda: stream, train_loop.Schedule(args.steps, args.lr),
-        train_loop.main_loss, "main",
+        train_loop.main_loss, "main", probe, args.probe_every,
     )  # fmt: skip
+    final_copy = agent_eval.score(
+        model, renderer, corpus.agent_held_out[:16], row_of, None, args.seed
+    )
+    print(final_copy.line("held-out agent requests, whole system prompt"), file=sys.stderr)
     config = export.config_json(model)
     hub = export.snap(export.main_hub(model, seen), config)
     export.load_main(model, hub, seen)
@@ -136,7 +166,11 @@ def main(argv: list[str] | None = None) -> int:
         "train_software": f"torch {torch.__version__}, transformers {transformers.__version__}",
         "train_rows": f"{len(seen)} of {vocab} tokens have rows; the others are zero",
         "heldout_ce": f"{quality.model_ce:.3f} nats/token (unigram {quality.unigram_ce:.3f})",
+        "agent_copy": f"{final_copy.calls_exact}/{final_copy.tasks} held-out agent calls exact "
+        f"(write {final_copy.writes_exact}/{final_copy.write_tasks}), teacher-forced arg-max",
     }
+    if init:
+        meta["train_init"] = init
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / "demo.gguf"
     flags = [f"--meta={k}={v}" for k, v in meta.items()]
@@ -149,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         "main": run_summary(args.steps, main_log),
         "mtp": run_summary(args.mtp_steps, mtp_log),
         "quality": quality.__dict__,
+        "copy_probes": probes,
+        "agent_copy": final_copy.__dict__,
         "meta": meta,
     }
     mtp_out = args.out / "demo-mtp.gguf"
