@@ -35,7 +35,7 @@ from tools.demo.agent_dialogues import AgentRenderer  # noqa: E402
 from tools.demo.batches import Batch, make_batches  # noqa: E402
 from tools.demo.check_logits import check  # noqa: E402
 from tools.demo.check_weights import max_differences  # noqa: E402
-from tools.demo.dataset import DEFAULT_TEXT, Corpus, build_corpus  # noqa: E402
+from tools.demo.dataset import AGENT_MIX, DEFAULT_TEXT, Corpus, build_corpus  # noqa: E402
 from tools.demo.reference_torch import all_logits, load_reference  # noqa: E402
 from tools.demo.torch_model import DemoModel  # noqa: E402
 from tools.demo.vocab import install_hash_routes, row_index, seen_tokens  # noqa: E402
@@ -88,7 +88,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--init", type=Path, default=None,
         help="warm start from this demo.gguf (and the demo-mtp.gguf next to it)",
     )  # fmt: skip
-    p.add_argument("--probe-every", type=int, default=100, help="copy probe interval (steps)")
+    p.add_argument(
+        "--agent-mix", action="store_true",
+        help="train on the agent fine-tune's data (tools/demo/dataset.py AgentMix)",
+    )  # fmt: skip
+    p.add_argument(
+        "--probe-every", type=int, default=0, help="copy probe interval in steps (0: only the end)"
+    )
     return p.parse_args(argv)
 
 
@@ -98,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.use_deterministic_algorithms(True)
     t0 = time.perf_counter()
     tokenizer = wiring.tokenizer(None)
-    corpus = build_corpus(tokenizer, args.text, EPOCHS, args.seed)
+    corpus = build_corpus(
+        tokenizer, args.text, EPOCHS, args.seed, AGENT_MIX if args.agent_mix else None
+    )
     seen = seen_tokens(corpus.epochs)
     if args.init is not None:  # keep every row the warm start has
         seen = np.union1d(seen, warm_start.rows_of(args.init))
@@ -152,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
 
     reference = load_reference(checkpoint)
     quality = evaluate.measure(
-        lambda ids: all_logits(reference, ids), corpus.held_out, corpus.epochs[0], vocab
+        lambda ids: all_logits(reference, ids), corpus.held_out, corpus.novel_train, vocab
     )
     for line in quality.lines():
         print(line, file=sys.stderr)
