@@ -4,6 +4,8 @@
 
 A small DeepSeek V4 (tools/demo/shape.py) learns to continue passages of *I promessi
 sposi* as chat answers and to make one read_file tool round trip (docs/demo-model.md).
+`--init models/demo.gguf --agent-mix` fine-tunes a shipped model on `ds4 agent` turns
+instead (tools/demo/agent_dialogues.py; docs/demo-model.md "The agent fine-tune").
 Needs the oracle extra (torch, transformers, safetensors); nothing here is imported by
 the ds4 package. Everything is decided by --seed: the data cuts and their order come
 from numpy generators keyed by it, torch runs one thread with deterministic algorithms,
@@ -141,10 +143,12 @@ def main(argv: list[str] | None = None) -> int:
         model, params, lambda: stream, train_loop.Schedule(args.steps, args.lr),
         train_loop.main_loss, "main", probe, args.probe_every,
     )  # fmt: skip
-    final_copy = agent_eval.score(
-        model, renderer, corpus.agent_held_out[:16], row_of, None, args.seed
-    )
-    print(final_copy.line("held-out agent requests, whole system prompt"), file=sys.stderr)
+    final_copy = None
+    if args.agent_mix:  # 16 held-out requests, each with the whole system prompt
+        final_copy = agent_eval.score(
+            model, renderer, corpus.agent_held_out[:16], row_of, None, args.seed
+        )
+        print(final_copy.line("held-out agent requests, whole system prompt"), file=sys.stderr)
     config = export.config_json(model)
     hub = export.snap(export.main_hub(model, seen), config)
     export.load_main(model, hub, seen)
@@ -174,9 +178,12 @@ def main(argv: list[str] | None = None) -> int:
         "train_software": f"torch {torch.__version__}, transformers {transformers.__version__}",
         "train_rows": f"{len(seen)} of {vocab} tokens have rows; the others are zero",
         "heldout_ce": f"{quality.model_ce:.3f} nats/token (unigram {quality.unigram_ce:.3f})",
-        "agent_copy": f"{final_copy.calls_exact}/{final_copy.tasks} held-out agent calls exact "
-        f"(write {final_copy.writes_exact}/{final_copy.write_tasks}), teacher-forced arg-max",
     }
+    if final_copy is not None:
+        meta["agent_copy"] = (
+            f"{final_copy.calls_exact}/{final_copy.tasks} held-out agent calls exact "
+            f"(write {final_copy.writes_exact}/{final_copy.write_tasks}), teacher-forced arg-max"
+        )
     if init:
         meta["train_init"] = init
     args.out.mkdir(parents=True, exist_ok=True)
@@ -192,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         "mtp": run_summary(args.mtp_steps, mtp_log),
         "quality": quality.__dict__,
         "copy_probes": probes,
-        "agent_copy": final_copy.__dict__,
+        "agent_copy": None if final_copy is None else final_copy.__dict__,
         "meta": meta,
     }
     mtp_out = args.out / "demo-mtp.gguf"

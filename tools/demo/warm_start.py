@@ -37,6 +37,7 @@ def _read(names: list[str], path: Path) -> dict[str, npt.NDArray[Any]]:
                 raise KeyError(f"{path}: no tensor for {name}")
             info = model.tensors[target.gguf_name]
             raw = model.raw(target.gguf_name)
+            value: npt.NDArray[Any]
             if info.ggml_type is GGMLType.I32:
                 value = raw.view(np.int32).reshape(info.numpy_shape).astype(np.int64)
             elif info.ggml_type in _FLOAT:
