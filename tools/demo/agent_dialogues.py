@@ -1,6 +1,6 @@
 """Synthetic `ds4 agent` turns: the agent's real system prompt and tool set, one user
 request naming a path (and a text), one tool call that copies them, the tool's real
-result text, a short final answer (docs/demo-model.md "Data").
+result text, a short final answer (docs/demo-model.md "The agent fine-tune").
 
 The token ids are built the way the agent builds its transcript
 (domain/agent/core.py, turn_loop.py, transcript.py): `system_head` with the agent's
