@@ -111,7 +111,10 @@ def run(
     schedule: Schedule,
     loss_fn: Callable[[DemoModel, Batch], torch.Tensor],
     label: str,
+    probe: Callable[[int], None] | None = None,
+    probe_every: int = 0,
 ) -> RunLog:
+    """`probe(step)` runs every `probe_every` steps and after the last (not timed)."""
     opt = torch.optim.AdamW(params, lr=schedule.peak_lr, betas=(0.9, 0.95), weight_decay=0.01)
     log = RunLog()
     start = time.perf_counter()
@@ -130,6 +133,10 @@ def run(
             log.losses.append(float(loss.detach()))
             log.tokens += batch.real_tokens
             log.seconds = time.perf_counter() - start
+            last = step == schedule.steps - 1
+            if probe is not None and probe_every and ((step + 1) % probe_every == 0 or last):
+                probe(step + 1)
+                start += time.perf_counter() - start - log.seconds  # probes are not training
             if step % 10 == 0 or step == schedule.steps - 1:
                 print(
                     f"{label} step {step}/{schedule.steps} loss {log.recent_loss(10):.3f} "

@@ -28,6 +28,6 @@ def test_held_out_cross_entropy_beats_unigram() -> None:
     def logits_of(ids: list[int]) -> np.ndarray:
         return engine.runner.new_session(len(ids)).prefill(ids, all_logits=True)
 
-    quality = measure(logits_of, corpus.held_out, corpus.epochs[0], engine.tokenizer.vocab_size)
+    quality = measure(logits_of, corpus.held_out, corpus.novel_train, engine.tokenizer.vocab_size)
     print("\n" + "\n".join(quality.lines()))
     assert quality.model_ce < quality.unigram_ce - 1.0
