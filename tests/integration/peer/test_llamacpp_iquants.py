@@ -2,12 +2,11 @@
 loads in ds4, and its teacher-forced logits agree with llama.cpp's on the same file
 (docs/performance.md, "llama-quantize i-quant presets").
 
-The presets run as llama-quantize runs them, with three pins: the tensors ds4 reads as
-floats (Role.FLOAT: HC, compressor, indexer and router weights; the embedding) stay F16
-and the LM head Q8_0, since ds4's loader takes no quantized type for those roles; and
-the llama.cpp-only metadata keys an older demo file lacks are supplied with
---override-kv. IQ3_XXS and IQ2_XS need an imatrix (llama-imatrix is not part of the
-peer build), so only the presets that need none run here."""
+Each preset runs twice: exactly as llama-quantize writes it (its type on the float-role
+HC, compressor, indexer and embedding matrices too, which ds4's loader accepts), and
+with those tensors pinned to F16 and the LM head to Q8_0, which isolates the projection
+and expert kernels. IQ3_XXS and IQ2_XS need an imatrix (llama-imatrix is not part of
+the peer build), so only the presets that need none run here."""
 
 from __future__ import annotations
 
@@ -41,12 +40,6 @@ PRESETS = {
     "IQ4_XS": {GGMLType.IQ4_XS, GGMLType.IQ4_NL},
     "IQ3_S": {GGMLType.IQ3_S, GGMLType.IQ4_NL},
 }
-OVERRIDES = (
-    "deepseek4.context_length=int:1048576",
-    "deepseek4.expert_gating_func=int:4",
-    "deepseek4.rope.scaling.type=str:yarn",
-    "deepseek4.rope.scaling.original_context_length=int:65536",
-)
 # ds4 numerics against llama.cpp's: the typical position is as close as for ds4's own
 # files (MAX_LOGIT_GAP of test_llamacpp_peer), but a few positions sit near a discrete
 # choice (expert top-k, indexer top-k) that the other numerics take the other way, so
@@ -56,19 +49,18 @@ P99_LOGIT_GAP = 0.5
 MIN_ARGMAX_AGREEMENT = 0.95
 
 
-def quantize(peer: Peer, preset: str, out: Path) -> None:
+def quantize(peer: Peer, preset: str, out: Path, *, pin_floats: bool) -> None:
     tool = peer.lib / "llama-quantize"
     if not tool.is_file():
         pytest.skip(f"no llama-quantize in {peer.lib}")
     demo, hp = load_model(str(DEMO))
     demo.close()
     floats = [t.name for t in model_tensors(hp) if t.role is Role.FLOAT]
-    args = [str(tool), "--allow-requantize", "--token-embedding-type", "f16",
-            "--output-tensor-type", "q8_0"]  # fmt: skip
-    for name in floats:
-        args += ["--tensor-type", f"^{re.escape(name)}$=f16"]
-    for kv in OVERRIDES:
-        args += ["--override-kv", kv]
+    args = [str(tool), "--allow-requantize"]
+    if pin_floats:
+        args += ["--token-embedding-type", "f16", "--output-tensor-type", "q8_0"]
+        for name in floats:
+            args += ["--tensor-type", f"^{re.escape(name)}$=f16"]
     args += [str(DEMO), str(out), preset, "2"]
     env = {"LD_LIBRARY_PATH": str(peer.lib)}
     result = subprocess.run(
@@ -99,14 +91,15 @@ def theirs(peer: Peer, model: Path, tokens: list[int], out: Path) -> np.ndarray:
     return logits
 
 
+@pytest.mark.parametrize("pin_floats", [True, False], ids=["pinned", "as-written"])
 @pytest.mark.parametrize("preset", list(PRESETS))
 def test_llama_quantize_iquant_preset_agrees_with_llamacpp(
-    peer: Peer, tmp_path: Path, preset: str
+    peer: Peer, tmp_path: Path, preset: str, pin_floats: bool
 ) -> None:
     if not DEMO.is_file():
         pytest.skip(f"no demo model at {DEMO}")
     model = tmp_path / f"demo-{preset.lower()}.gguf"
-    quantize(peer, preset, model)
+    quantize(peer, preset, model, pin_floats=pin_floats)
     gguf, _ = load_model(str(model))  # the validator accepts every tensor's type
     types = {info.ggml_type for info in gguf.tensors.values()}
     gguf.close()
@@ -119,7 +112,8 @@ def test_llama_quantize_iquant_preset_agrees_with_llamacpp(
     agree = float((peer_logits.argmax(-1) == logits.argmax(-1)).mean())
     per_position = np.abs(peer_logits - logits).max(axis=-1)
     p99, worst = float(np.quantile(per_position, 0.99)), float(per_position.max())
-    print(f"{preset}: {sorted(t.name for t in types)}; argmax agreement {agree:.4f} over "
+    names = sorted(t.name for t in types)
+    print(f"{preset} pinned={pin_floats}: {names}; argmax agreement {agree:.4f} over "
           f"{POSITIONS} positions, |dlogit| p99 {p99:.4f} max {worst:.4f}")  # fmt: skip
     assert agree >= MIN_ARGMAX_AGREEMENT
     assert p99 < P99_LOGIT_GAP

@@ -145,10 +145,11 @@ def test_named_kernels_are_defined_in_their_instruction_sets_sources(isa: ISA) -
 def test_the_validator_accepts_exactly_the_table_roles() -> None:
     assert {role: allowed_types(role) for role in Role} == ALLOWED_TYPES
     g = GGMLType
-    read_only = {g.IQ4_NL, g.IQ4_XS, g.IQ2_XS, g.IQ3_XXS, g.IQ3_S}  # the i-quants, both roles
+    read_only = {g.IQ4_NL, g.IQ4_XS, g.IQ2_XS, g.IQ3_XXS, g.IQ3_S}  # the i-quants, all three roles
     today = {
         Role.VECTOR: {g.F32},
-        Role.FLOAT: {g.F16, g.BF16, g.F32, g.Q8_0, g.Q2_K, g.Q3_K, g.Q4_K, g.Q5_K, g.Q6_K},
+        Role.FLOAT: {g.F16, g.BF16, g.F32, g.Q8_0, g.Q2_K, g.Q3_K, g.Q4_K, g.Q5_K, g.Q6_K}
+        | read_only,
         Role.PROJECTION: {g.Q8_0, g.Q2_K, g.Q3_K, g.Q4_K, g.Q5_K, g.Q6_K, g.F16, g.BF16, g.F32}
         | read_only,
         Role.EXPERT: {
