@@ -14,11 +14,18 @@ import pytest
 # start-up (imports, model load) or its generation.
 # No -p and a stdin pipe that stays open: ds4 cli waits for its prompt on stdin, so the
 # command is still running at every delay below, however fast the machine.
-COMMAND = [sys.executable, "-m", "ds4", "cli", "-n", "400"]
+# The child first puts back Python's own SIGINT handler: a test run launched in
+# the background (`make test &`) hands its children SIGINT ignored, which Python and ds4
+# rightly keep, and the signal would then never arrive.
+DEFAULT_SIGINT = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+RUN_DS4 = DEFAULT_SIGINT + "import runpy; runpy.run_module('ds4', run_name='__main__')"
+COMMAND = [sys.executable, "-c", RUN_DS4, "cli", "-n", "400"]
 
 # Sends SIGINT to the process itself while ds4's commands are being imported (the
 # moment of the reported traceback), then runs the console entry point.
-MID_IMPORT = """
+MID_IMPORT = (
+    DEFAULT_SIGINT
+    + """
 import importlib.abc, os, signal, sys
 
 class Interrupt(importlib.abc.MetaPathFinder):
@@ -32,6 +39,7 @@ sys.argv = ["ds4", "--version"]
 from ds4.__main__ import main
 sys.exit(main())
 """
+)
 
 
 def test_sigint_while_the_commands_import_exits_130_without_a_traceback() -> None:
