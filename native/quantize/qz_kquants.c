@@ -75,8 +75,13 @@ void qz_q2_k_block(const float *x, const float *qw, uint8_t *out) {
     qz_put_u16(out + 82, qz_f32_to_f16(dmin));
 }
 
-void qz_q4_k_block(const float *x, const float *qw, uint8_t *out) {
-    float w[256], L[256], La[32], scale[8], mins[8], ls[8], lm[8], d, dmin;
+/* The 8 sub-blocks' scales and minimums of a Q4_K / Q5_K block (codes 0..nmax), their
+ * 6-bit codes, and the block header: f16 d, f16 dmin, the 12 packed scale bytes. Without
+ * an importance vector the search uses rmin (and iters rounds); with one, Q4_K's
+ * weighted settings. L receives the final codes. */
+static void qkx_k_block(const float *x, const float *qw, int nmax, float rmin, int iters,
+                        float *L, uint8_t *out) {
+    float w[256], La[32], scale[8], mins[8], ls[8], lm[8], d, dmin;
     if (!qw) {
         for (int j = 0; j < 8; j++) {
             const float *xj = x + 32 * j;
@@ -84,7 +89,7 @@ void qz_q4_k_block(const float *x, const float *qw, uint8_t *out) {
             for (int i = 1; i < 32; i++) sumsq += xj[i] * xj[i];
             float av = sqrtf(sumsq / 32.0f);
             for (int i = 0; i < 32; i++) w[32 * j + i] = av + fabsf(xj[i]);
-            qz_make_qkx(32, 15, xj, w + 32 * j, -1.0f, 0.1f, 20, 0, &scale[j], &mins[j],
+            qz_make_qkx(32, nmax, xj, w + 32 * j, rmin, 0.1f, iters, 0, &scale[j], &mins[j],
                         L + 32 * j, La);
         }
         d = super_scale(8, 63, scale, ls);
@@ -93,14 +98,14 @@ void qz_q4_k_block(const float *x, const float *qw, uint8_t *out) {
         float sw[8];
         block_weights(x, qw, 2.0f, w);
         for (int j = 0; j < 8; j++) {
-            qz_make_qkx(32, 15, x + 32 * j, w + 32 * j, -0.9f, 0.05f, 36, 0, &scale[j], &mins[j],
-                        L + 32 * j, La);
+            qz_make_qkx(32, nmax, x + 32 * j, w + 32 * j, -0.9f, 0.05f, 36, 0, &scale[j],
+                        &mins[j], L + 32 * j, La);
             sw[j] = sub_sum(32, w + 32 * j);
         }
         d = qz_make_qp(8, 63, scale, sw, ls);
         dmin = qz_make_qp(8, 63, mins, sw, lm);
     }
-    final_codes(8, 32, 15, x, d, dmin, ls, lm, L);
+    final_codes(8, 32, nmax, x, d, dmin, ls, lm, L);
     qz_put_u16(out, qz_f32_to_f16(d));
     qz_put_u16(out + 2, qz_f32_to_f16(dmin));
     uint8_t *sc = out + 4;
@@ -114,6 +119,11 @@ void qz_q4_k_block(const float *x, const float *qw, uint8_t *out) {
         sc[j - 4] |= (uint8_t)((s >> 4) << 6);
         sc[j] |= (uint8_t)((m >> 4) << 6);
     }
+}
+
+void qz_q4_k_block(const float *x, const float *qw, uint8_t *out) {
+    float L[256];
+    qkx_k_block(x, qw, 15, -1.0f, 20, L, out);
     uint8_t *qs = out + 16;
     for (int c = 0; c < 4; c++) {
         for (int l = 0; l < 32; l++)
@@ -179,44 +189,8 @@ void qz_q6_k_block(const float *x, uint8_t *out) {
 }
 
 void qz_q5_k_block(const float *x, const float *qw, uint8_t *out) {
-    float w[256], L[256], La[32], scale[8], mins[8], ls[8], lm[8], d, dmin;
-    if (!qw) {
-        for (int j = 0; j < 8; j++) {
-            const float *xj = x + 32 * j;
-            float sumsq = xj[0] * xj[0];
-            for (int i = 1; i < 32; i++) sumsq += xj[i] * xj[i];
-            float av = sqrtf(sumsq / 32.0f);
-            for (int i = 0; i < 32; i++) w[32 * j + i] = av + fabsf(xj[i]);
-            qz_make_qkx(32, 31, xj, w + 32 * j, -0.5f, 0.1f, 15, 0, &scale[j], &mins[j],
-                        L + 32 * j, La);
-        }
-        d = super_scale(8, 63, scale, ls);
-        dmin = super_scale(8, 63, mins, lm);
-    } else {
-        float sw[8];
-        block_weights(x, qw, 2.0f, w);
-        for (int j = 0; j < 8; j++) {
-            qz_make_qkx(32, 31, x + 32 * j, w + 32 * j, -0.9f, 0.05f, 36, 0, &scale[j], &mins[j],
-                        L + 32 * j, La);
-            sw[j] = sub_sum(32, w + 32 * j);
-        }
-        d = qz_make_qp(8, 63, scale, sw, ls);
-        dmin = qz_make_qp(8, 63, mins, sw, lm);
-    }
-    final_codes(8, 32, 31, x, d, dmin, ls, lm, L);
-    qz_put_u16(out, qz_f32_to_f16(d));
-    qz_put_u16(out + 2, qz_f32_to_f16(dmin));
-    uint8_t *sc = out + 4;
-    for (int j = 0; j < 4; j++) {
-        sc[j] = (uint8_t)ls[j];
-        sc[j + 4] = (uint8_t)lm[j];
-    }
-    for (int j = 4; j < 8; j++) {
-        int s = (int)ls[j], m = (int)lm[j];
-        sc[j + 4] = (uint8_t)((s & 15) | ((m & 15) << 4));
-        sc[j - 4] |= (uint8_t)((s >> 4) << 6);
-        sc[j] |= (uint8_t)((m >> 4) << 6);
-    }
+    float L[256];
+    qkx_k_block(x, qw, 31, -0.5f, 15, L, out);
     uint8_t *qh = out + 16, *qs = out + 48;
     memset(qh, 0, 32);
     for (int j = 0; j < 8; j++) {

@@ -23,15 +23,8 @@ from ds4.domain.model.hparams import hparams_metadata
 from ds4.domain.model.presets import DEFAULT_TINY_SHAPE, TINY_SHAPES, init_tensor
 
 
-def register(tools: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    tiny = tools.add_parser(
-        "tiny",
-        formatter_class=DefaultsHelpFormatter,
-        help="write a random tiny DeepSeek V4 model (exact layout, real tokenizer)",
-        description="Write a random tiny DeepSeek V4 GGUF: every layer kind (dense, ratio-4 "
-        "with indexer, ratio-128, hash-routed MoE), the real DeepSeek V4 tokenizer, weights "
-        "scaled to keep activations sane. Deterministic: the same flags give the same bytes.",
-    )
+def add_out_and_seed(tiny: argparse.ArgumentParser) -> None:
+    """--out and --seed, as every `ds4 gguf tiny*` writer takes them."""
     tiny.add_argument(
         "--out",
         type=flag_types.output_file,
@@ -44,6 +37,18 @@ def register(tools: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=0,
         help=f"random seed (0..{SEED_MAX})",
     )
+
+
+def register(tools: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    tiny = tools.add_parser(
+        "tiny",
+        formatter_class=DefaultsHelpFormatter,
+        help="write a random tiny DeepSeek V4 model (exact layout, real tokenizer)",
+        description="Write a random tiny DeepSeek V4 GGUF: every layer kind (dense, ratio-4 "
+        "with indexer, ratio-128, hash-routed MoE), the real DeepSeek V4 tokenizer, weights "
+        "scaled to keep activations sane. Deterministic: the same flags give the same bytes.",
+    )
+    add_out_and_seed(tiny)
     tiny.add_argument(
         "--preset", choices=sorted(TINY_SHAPES), default=DEFAULT_TINY_SHAPE, help="model shape"
     )

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from ds4 import __version__
 from ds4.apps import flag_types, wiring
-from ds4.apps.flag_types import SEED_MAX, DefaultsHelpFormatter
+from ds4.apps.flag_types import DefaultsHelpFormatter
+from ds4.apps.gguf_tiny import add_out_and_seed
 from ds4.domain.convert.plan import Chunk, PlannedTensor, provenance_metadata
 from ds4.domain.gguf.ggml_types import GGMLType
 from ds4.domain.gguf.records import MetaValue, meta_str, meta_u32
@@ -34,18 +35,7 @@ def register(tools: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "mmproj (deepseek4v) layout, for tests and demos. Deterministic: the same flags give "
         "the same bytes.",
     )
-    tiny.add_argument(
-        "--out",
-        type=flag_types.output_file,
-        required=True,
-        help="output GGUF path (written atomically; its directory must exist)",
-    )
-    tiny.add_argument(
-        "--seed",
-        type=flag_types.int_in(0, SEED_MAX),
-        default=0,
-        help=f"random seed (0..{SEED_MAX})",
-    )
+    add_out_and_seed(tiny)
     tiny.add_argument(
         "--preset",
         choices=sorted(TINY_VISION_SHAPES),

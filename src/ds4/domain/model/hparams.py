@@ -294,7 +294,11 @@ FIELD_TO_KEY: dict[str, str] = {
 }
 
 
-class _Reader:
+class MetadataReader:
+    """Typed, range-checked reads of GGUF metadata that collect every problem instead of
+    stopping at the first (the model's hparams here, the vision encoder's in
+    domain/vision/hparams.py)."""
+
     def __init__(self, metadata: Mapping[str, MetaValue]) -> None:
         self.metadata = metadata
         self.problems: list[Problem] = []
@@ -365,7 +369,7 @@ def read_hparams(
     None when any key is missing, mistyped or out of range: a catalog or an engine
     must never be sized from such values.
     """
-    r = _Reader(metadata)
+    r = MetadataReader(metadata)
     arch = metadata.get("general.architecture")
     if arch is not None and arch.value != ARCH:
         r.fail("general.architecture", f"is {arch.value!r}, expected {ARCH!r}")
@@ -414,7 +418,7 @@ def read_hparams(
     return hparams, r.problems + check_architecture(hparams)
 
 
-def _vocab_from_tokens(r: _Reader, key: str) -> object:
+def _vocab_from_tokens(r: MetadataReader, key: str) -> object:
     """No vocab_size (llama.cpp's converter writes none): the token list's length."""
     tokens = r.metadata.get(TOKENS_KEY)
     if tokens is None:
@@ -426,7 +430,7 @@ def _vocab_from_tokens(r: _Reader, key: str) -> object:
     return len(tokens.items() or ())
 
 
-def _check_interop_keys(r: _Reader) -> None:
+def _check_interop_keys(r: MetadataReader) -> None:
     """The llama.cpp keys (see above): optional, but typed, in range and ours when present."""
     value = r.get(CONTEXT_LENGTH_KEY, frozenset({ValueType.UINT32, ValueType.UINT64}), True)
     if value is not None:
@@ -441,7 +445,7 @@ def _check_interop_keys(r: _Reader) -> None:
         r.fail(ROPE_SCALING_TYPE_KEY, f"is {scaling!r}; DeepSeek V4 uses {ROPE_SCALING_TYPE!r}")
 
 
-def _count_out_nextn(r: _Reader) -> None:
+def _count_out_nextn(r: MetadataReader) -> None:
     """n_layer is the trunk: llama.cpp's block_count also counts its MTP layers."""
     value = r.get(NEXTN_KEY, frozenset({ValueType.UINT32}), optional=True)
     n_layer = r.values["n_layer"]
@@ -455,7 +459,7 @@ def _count_out_nextn(r: _Reader) -> None:
         r.values["n_layer"] = n_layer - 1
 
 
-def _check_restated_keys(r: _Reader, clamps: list[float]) -> None:
+def _check_restated_keys(r: MetadataReader, clamps: list[float]) -> None:
     """swiglu_clamp_shexp and embedding_length_out (llama.cpp's converter writes both):
     this engine clamps shared experts like routed ones and streams n_hc * n_embd."""
     shared = r.metadata.get(SHARED_CLAMP_KEY)

@@ -11,15 +11,15 @@ column of QUANT_FORMATS (ds4.domain.gguf.quant_formats).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from ds4.domain.errors import Ds4Error
-from ds4.domain.gguf.ggml_types import type_name
+from ds4.domain.gguf.ggml_types import GGMLType, type_name
 from ds4.domain.gguf.records import MetaValue, TensorInfo
 from ds4.domain.model.catalog import TensorSpec, model_tensors, mtp_tensors
 from ds4.domain.model.hparams import DeepSeekV4HParams, Problem, read_hparams
@@ -70,7 +70,24 @@ def mtp_as_model_error(path: str) -> str:
     )
 
 
-def check_tensors(specs: list[TensorSpec], tensors: Mapping[str, TensorInfo]) -> list[Problem]:
+class ListedTensor(Protocol):
+    """What a catalog says of one tensor (the model's TensorSpec, the vision encoder's
+    VisionTensorSpec)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def dims(self) -> tuple[int, ...]: ...
+    @property
+    def allowed(self) -> frozenset[GGMLType]: ...
+    @property
+    def optional(self) -> bool: ...
+
+
+def listed_tensor_problems(
+    specs: Sequence[ListedTensor], tensors: Mapping[str, TensorInfo]
+) -> list[Problem]:
+    """Each catalog tensor present (unless optional), with its dims and an allowed type."""
     out: list[Problem] = []
     for spec in specs:
         info = tensors.get(spec.name)
@@ -85,6 +102,11 @@ def check_tensors(specs: list[TensorSpec], tensors: Mapping[str, TensorInfo]) ->
             out.append(
                 Problem(spec.name, f"type {type_name(info.ggml_type)}, expected one of {allowed}")
             )
+    return out
+
+
+def check_tensors(specs: list[TensorSpec], tensors: Mapping[str, TensorInfo]) -> list[Problem]:
+    out = listed_tensor_problems(specs, tensors)
     known = {spec.name for spec in specs}
     for name in tensors:
         if name not in known:

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ds4.domain.gguf.ggml_types import GGMLType as T
-from ds4.domain.gguf.ggml_types import type_name
 from ds4.domain.gguf.records import MetaValue, TensorInfo
 from ds4.domain.model.hparams import Problem
+from ds4.domain.model.validation import listed_tensor_problems
 from ds4.domain.vision.hparams import VisionHParams, read_vision_hparams
 
 VECTOR_TYPES = frozenset({T.F32})
@@ -72,20 +72,7 @@ def vision_tensors(hp: VisionHParams) -> list[VisionTensorSpec]:
 def check_vision_tensors(
     specs: list[VisionTensorSpec], tensors: Mapping[str, TensorInfo]
 ) -> list[Problem]:
-    out: list[Problem] = []
-    for spec in specs:
-        info = tensors.get(spec.name)
-        if info is None:
-            if not spec.optional:
-                out.append(Problem(spec.name, "missing"))
-            continue
-        if info.dims != spec.dims:
-            out.append(Problem(spec.name, f"dims {list(info.dims)}, expected {list(spec.dims)}"))
-        if info.ggml_type not in spec.allowed:
-            allowed = ", ".join(sorted(t.name for t in spec.allowed))
-            out.append(
-                Problem(spec.name, f"type {type_name(info.ggml_type)}, expected one of {allowed}")
-            )
+    out = listed_tensor_problems(specs, tensors)
     known = {spec.name for spec in specs}
     out += [
         Problem(name, "unexpected tensor (not in the deepseek4v catalog)")

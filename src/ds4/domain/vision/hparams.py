@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ds4.domain.gguf.records import FLOAT_TYPES, MetaValue, TensorInfo, ValueType
-from ds4.domain.model.hparams import Bounds, Problem, out_of_range
+from ds4.domain.model.hparams import Bounds, MetadataReader, Problem, out_of_range
 
 ARCH = "clip"
 PROJECTOR = "deepseek4v"
@@ -101,34 +101,8 @@ class VisionHParams:
         return self.patch_size * self.n_merge
 
 
-class _Reader:
-    def __init__(self, metadata: Mapping[str, MetaValue]) -> None:
-        self.metadata = metadata
-        self.problems: list[Problem] = []
-
-    def fail(self, key: str, message: str) -> None:
-        self.problems.append(Problem(key, message))
-
-    def get(self, key: str, accepted: frozenset[ValueType], optional: bool = False) -> object:
-        entry = self.metadata.get(key)
-        if entry is None:
-            if not optional:
-                self.fail(key, "missing")
-            return None
-        if entry.vtype not in accepted:
-            names = "/".join(sorted(t.name.lower() for t in accepted))
-            self.fail(key, f"stored as {entry.describe_type()}, expected {names}")
-            return None
-        return entry.value
-
-    def bounded(self, key: str, value: object, bounds: Bounds) -> object:
-        if not isinstance(value, int | float):
-            return None
-        complaint = out_of_range(value, bounds)
-        if complaint is not None:
-            self.fail(key, complaint)
-            return None
-        return value
+class _Reader(MetadataReader):
+    """The model's metadata reader, plus the RGB triples the preprocessor reads."""
 
     def triple(self, key: str, bounds: Bounds) -> tuple[float, float, float] | None:
         entry = self.metadata.get(key)
