@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,7 @@ class RepackSummary:
     tensors: int
     nbytes: int
     skipped: str | None = None
+    seconds: float = 0.0  # the repack's share of the load time
 
     def line(self) -> str:
         if self.skipped is not None:
@@ -58,8 +60,8 @@ class RepackSummary:
             else f"{self.nbytes / 2**20:.1f} MiB"
         )
         return (
-            f"repack-experts: {self.tensors} routed Q2_K down tensors repacked "
-            f"({size} anonymous memory, mapped originals dropped)"
+            f"repack-experts: {self.tensors} routed Q2_K down tensors repacked in "
+            f"{self.seconds:.1f} s ({size} anonymous memory, mapped originals dropped)"
         )
 
 
@@ -127,6 +129,7 @@ def repack_down_experts(
     tensors in anonymous memory, which MADV_DONTNEED would zero)."""
     todo = [(i, names[i]) for i in repackable(layers, len(names))]
     total = 0
+    t0 = time.perf_counter()
     for n_done, (i, name) in enumerate(todo, 1):
         d = layers[i].down_exps
         raw = model.raw(name)
@@ -151,4 +154,4 @@ def repack_down_experts(
         total += out.nbytes
         if len(todo) > 1 and out.nbytes >= _PROGRESS_BYTES:  # a real model: minutes
             log(f"repack-experts: {n_done}/{len(todo)} tensors ({total / 2**20:.0f} MiB)")
-    return RepackSummary(len(todo), total)
+    return RepackSummary(len(todo), total, seconds=time.perf_counter() - t0)
