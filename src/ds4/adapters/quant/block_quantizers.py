@@ -269,24 +269,39 @@ def pack_q4_k_scales(ls: U8, lm: U8) -> U8:
     return out
 
 
-def quantize_q4_k(blocks: F32, importance: F32 | None) -> U8:
+def qkx_search(
+    blocks: F32, importance: F32 | None, nmax: int, rmin: float, nstep: int
+) -> tuple[F32, F32, F32, F32, F32]:
+    """The Q4_K / Q5_K search (codes 0..nmax): per block its 8 sub-blocks' final codes
+    (n, 8, 32), d, dmin and the 6-bit scale and min codes. Without importance the search
+    uses rmin and nstep; with it, the weighted settings both types share."""
     n = blocks.shape[0]
     x = blocks.reshape(n * 8, 32)
     if importance is None:
         av = np.sqrt(seq_sum(x * x) / f32(32))
         w = av[:, None] + np.abs(x)
-        scale, the_min, codes = make_qkx(x, w, 15, rmin=-1.0, rdelta=0.1, nstep=20, use_mad=False)
+        scale, the_min, codes = make_qkx(
+            x, w, nmax, rmin=rmin, rdelta=0.1, nstep=nstep, use_mad=False
+        )
         d, ls = _super_scales(scale.reshape(n, 8), 63)
         dmin, lm = _super_scales(the_min.reshape(n, 8), 63)
     else:
         w = _block_weights(blocks, importance, 2.0).reshape(n * 8, 32)
-        scale, the_min, codes = make_qkx(x, w, 15, rmin=-0.9, rdelta=0.05, nstep=36, use_mad=False)
+        scale, the_min, codes = make_qkx(
+            x, w, nmax, rmin=-0.9, rdelta=0.05, nstep=36, use_mad=False
+        )
         sw = seq_sum(w).reshape(n, 8)
         d, ls = make_qp(scale.reshape(n, 8), sw, 63)
         dmin, lm = make_qp(the_min.reshape(n, 8), sw, 63)
     codes = _final_codes(
-        x.reshape(n, 8, 32), codes.reshape(n, 8, 32), d=d, dmin=dmin, sc=ls, mn=lm, nmax=15
+        x.reshape(n, 8, 32), codes.reshape(n, 8, 32), d=d, dmin=dmin, sc=ls, mn=lm, nmax=nmax
     )
+    return codes, d, dmin, ls, lm
+
+
+def quantize_q4_k(blocks: F32, importance: F32 | None) -> U8:
+    n = blocks.shape[0]
+    codes, d, dmin, ls, lm = qkx_search(blocks, importance, 15, rmin=-1.0, nstep=20)
     q = codes.reshape(n, 4, 2, 32).astype(np.uint8)
     qs = q[:, :, 0] | (q[:, :, 1] << 4)
     packed = pack_q4_k_scales(ls.astype(np.uint8), lm.astype(np.uint8))

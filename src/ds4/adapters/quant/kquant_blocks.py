@@ -27,17 +27,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ds4.adapters.quant.block_quantizers import (
-    _block_weights,
-    _final_codes,
     _super_scales,
     f16_bytes,
-    make_qkx,
-    make_qp,
     nearest_clamped,
     pack_q4_k_scales,
+    qkx_search,
     round_f16,
     seq_max,
-    seq_sum,
 )
 
 F32 = npt.NDArray[np.float32]
@@ -183,22 +179,7 @@ def quantize_q6_k(blocks: F32, importance: F32 | None) -> U8:
 def quantize_q5_k(blocks: F32, importance: F32 | None) -> U8:
     """Q4_K's search and final codes with 31 levels."""
     n = blocks.shape[0]
-    x = blocks.reshape(n * 8, 32)
-    if importance is None:
-        av = np.sqrt(seq_sum(x * x) / f32(32))
-        w = av[:, None] + np.abs(x)
-        scale, the_min, codes = make_qkx(x, w, 31, rmin=-0.5, rdelta=0.1, nstep=15, use_mad=False)
-        d, ls = _super_scales(scale.reshape(n, 8), 63)
-        dmin, lm = _super_scales(the_min.reshape(n, 8), 63)
-    else:
-        w = _block_weights(blocks, importance, 2.0).reshape(n * 8, 32)
-        scale, the_min, codes = make_qkx(x, w, 31, rmin=-0.9, rdelta=0.05, nstep=36, use_mad=False)
-        sw = seq_sum(w).reshape(n, 8)
-        d, ls = make_qp(scale.reshape(n, 8), sw, 63)
-        dmin, lm = make_qp(the_min.reshape(n, 8), sw, 63)
-    codes = _final_codes(
-        x.reshape(n, 8, 32), codes.reshape(n, 8, 32), d=d, dmin=dmin, sc=ls, mn=lm, nmax=31
-    )
+    codes, d, dmin, ls, lm = qkx_search(blocks, importance, 31, rmin=-0.5, nstep=15)
     q = codes.reshape(n, 8, 32).astype(np.uint8)
     qh = np.zeros((n, 32), dtype=np.uint8)
     for j in range(8):
